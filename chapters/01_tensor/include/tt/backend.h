@@ -1,0 +1,87 @@
+/// @file backend.h
+/// @brief What a device must provide so that tensors can live on it: an Allocator for its
+/// memory and a DeviceBackend that copies and fills.
+///
+/// Chapter 01 registers the CPU backend; chapter 06 registers the CUDA one. Compute kernels
+/// (add, matmul, ...) are not part of a backend: they go through the kernel registry of
+/// chapter 02.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tt/device.h"
+
+namespace tt {
+
+class Tensor;
+
+/// Allocation statistics, in bytes (what a caching allocator reports too).
+struct AllocatorStats {
+  std::size_t allocated = 0;       ///< bytes handed out and not yet returned
+  std::size_t peak_allocated = 0;  ///< maximum of `allocated` since start
+  std::size_t reserved = 0;        ///< bytes held from the system (>= allocated when caching)
+  std::size_t num_allocs = 0;      ///< number of allocate() calls
+  std::size_t num_system_allocs = 0;  ///< calls that went to the system (malloc/cudaMalloc)
+};
+
+/// Hands out raw device memory. Implementations must be thread-safe.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  /// Returns at least `nbytes` bytes (nullptr for 0 bytes); throws tt::Error when out of memory.
+  virtual void* allocate(std::size_t nbytes) = 0;
+  /// Returns memory obtained from allocate(nbytes) with the same `nbytes`.
+  virtual void deallocate(void* ptr, std::size_t nbytes) = 0;
+  /// Current statistics.
+  virtual AllocatorStats stats() const = 0;
+};
+
+/// CPU memory aligned to kAlignment bytes (so SIMD loads of any row start are aligned).
+class CpuAllocator final : public Allocator {
+ public:
+  /// Alignment of every block: a cache line, enough for AVX-512 loads.
+  static constexpr std::size_t kAlignment = 64;
+  /// Aligned allocation rounded up to a multiple of kAlignment.
+  void* allocate(std::size_t nbytes) override;
+  /// Frees a block from allocate().
+  void deallocate(void* ptr, std::size_t nbytes) override;
+  /// Live/peak byte counts.
+  AllocatorStats stats() const override;
+
+ private:
+  struct Counters;
+  static Counters& counters();
+};
+
+/// Device runtime services used by Tensor: memory, copies and fill.
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  /// The allocator of device number `index` of this type.
+  virtual Allocator& allocator(int index) = 0;
+  /// Element-wise copy between two tensors of this device type with the same shape (dtypes may
+  /// differ: values are converted; either side may be non-contiguous or broadcast).
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  /// Copies `nbytes` of contiguous memory from the host to this device (`device_index`).
+  virtual void copy_from_host(void* dst, const void* src, std::size_t nbytes, int device_index) = 0;
+  /// Copies `nbytes` of contiguous memory from this device to the host.
+  virtual void copy_to_host(void* dst, const void* src, std::size_t nbytes, int device_index) = 0;
+  /// Sets every element of `dst` (any strides) to `value` converted to its dtype.
+  virtual void fill(const Tensor& dst, double value) = 0;
+  /// Waits until all queued work on the device has finished (no-op on the CPU).
+  virtual void synchronize(int device_index) {}
+};
+
+/// Installs the backend of a device type (called once from a static registration).
+/// Throws tt::Error if one is already installed.
+void register_backend(DeviceType type, DeviceBackend* backend);
+
+/// The backend of a device type; throws tt::Error naming the device when none is registered
+/// (e.g. CUDA in a build without CUDA, or before chapter 06).
+DeviceBackend& backend_for(DeviceType type);
+
+/// True when a backend for `type` is registered.
+bool has_backend(DeviceType type);
+
+}  // namespace tt

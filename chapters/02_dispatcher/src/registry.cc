@@ -1,0 +1,26 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 02_dispatcher. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch02
+// Generated from solutions/02_dispatcher/registry.cc by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// Chapter 02 exercises ch02.1 and ch02.2: finding a kernel and checking its signature.
+#include <sstream>
+
+#include "tt/dispatcher.h"
+#include "tt/error.h"
+#include "tt/todo.h"
+
+namespace tt {
+
+void check_kernel_signature(const KernelEntry& entry, std::type_index signature,
+                            const std::string& signature_name) {
+  TT_TODO("ch02.2", "check_kernel_signature: compare entry.signature with signature; on mismatch throw naming op, device and both signature names");
+}
+
+const KernelEntry& KernelRegistry::find(const std::string& op, DeviceType device,
+                                        std::type_index signature,
+                                        const std::string& signature_name) const {
+  TT_TODO("ch02.1", "KernelRegistry::find: look up (op, device) in table_; throw listing what is registered when missing or duplicated; then check_kernel_signature");
+}
+
+}  // namespace tt

@@ -1,0 +1,46 @@
+# Runs inside ctest (included from the file tt_discover_tests generates): lists the tests of
+# one gtest executable and declares one CTest test for each, with the project's labels.
+# Inputs: TT_TEST_EXE, TT_TEST_TARGET, TT_TEST_CHAPTER, TT_TEST_WORKDIR.
+if(NOT EXISTS "${TT_TEST_EXE}")
+  add_test("${TT_TEST_TARGET}_NOT_BUILT" "${TT_TEST_EXE}")
+  set_tests_properties("${TT_TEST_TARGET}_NOT_BUILT" PROPERTIES LABELS "ch${TT_TEST_CHAPTER}")
+  return()
+endif()
+execute_process(COMMAND "${TT_TEST_EXE}" --gtest_list_tests
+                OUTPUT_VARIABLE _tt_out ERROR_VARIABLE _tt_err RESULT_VARIABLE _tt_rc
+                TIMEOUT 60)
+if(NOT _tt_rc EQUAL 0)
+  # Make the failure visible as a failing test rather than silently dropping the binary.
+  add_test("${TT_TEST_TARGET}_LIST_FAILED" "${TT_TEST_EXE}" --gtest_list_tests)
+  set_tests_properties("${TT_TEST_TARGET}_LIST_FAILED" PROPERTIES LABELS "ch${TT_TEST_CHAPTER}")
+  return()
+endif()
+string(REPLACE ";" "\\;" _tt_out "${_tt_out}")
+string(REPLACE "\n" ";" _tt_lines "${_tt_out}")
+set(_tt_suite "")
+foreach(_tt_line IN LISTS _tt_lines)
+  if(_tt_line MATCHES "^([^ #][^ ]*)\\.( *#.*)?$")
+    set(_tt_suite "${CMAKE_MATCH_1}")
+  elseif(_tt_line MATCHES "^  ([^ ]+)( *#.*)?$")
+    set(_tt_name "${_tt_suite}.${CMAKE_MATCH_1}")
+    if(_tt_name MATCHES "DISABLED_")
+      continue()
+    endif()
+    set(_tt_labels "ch${TT_TEST_CHAPTER}")
+    # Suite ChNN_M_What (optionally behind a parameterized-instantiation prefix "Prefix/").
+    if(_tt_suite MATCHES "(^|/)Ch([0-9][0-9])_([0-9]+)_")
+      list(APPEND _tt_labels "ch${CMAKE_MATCH_2}.${CMAKE_MATCH_3}")
+    endif()
+    if(_tt_name MATCHES "[Cc]uda|CUDA")
+      list(APPEND _tt_labels cuda)
+    else()
+      list(APPEND _tt_labels cpu)
+    endif()
+    add_test("${_tt_name}" "${TT_TEST_EXE}" "--gtest_filter=${_tt_name}")
+    set_tests_properties("${_tt_name}" PROPERTIES
+      LABELS "${_tt_labels}"
+      WORKING_DIRECTORY "${TT_TEST_WORKDIR}"
+      SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
+      TIMEOUT 600)
+  endif()
+endforeach()

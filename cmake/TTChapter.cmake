@@ -1,0 +1,130 @@
+# The chapter helper: one call declares a whole chapter.
+#
+#   tt_add_chapter(04_cpu_kernels [LIBRARIES <targets>...] [CUDA_LIBRARIES <targets>...])
+#
+# declares, from the folder layout alone:
+#   tt_chNN          static library: chapters/NN_topic/src/*.cc (+ *.cu when CUDA is on), where
+#                    each file that also exists in solutions/NN_topic/ (an exercise file) is taken
+#                    from solutions/ (solution mode, compiled with TT_SOLUTION=1) or from the
+#                    generated starter in chapters/NN_topic/src/ (learner mode). It links the
+#                    previous chapter's library, so chapter N can use everything before it.
+#   tt_chNN_tests    gtest executable of chapters/NN_topic/tests/*.cc, discovered at test time
+#                    (tests are labelled chNN, chNN.M from the name ChNN_M_What, and cpu|cuda).
+#   <app>            one executable per chapters/NN_topic/apps/<app>.cc (demos, tools).
+#   check-chNN       runs this chapter's tests and prints "chNN: k/n exercises passing — next: ...".
+#   check-upto-chNN  the same for chapters 01..NN.
+#
+# Static libraries and static registration: kernels register themselves from static objects
+# that nothing references by name, so a plain static link would drop them. Every chapter library
+# is therefore linked with CMake's WHOLE_ARCHIVE feature (--whole-archive), which keeps every
+# object file. See chapters/02_dispatcher/README.md, "Why registrations vanish".
+
+set(TT_SOURCE_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
+get_filename_component(TT_SOURCE_ROOT "${TT_SOURCE_ROOT}" ABSOLUTE)
+set(TT_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}" CACHE INTERNAL "")
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+add_custom_target(check-all)
+
+function(tt_add_chapter dir)
+  cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES" ${ARGN})
+  if(NOT dir MATCHES "^([0-9][0-9])_[a-z0-9_]+$")
+    message(FATAL_ERROR "tt_add_chapter: '${dir}' is not of the form NN_topic")
+  endif()
+  set(num "${CMAKE_MATCH_1}")
+  math(EXPR n "${num}")
+  set(chdir "${TT_SOURCE_ROOT}/chapters/${dir}")
+  set(soldir "${TT_SOURCE_ROOT}/solutions/${dir}")
+  set(lib tt_ch${num})
+
+  set(use_solution OFF)
+  if(TT_IMPLEMENTATION STREQUAL "solution" OR n LESS_EQUAL TT_SOLUTIONS_UPTO)
+    set(use_solution ON)
+  endif()
+
+  set(patterns "${chdir}/src/*.cc")
+  set(sol_patterns "${soldir}/*.cc")
+  if(TT_WITH_CUDA)
+    list(APPEND patterns "${chdir}/src/*.cu")
+    list(APPEND sol_patterns "${soldir}/*.cu")
+  endif()
+  file(GLOB sources CONFIGURE_DEPENDS ${patterns})
+  file(GLOB solutions CONFIGURE_DEPENDS ${sol_patterns})
+  foreach(sol IN LISTS solutions)
+    get_filename_component(name "${sol}" NAME)
+    if(NOT EXISTS "${chdir}/src/${name}")
+      message(FATAL_ERROR "solutions/${dir}/${name} has no starter chapters/${dir}/src/${name}: "
+                          "run tools/sync_starters")
+    endif()
+    if(use_solution)
+      list(REMOVE_ITEM sources "${chdir}/src/${name}")
+      list(APPEND sources "${sol}")
+    endif()
+  endforeach()
+
+  add_library(${lib} STATIC ${sources})
+  target_include_directories(${lib} PUBLIC "${chdir}/include")
+  target_link_libraries(${lib} PUBLIC tt_flags ${ARG_LIBRARIES})
+  if(TT_WITH_CUDA)
+    target_link_libraries(${lib} PUBLIC ${ARG_CUDA_LIBRARIES})
+  endif()
+  if(use_solution)
+    target_compile_definitions(${lib} PRIVATE TT_SOLUTION=1)
+  endif()
+  get_property(prev GLOBAL PROPERTY TT_LAST_CHAPTER_LIB)
+  if(prev)
+    target_link_libraries(${lib} PUBLIC "$<LINK_LIBRARY:WHOLE_ARCHIVE,${prev}>")
+  else()
+    target_link_libraries(${lib} PUBLIC "$<LINK_LIBRARY:WHOLE_ARCHIVE,tt_common>")
+  endif()
+  set_property(GLOBAL PROPERTY TT_LAST_CHAPTER_LIB ${lib})
+  set_property(GLOBAL APPEND PROPERTY TT_CHAPTER_NUMBERS ${num})
+
+  # Tests.
+  file(GLOB tests CONFIGURE_DEPENDS "${chdir}/tests/*.cc")
+  if(tests)
+    set(exe tt_ch${num}_tests)
+    add_executable(${exe} ${tests})
+    target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>" tt_test_support)
+    target_compile_definitions(${exe} PRIVATE
+      TT_SOURCE_DIR="${TT_SOURCE_ROOT}" TT_REFERENCE_DIR="${TT_SOURCE_ROOT}/reference_data")
+    tt_discover_tests(${exe} ${num})
+    set_property(GLOBAL APPEND PROPERTY TT_TEST_TARGETS ${exe})
+  endif()
+
+  # Apps: one executable per file.
+  file(GLOB apps CONFIGURE_DEPENDS "${chdir}/apps/*.cc")
+  foreach(app IN LISTS apps)
+    get_filename_component(app_name "${app}" NAME_WE)
+    add_executable(${app_name} "${app}")
+    target_link_libraries(${app_name} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>")
+  endforeach()
+
+  # check-chNN / check-upto-chNN.
+  get_property(test_targets GLOBAL PROPERTY TT_TEST_TARGETS)
+  set(check_cmd "${Python3_EXECUTABLE}" "${TT_SOURCE_ROOT}/tools/check_chapter"
+                --build-dir "${CMAKE_BINARY_DIR}")
+  add_custom_target(check-ch${num}
+    COMMAND ${check_cmd} ${num}
+    DEPENDS ${exe} USES_TERMINAL
+    COMMENT "Checking chapter ${num}")
+  add_custom_target(check-upto-ch${num}
+    COMMAND ${check_cmd} --upto ${num}
+    DEPENDS ${test_targets} USES_TERMINAL
+    COMMENT "Checking chapters 01..${num}")
+  add_dependencies(check-all check-ch${num})
+endfunction()
+
+# Registers the tests of a gtest executable with CTest at test time (never at build time, so
+# CUDA binaries are never run while building). Each gtest becomes one CTest test with labels
+# chNN, chNN.M (from a name like ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu.
+function(tt_discover_tests target num)
+  set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
+  file(GENERATE OUTPUT "${include_file}" CONTENT
+"set(TT_TEST_EXE [==[$<TARGET_FILE:${target}>]==])
+set(TT_TEST_TARGET [==[${target}]==])
+set(TT_TEST_CHAPTER [==[${num}]==])
+set(TT_TEST_WORKDIR [==[${TT_SOURCE_ROOT}]==])
+include([==[${TT_CMAKE_DIR}/TTAddTests.cmake]==])
+")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")
+endfunction()

@@ -1,0 +1,53 @@
+# Finds every dependency through find_package (Debian packages + the CUDA toolkit).
+find_package(Threads REQUIRED)
+find_package(GTest REQUIRED)
+find_package(benchmark REQUIRED)
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+
+# CUDA: AUTO turns it on when nvcc is found. When it is on, every CUDA source is compiled
+# (so a CPU-only CI machine with nvcc still proves the CUDA code builds); CUDA tests skip at
+# run time when no GPU is present.
+set(TT_WITH_CUDA OFF)
+if(NOT TT_ENABLE_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # A GPU visible at configure time: build for it. Otherwise Hopper (sm_90, the H100/H200
+      # the project is verified on); override with -DCMAKE_CUDA_ARCHITECTURES=86 etc.
+      execute_process(COMMAND nvidia-smi --query-gpu=compute_cap --format=csv,noheader
+                      OUTPUT_VARIABLE _tt_cc RESULT_VARIABLE _tt_smi ERROR_QUIET
+                      OUTPUT_STRIP_TRAILING_WHITESPACE)
+      if(_tt_smi EQUAL 0 AND _tt_cc MATCHES "^[0-9]")
+        set(CMAKE_CUDA_ARCHITECTURES native)
+      else()
+        set(CMAKE_CUDA_ARCHITECTURES 90)
+      endif()
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(TT_WITH_CUDA ON)
+    message(STATUS "TinyInfiniTrain: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  elseif(TT_ENABLE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TT_ENABLE_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+
+# Flags shared by every target of the project.
+add_library(tt_flags INTERFACE)
+target_compile_options(tt_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TT_WARNINGS_AS_ERRORS}>>:-Werror>
+  # GCC 12 reports false positives for std::string concatenation at -O3 (GCC bug 105329).
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>)
+if(TT_WITH_CUDA)
+  target_compile_definitions(tt_flags INTERFACE TT_WITH_CUDA=1)
+  target_compile_options(tt_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall>)
+endif()

@@ -1,0 +1,33 @@
+#include "tt/cuda_probe.h"
+
+#if TT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tt {
+
+bool built_with_cuda() {
+#if TT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#if TT_WITH_CUDA
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the sticky "no device / no driver" error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace tt

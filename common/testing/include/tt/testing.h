@@ -1,0 +1,75 @@
+/// @file testing.h
+/// @brief Test helpers: tensor comparison with a useful report, error expectations, CUDA skips,
+/// and reference-data paths.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+
+#include "tt/cuda_probe.h"
+#include "tt/error.h"
+#include "tt/tensor.h"
+#include "tt/todo.h"
+
+namespace tt::testing {
+
+/// Compares two tensors elementwise: |actual - expected| <= atol + rtol * |expected| everywhere
+/// (NaN only matches NaN). On failure the message gives both shapes and dtypes, the first
+/// mismatching index with both values, the max abs and rel error, and the tolerance.
+::testing::AssertionResult tensor_near(const char* actual_expr, const char* expected_expr,
+                                       const char* atol_expr, const char* rtol_expr,
+                                       const Tensor& actual, const Tensor& expected, double atol,
+                                       double rtol);
+
+/// Absolute path of a file under reference_data/.
+std::string reference_path(const std::string& relative);
+
+/// Runs `fn` and checks that it throws tt::Error whose message contains every string in
+/// `needles`. A tt::NotImplemented (an unfinished exercise) or any other exception fails the
+/// check with its own message, so a starter never passes an error test by accident.
+template <typename Fn>
+::testing::AssertionResult throws_tt_error(Fn&& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+  } catch (const tt::Error& e) {
+    const std::string msg = e.what();
+    for (const auto& n : needles) {
+      if (msg.find(n) == std::string::npos) {
+        return ::testing::AssertionFailure()
+               << "tt::Error message lacks \"" << n << "\": " << msg;
+      }
+    }
+    return ::testing::AssertionSuccess();
+  } catch (const tt::NotImplemented& e) {
+    return ::testing::AssertionFailure() << e.what();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "expected tt::Error, got another exception: "
+                                         << e.what();
+  }
+  return ::testing::AssertionFailure() << "expected tt::Error, nothing was thrown";
+}
+
+}  // namespace tt::testing
+
+/// EXPECT that two tensors agree within atol + rtol*|expected| (see tt::testing::tensor_near).
+#define EXPECT_TENSOR_NEAR(actual, expected, atol, rtol) \
+  EXPECT_PRED_FORMAT4(::tt::testing::tensor_near, actual, expected, atol, rtol)
+/// ASSERT form of EXPECT_TENSOR_NEAR.
+#define ASSERT_TENSOR_NEAR(actual, expected, atol, rtol) \
+  ASSERT_PRED_FORMAT4(::tt::testing::tensor_near, actual, expected, atol, rtol)
+
+/// EXPECT that `stmt` throws tt::Error whose message contains each of the given strings:
+/// `EXPECT_TT_ERROR(a.view({7}), "view", "[2, 3]");`
+#define EXPECT_TT_ERROR(stmt, ...) \
+  EXPECT_TRUE(::tt::testing::throws_tt_error([&] { (void)(stmt); }, {__VA_ARGS__}))
+
+/// Skips the current test (reported as SKIPPED, never as passed) when no CUDA device is usable.
+#define TT_SKIP_IF_NO_CUDA()                                                    \
+  do {                                                                          \
+    if (::tt::cuda_device_count() == 0) {                                       \
+      GTEST_SKIP() << (::tt::built_with_cuda() ? "no CUDA device available"     \
+                                               : "built without CUDA");         \
+    }                                                                           \
+  } while (0)

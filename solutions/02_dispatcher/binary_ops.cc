@@ -1,0 +1,83 @@
+// Chapter 02 exercises ch02.3 and ch02.4: the first CPU kernels and the op front-end.
+#include <cstdint>
+
+#include "tt/cpu_loops.h"
+#include "tt/ops.h"
+#include "tt/todo.h"
+
+namespace tt {
+
+namespace cpu {
+
+void add(const Tensor& out, const Tensor& a, const Tensor& b) {
+#if TT_SOLUTION
+  dispatch_dtype(out.dtype(), "add", [&]<typename T>() {
+    cpu_binary_loop<T>(out, a, b, [](T x, T y) { return x + y; });
+  });
+#else
+  TT_TODO("ch02.3", "cpu::add: dispatch_dtype on out.dtype(), then cpu_binary_loop<T> with a lambda x + y");
+#endif
+}
+
+void sub(const Tensor& out, const Tensor& a, const Tensor& b) {
+#if TT_SOLUTION
+  dispatch_dtype(out.dtype(), "sub", [&]<typename T>() {
+    cpu_binary_loop<T>(out, a, b, [](T x, T y) { return x - y; });
+  });
+#else
+  TT_TODO("ch02.3", "cpu::sub: like cpu::add with x - y");
+#endif
+}
+
+void mul(const Tensor& out, const Tensor& a, const Tensor& b) {
+#if TT_SOLUTION
+  dispatch_dtype(out.dtype(), "mul", [&]<typename T>() {
+    cpu_binary_loop<T>(out, a, b, [](T x, T y) { return x * y; });
+  });
+#else
+  TT_TODO("ch02.3", "cpu::mul: like cpu::add with x * y");
+#endif
+}
+
+void div(const Tensor& out, const Tensor& a, const Tensor& b) {
+#if TT_SOLUTION
+  dispatch_dtype(out.dtype(), "div", [&]<typename T>() {
+    if constexpr (std::is_integral_v<T>) {
+      cpu_binary_loop<T>(out, a, b, [](T x, T y) {
+        TT_CHECK(y != 0, "div: integer division by zero (int64)");
+        return x / y;
+      });
+    } else {
+      cpu_binary_loop<T>(out, a, b, [](T x, T y) { return x / y; });
+    }
+  });
+#else
+  TT_TODO("ch02.3", "cpu::div: like cpu::add with x / y; for int64 throw on division by zero");
+#endif
+}
+
+}  // namespace cpu
+
+TT_REGISTER_KERNEL("add", DeviceType::kCPU, cpu::add);
+TT_REGISTER_KERNEL("sub", DeviceType::kCPU, cpu::sub);
+TT_REGISTER_KERNEL("mul", DeviceType::kCPU, cpu::mul);
+TT_REGISTER_KERNEL("div", DeviceType::kCPU, cpu::div);
+
+Tensor binary_op(const std::string& op, const Tensor& a, const Tensor& b) {
+#if TT_SOLUTION
+  TT_CHECK(a.defined() && b.defined(), op, ": undefined input");
+  TT_CHECK(a.device() == b.device(), op, ": inputs are on different devices: ", a.describe(),
+           " and ", b.describe());
+  TT_CHECK(a.dtype() == b.dtype(), op, ": inputs have different dtypes: ", a.describe(), " and ",
+           b.describe());
+  TT_CHECK(a.shape() == b.shape(), op, ": shapes ", a.shape(), " and ", b.shape(),
+           " differ (chapter 04 adds broadcasting)");
+  Tensor out = empty(a.shape(), {a.dtype(), a.device()});
+  call_kernel<BinaryKernel>(op, a.device(), out, a, b);
+  return out;
+#else
+  TT_TODO("ch02.4", "binary_op: check device, dtype and shape (name them in the error), allocate out, call_kernel<BinaryKernel>");
+#endif
+}
+
+}  // namespace tt
