@@ -5,6 +5,7 @@
 // ============================================================================================
 // Chapter 02 exercises ch02.3 and ch02.4: the first CPU kernels and the op front-end.
 #include <cstdint>
+#include <type_traits>
 
 #include "tt/cpu_loops.h"
 #include "tt/ops.h"
@@ -14,20 +15,34 @@ namespace tt {
 
 namespace cpu {
 
+namespace {
+// The body shared by every binary kernel: pick the element type, then loop. `f` is a generic
+// lambda applied to two elements of type T.
+template <typename F>
+void binary_kernel(const char* op, const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  TT_TODO("ch02.3", "cpu binary kernels: dispatch_dtype on out.dtype(), then cpu_binary_loop<T>(out, a, b, ...) applying f");
+}
+}  // namespace
+
 void add(const Tensor& out, const Tensor& a, const Tensor& b) {
-  TT_TODO("ch02.3", "cpu::add: dispatch_dtype on out.dtype(), then cpu_binary_loop<T> with a lambda x + y");
+  binary_kernel("add", out, a, b, [](auto x, auto y) { return x + y; });
 }
 
 void sub(const Tensor& out, const Tensor& a, const Tensor& b) {
-  TT_TODO("ch02.3", "cpu::sub: like cpu::add with x - y");
+  binary_kernel("sub", out, a, b, [](auto x, auto y) { return x - y; });
 }
 
 void mul(const Tensor& out, const Tensor& a, const Tensor& b) {
-  TT_TODO("ch02.3", "cpu::mul: like cpu::add with x * y");
+  binary_kernel("mul", out, a, b, [](auto x, auto y) { return x * y; });
 }
 
 void div(const Tensor& out, const Tensor& a, const Tensor& b) {
-  TT_TODO("ch02.3", "cpu::div: like cpu::add with x / y; for int64 throw on division by zero");
+  binary_kernel("div", out, a, b, [](auto x, auto y) {
+    if constexpr (std::is_integral_v<decltype(y)>) {
+      TT_CHECK(y != 0, "div: integer division by zero (int64)");
+    }
+    return x / y;
+  });
 }
 
 }  // namespace cpu
