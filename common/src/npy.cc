@@ -15,9 +15,12 @@ constexpr std::size_t kMagicLen = 6;
 
 const char* descr_of(NpyDType d) {
   switch (d) {
-    case NpyDType::kFloat32: return "<f4";
-    case NpyDType::kFloat64: return "<f8";
-    case NpyDType::kInt64: return "<i8";
+    case NpyDType::kFloat32:
+      return "<f4";
+    case NpyDType::kFloat64:
+      return "<f8";
+    case NpyDType::kInt64:
+      return "<i8";
   }
   return "?";
 }
@@ -33,22 +36,32 @@ class HeaderParser {
     expect('{');
     while (true) {
       skip_ws();
-      if (peek() == '}') { ++i_; break; }
+      if (peek() == '}') {
+        ++i_;
+        break;
+      }
       std::string key = parse_string();
       skip_ws();
       expect(':');
       skip_ws();
       if (key == "descr") {
         std::string d = parse_string();
-        if (d == "<f4") out.dtype = NpyDType::kFloat32;
-        else if (d == "<f8") out.dtype = NpyDType::kFloat64;
-        else if (d == "<i8") out.dtype = NpyDType::kInt64;
-        else fail("unsupported dtype '" + d + "' (supported: <f4, <f8, <i8)");
+        if (d == "<f4")
+          out.dtype = NpyDType::kFloat32;
+        else if (d == "<f8")
+          out.dtype = NpyDType::kFloat64;
+        else if (d == "<i8")
+          out.dtype = NpyDType::kInt64;
+        else
+          fail("unsupported dtype '" + d + "' (supported: <f4, <f8, <i8)");
         have_descr = true;
       } else if (key == "fortran_order") {
-        if (s_.compare(i_, 5, "False") == 0) { i_ += 5; }
-        else if (s_.compare(i_, 4, "True") == 0) { fail("Fortran-ordered arrays are not supported"); }
-        else fail("fortran_order must be True or False");
+        if (s_.compare(i_, 5, "False") == 0) {
+          i_ += 5;
+        } else if (s_.compare(i_, 4, "True") == 0) {
+          fail("Fortran-ordered arrays are not supported");
+        } else
+          fail("fortran_order must be True or False");
         have_order = true;
       } else if (key == "shape") {
         out.shape = parse_shape();
@@ -57,26 +70,37 @@ class HeaderParser {
         fail("unknown header key '" + key + "'");
       }
       skip_ws();
-      if (peek() == ',') { ++i_; continue; }
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
       skip_ws();
-      if (peek() == '}') { ++i_; break; }
+      if (peek() == '}') {
+        ++i_;
+        break;
+      }
       fail("expected ',' or '}' in header");
     }
-    if (!have_descr || !have_order || !have_shape) fail("header lacks descr, fortran_order or shape");
+    if (!have_descr || !have_order || !have_shape)
+      fail("header lacks descr, fortran_order or shape");
     skip_ws();
     if (i_ != s_.size()) fail("trailing characters after the header dict");
   }
 
  private:
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
-  void skip_ws() { while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n')) ++i_; }
+  void skip_ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n')) ++i_;
+  }
   void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "' at header offset " + std::to_string(i_));
+    if (peek() != c)
+      fail(std::string("expected '") + c + "' at header offset " + std::to_string(i_));
     ++i_;
   }
   std::string parse_string() {
     char q = peek();
-    if (q != '\'' && q != '"') fail("expected a quoted string at header offset " + std::to_string(i_));
+    if (q != '\'' && q != '"')
+      fail("expected a quoted string at header offset " + std::to_string(i_));
     ++i_;
     std::size_t end = s_.find(q, i_);
     if (end == std::string::npos) fail("unterminated string in header");
@@ -89,7 +113,10 @@ class HeaderParser {
     expect('(');
     while (true) {
       skip_ws();
-      if (peek() == ')') { ++i_; break; }
+      if (peek() == ')') {
+        ++i_;
+        break;
+      }
       if (peek() < '0' || peek() > '9') fail("shape entries must be non-negative integers");
       int64_t v = 0;
       while (peek() >= '0' && peek() <= '9') {
@@ -98,8 +125,14 @@ class HeaderParser {
       }
       shape.push_back(v);
       skip_ws();
-      if (peek() == ',') { ++i_; continue; }
-      if (peek() == ')') { ++i_; break; }
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
+      if (peek() == ')') {
+        ++i_;
+        break;
+      }
       fail("malformed shape tuple");
     }
     return shape;
@@ -141,7 +174,8 @@ NpyArray parse_npy(const std::vector<std::byte>& bytes, const std::string& name)
   } else {
     TT_CHECK(bytes.size() >= 12, "read_npy(", name, "): truncated header length");
     header_len = static_cast<std::size_t>(at(8)) | (static_cast<std::size_t>(at(9)) << 8) |
-                 (static_cast<std::size_t>(at(10)) << 16) | (static_cast<std::size_t>(at(11)) << 24);
+                 (static_cast<std::size_t>(at(10)) << 16) |
+                 (static_cast<std::size_t>(at(11)) << 24);
     pos = 12;
   }
   TT_CHECK(header_len <= bytes.size() - pos, "read_npy(", name, "): truncated header (needs ",
@@ -188,8 +222,8 @@ std::vector<std::byte> serialize_npy(const NpyArray& array) {
   const std::size_t need = static_cast<std::size_t>(array.numel()) * npy_itemsize(array.dtype);
   TT_CHECK(array.data.size() == need, "write_npy: data has ", array.data.size(),
            " bytes but the shape and dtype need ", need);
-  std::string header = std::string("{'descr': '") + descr_of(array.dtype) +
-                       "', 'fortran_order': False, 'shape': (";
+  std::string header =
+      std::string("{'descr': '") + descr_of(array.dtype) + "', 'fortran_order': False, 'shape': (";
   for (std::size_t i = 0; i < array.shape.size(); ++i) {
     header += std::to_string(array.shape[i]);
     if (array.shape.size() == 1 || i + 1 < array.shape.size()) header += ",";
@@ -220,7 +254,8 @@ void write_npy(const std::string& path, const NpyArray& array) {
   const auto bytes = serialize_npy(array);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   TT_CHECK(out, "write_npy(", path, "): cannot open file for writing");
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   out.flush();
   TT_CHECK(out, "write_npy(", path, "): write failed");
 }

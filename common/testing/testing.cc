@@ -14,9 +14,8 @@ namespace tt::testing {
     return ::testing::AssertionFailure() << head.str() << "undefined tensor";
   }
   if (actual.shape() != expected.shape()) {
-    return ::testing::AssertionFailure()
-           << head.str() << "shape " << shape_str(actual.shape()) << " vs "
-           << shape_str(expected.shape());
+    return ::testing::AssertionFailure() << head.str() << "shape " << shape_str(actual.shape())
+                                         << " vs " << shape_str(expected.shape());
   }
   const auto a = actual.to(DType::kFloat64).to_vector<double>();
   const auto e = expected.to(DType::kFloat64).to_vector<double>();

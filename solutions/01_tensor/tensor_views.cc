@@ -23,7 +23,9 @@ int64_t Tensor::element_offset(const std::vector<int64_t>& index) const {
   }
   return off;
 #else
-  TT_TODO("ch01.1", "Tensor::element_offset: check every index against its size, then offset + sum(index[d] * stride[d])");
+  TT_TODO(
+      "ch01.1",
+      "Tensor::element_offset: check every index against its size, then offset + sum(index[d] * stride[d])");
 #endif
 }
 
@@ -44,7 +46,8 @@ std::optional<Strides> compute_view_strides(const Shape& old_shape, const Stride
   for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
     tensor_numel *= old_shape[d];
     // A chunk ends at d == 0 or where dim d-1 is not contiguous with dim d.
-    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+    if (d == 0 ||
+        (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
         new_strides[view_d] = view_numel * chunk_base_stride;
         view_numel *= new_shape[view_d];
@@ -61,7 +64,9 @@ std::optional<Strides> compute_view_strides(const Shape& old_shape, const Stride
   if (view_d != -1) return std::nullopt;
   return new_strides;
 #else
-  TT_TODO("ch01.2", "compute_view_strides: split the old dims into contiguous chunks and re-split each chunk into new dims of equal numel");
+  TT_TODO(
+      "ch01.2",
+      "compute_view_strides: split the old dims into contiguous chunks and re-split each chunk into new dims of equal numel");
 #endif
 }
 
@@ -82,7 +87,9 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   }
   return make_view(std::move(new_shape), std::move(new_strides), offset());
 #else
-  TT_TODO("ch01.3", "Tensor::permute: validate that dims is a permutation, then reorder shape and strides (no copy)");
+  TT_TODO(
+      "ch01.3",
+      "Tensor::permute: validate that dims is a permutation, then reorder shape and strides (no copy)");
 #endif
 }
 
@@ -101,7 +108,9 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) con
   new_strides[d] = stride(d) * step;
   return make_view(std::move(new_shape), std::move(new_strides), offset() + start * stride(d));
 #else
-  TT_TODO("ch01.4", "Tensor::slice: new offset += start*stride, size = ceil((end-start)/step), stride *= step");
+  TT_TODO(
+      "ch01.4",
+      "Tensor::slice: new offset += start*stride, size = ceil((end-start)/step), stride *= step");
 #endif
 }
 
@@ -134,7 +143,9 @@ Tensor Tensor::expand(const Shape& target) const {
   }
   return make_view(std::move(new_shape), std::move(new_strides), offset());
 #else
-  TT_TODO("ch01.5", "Tensor::expand: align dims from the right; equal sizes keep their stride, size-1 dims and new leading dims get stride 0");
+  TT_TODO(
+      "ch01.5",
+      "Tensor::expand: align dims from the right; equal sizes keep their stride, size-1 dims and new leading dims get stride 0");
 #endif
 }
 
@@ -149,7 +160,8 @@ Tensor Tensor::squeeze(int64_t dim_) const {
   new_strides.erase(new_strides.begin() + d);
   return make_view(std::move(new_shape), std::move(new_strides), offset());
 #else
-  TT_TODO("ch01.6", "Tensor::squeeze: check the dim has size 1, then erase it from shape and strides");
+  TT_TODO("ch01.6",
+          "Tensor::squeeze: check the dim has size 1, then erase it from shape and strides");
 #endif
 }
 
@@ -164,7 +176,9 @@ Tensor Tensor::unsqueeze(int64_t dim_) const {
   new_strides.insert(new_strides.begin() + d, st);
   return make_view(std::move(new_shape), std::move(new_strides), offset());
 #else
-  TT_TODO("ch01.6", "Tensor::unsqueeze: insert size 1 at dim with stride size(dim)*stride(dim) (1 at the end)");
+  TT_TODO(
+      "ch01.6",
+      "Tensor::unsqueeze: insert size 1 at dim with stride size(dim)*stride(dim) (1 at the end)");
 #endif
 }
 
@@ -198,7 +212,9 @@ void strided_offsets(const Shape& shape, const Strides& sa, const Strides& sb, i
     }
   }
 #else
-  TT_TODO("ch01.7", "strided_offsets: split begin into a multi-index, then advance it like an odometer, updating both offsets");
+  TT_TODO(
+      "ch01.7",
+      "strided_offsets: split begin into a multi-index, then advance it like an odometer, updating both offsets");
 #endif
 }
 

@@ -20,7 +20,9 @@ void binary_kernel(const char* op, const Tensor& out, const Tensor& a, const Ten
     cpu_binary_loop<T>(out, a, b, [&](T x, T y) { return static_cast<T>(f(x, y)); });
   });
 #else
-  TT_TODO("ch02.3", "cpu binary kernels: dispatch_dtype on out.dtype(), then cpu_binary_loop<T>(out, a, b, ...) applying f");
+  TT_TODO(
+      "ch02.3",
+      "cpu binary kernels: dispatch_dtype on out.dtype(), then cpu_binary_loop<T>(out, a, b, ...) applying f");
 #endif
 }
 }  // namespace
@@ -66,7 +68,9 @@ Tensor binary_op(const std::string& op, const Tensor& a, const Tensor& b) {
   call_kernel<BinaryKernel>(op, a.device(), out, a, b);
   return out;
 #else
-  TT_TODO("ch02.4", "binary_op: check device, dtype and shape (name them in the error), allocate out, call_kernel<BinaryKernel>");
+  TT_TODO(
+      "ch02.4",
+      "binary_op: check device, dtype and shape (name them in the error), allocate out, call_kernel<BinaryKernel>");
 #endif
 }
 

@@ -11,10 +11,12 @@ void check_kernel_signature(const KernelEntry& entry, std::type_index signature,
                             const std::string& signature_name) {
 #if TT_SOLUTION
   TT_CHECK(entry.signature == signature, "kernel '", entry.op, "' for ",
-           device_type_name(entry.device), " was registered with signature ",
-           entry.signature_name, " but is called as ", signature_name);
+           device_type_name(entry.device), " was registered with signature ", entry.signature_name,
+           " but is called as ", signature_name);
 #else
-  TT_TODO("ch02.2", "check_kernel_signature: compare entry.signature with signature; on mismatch throw naming op, device and both signature names");
+  TT_TODO(
+      "ch02.2",
+      "check_kernel_signature: compare entry.signature with signature; on mismatch throw naming op, device and both signature names");
 #endif
 }
 
@@ -52,7 +54,9 @@ const KernelEntry& KernelRegistry::find(const std::string& op, DeviceType device
   check_kernel_signature(entries.front(), signature, signature_name);
   return entries.front();
 #else
-  TT_TODO("ch02.1", "KernelRegistry::find: look up (op, device) in table_; throw listing what is registered when missing or duplicated; then check_kernel_signature");
+  TT_TODO(
+      "ch02.1",
+      "KernelRegistry::find: look up (op, device) in table_; throw listing what is registered when missing or duplicated; then check_kernel_signature");
 #endif
 }
 

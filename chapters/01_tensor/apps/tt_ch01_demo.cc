@@ -8,7 +8,8 @@ int main() {
   try {
     Tensor x = arange(0, 24).view({2, 3, 4});
     std::cout << "x = arange(0, 24).view({2, 3, 4})  shape " << x.shape() << " strides "
-              << x.strides() << "\n" << x << "\n\n";
+              << x.strides() << "\n"
+              << x << "\n\n";
     Tensor p = x.permute({2, 0, 1});
     std::cout << "x.permute({2, 0, 1}): shape " << p.shape() << " strides " << p.strides()
               << " contiguous: " << (p.is_contiguous() ? "yes" : "no") << "\n\n";

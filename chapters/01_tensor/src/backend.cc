@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "tt/tensor.h"
@@ -28,7 +28,9 @@ void register_backend(DeviceType type, DeviceBackend* backend) {
   slot = backend;
 }
 
-bool has_backend(DeviceType type) { return backends()[static_cast<int>(type)] != nullptr; }
+bool has_backend(DeviceType type) {
+  return backends()[static_cast<int>(type)] != nullptr;
+}
 
 DeviceBackend& backend_for(DeviceType type) {
   DeviceBackend* b = backends()[static_cast<int>(type)];
@@ -86,8 +88,8 @@ AllocatorStats CpuAllocator::stats() const {
 void cpu_copy_strided(const Tensor& dst, const Tensor& src) {
   TT_CHECK(dst.shape() == src.shape(), "copy_: shape mismatch, dst ", dst.shape(), " vs src ",
            src.shape());
-  TT_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "cpu_copy_strided: expected CPU tensors, got ",
-           dst.device(), " and ", src.device());
+  TT_CHECK(dst.device().is_cpu() && src.device().is_cpu(),
+           "cpu_copy_strided: expected CPU tensors, got ", dst.device(), " and ", src.device());
   const int64_t n = dst.numel();
   if (n == 0) return;
   dispatch_dtype(dst.dtype(), "copy_", [&]<typename D>() {

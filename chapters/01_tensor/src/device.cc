@@ -9,8 +9,10 @@ namespace tt {
 
 const char* device_type_name(DeviceType type) {
   switch (type) {
-    case DeviceType::kCPU: return "cpu";
-    case DeviceType::kCUDA: return "cuda";
+    case DeviceType::kCPU:
+      return "cpu";
+    case DeviceType::kCUDA:
+      return "cuda";
   }
   return "unknown";
 }
@@ -35,17 +37,24 @@ Device Device::parse(const std::string& text) {
   TT_THROW("Device::parse: invalid device '", text, "' (expected cpu, cuda or cuda:N)");
 }
 
-std::ostream& operator<<(std::ostream& os, const Device& device) { return os << device.str(); }
+std::ostream& operator<<(std::ostream& os, const Device& device) {
+  return os << device.str();
+}
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt64: return "int64";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt64:
+      return "int64";
   }
   return "unknown";
 }
 
-std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype_name(dtype); }
+std::ostream& operator<<(std::ostream& os, DType dtype) {
+  return os << dtype_name(dtype);
+}
 
 }  // namespace tt

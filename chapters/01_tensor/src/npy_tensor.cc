@@ -7,17 +7,23 @@ namespace tt {
 namespace {
 DType to_dtype(NpyDType d) {
   switch (d) {
-    case NpyDType::kFloat32: return DType::kFloat32;
-    case NpyDType::kFloat64: return DType::kFloat64;
-    case NpyDType::kInt64: return DType::kInt64;
+    case NpyDType::kFloat32:
+      return DType::kFloat32;
+    case NpyDType::kFloat64:
+      return DType::kFloat64;
+    case NpyDType::kInt64:
+      return DType::kInt64;
   }
   TT_THROW("npy: unknown dtype");
 }
 NpyDType to_npy_dtype(DType d) {
   switch (d) {
-    case DType::kFloat32: return NpyDType::kFloat32;
-    case DType::kFloat64: return NpyDType::kFloat64;
-    case DType::kInt64: return NpyDType::kInt64;
+    case DType::kFloat32:
+      return NpyDType::kFloat32;
+    case DType::kFloat64:
+      return NpyDType::kFloat64;
+    case DType::kInt64:
+      return NpyDType::kInt64;
   }
   TT_THROW("npy: unknown dtype");
 }
@@ -29,7 +35,9 @@ Tensor tensor_from_npy(const NpyArray& array) {
   return t;
 }
 
-Tensor load_npy(const std::string& path) { return tensor_from_npy(read_npy(path)); }
+Tensor load_npy(const std::string& path) {
+  return tensor_from_npy(read_npy(path));
+}
 
 NpyArray tensor_to_npy(const Tensor& t) {
   const Tensor host = t.to(Device::cpu()).contiguous();
@@ -41,6 +49,8 @@ NpyArray tensor_to_npy(const Tensor& t) {
   return a;
 }
 
-void save_npy(const std::string& path, const Tensor& t) { write_npy(path, tensor_to_npy(t)); }
+void save_npy(const std::string& path, const Tensor& t) {
+  write_npy(path, tensor_to_npy(t));
+}
 
 }  // namespace tt

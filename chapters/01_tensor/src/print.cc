@@ -78,15 +78,19 @@ void render(const Tensor& t, const Formatter& f, bool summarize, int indent, std
         s += ',';
         s += (k % per_line == 0) ? "\n" + std::string(indent + 1, ' ') : " ";
       }
-      if (idx[k] < 0) s += "...";
-      else render(t.select(0, idx[k]), f, summarize, indent + 1, s);
+      if (idx[k] < 0)
+        s += "...";
+      else
+        render(t.select(0, idx[k]), f, summarize, indent + 1, s);
     }
   } else {
     const std::string sep = "," + std::string(t.dim() - 1, '\n') + std::string(indent + 1, ' ');
     for (std::size_t k = 0; k < idx.size(); ++k) {
       if (k > 0) s += sep;
-      if (idx[k] < 0) s += "...";
-      else render(t.select(0, idx[k]), f, summarize, indent + 1, s);
+      if (idx[k] < 0)
+        s += "...";
+      else
+        render(t.select(0, idx[k]), f, summarize, indent + 1, s);
     }
   }
   s += ']';
@@ -113,15 +117,20 @@ std::string Tensor::to_string() const {
       max_abs = std::max(max_abs, a);
       if (a > 0) min_abs = std::min(min_abs, a);
     }
-    if (all_int && max_abs < 1e8) f.mode = FloatMode::kInteger;
-    else if (max_abs >= 1e8 || (min_abs < 1e-4) || max_abs / min_abs > 1000) f.mode = FloatMode::kScientific;
-    else f.mode = FloatMode::kFixed;
+    if (all_int && max_abs < 1e8)
+      f.mode = FloatMode::kInteger;
+    else if (max_abs >= 1e8 || (min_abs < 1e-4) || max_abs / min_abs > 1000)
+      f.mode = FloatMode::kScientific;
+    else
+      f.mode = FloatMode::kFixed;
   }
   for (double v : values) f.width = std::max(f.width, static_cast<int>(f.format(v).size()));
 
   std::string s = "tensor(";
-  if (host.numel() == 0) s += host.dim() == 0 ? "" : "[]";
-  else render(host, f, summarize, 7, s);
+  if (host.numel() == 0)
+    s += host.dim() == 0 ? "" : "[]";
+  else
+    render(host, f, summarize, 7, s);
   if (summarize || host.numel() == 0) {
     if (host.numel() == 0 || summarize) s += ", size=" + shape_str(shape());
   }
@@ -132,6 +141,8 @@ std::string Tensor::to_string() const {
   return s;
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  return os << t.to_string();
+}
 
 }  // namespace tt

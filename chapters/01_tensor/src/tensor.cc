@@ -17,7 +17,9 @@ std::ostream& operator<<(std::ostream& os, const Shape& shape) {
   return os;
 }
 
-std::string shape_str(const Shape& shape) { return detail::str(shape); }
+std::string shape_str(const Shape& shape) {
+  return detail::str(shape);
+}
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
@@ -108,9 +110,13 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage_, Shape shape_, Strides 
   g_live_impls.fetch_add(1, std::memory_order_relaxed);
 }
 
-TensorImpl::~TensorImpl() { g_live_impls.fetch_sub(1, std::memory_order_relaxed); }
+TensorImpl::~TensorImpl() {
+  g_live_impls.fetch_sub(1, std::memory_order_relaxed);
+}
 
-int64_t TensorImpl::live_count() { return g_live_impls.load(std::memory_order_relaxed); }
+int64_t TensorImpl::live_count() {
+  return g_live_impls.load(std::memory_order_relaxed);
+}
 
 // ----- Tensor: metadata ------------------------------------------------------------------
 
@@ -126,8 +132,10 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, i
   for (std::size_t d = 0; d < shape.size(); ++d) {
     TT_CHECK(shape[d] >= 0, "Tensor: negative size in shape ", shape);
     TT_CHECK(strides[d] >= 0, "Tensor: negative stride in strides ", strides);
-    if (shape[d] == 0) empty = true;
-    else max_off += (shape[d] - 1) * strides[d];
+    if (shape[d] == 0)
+      empty = true;
+    else
+      max_off += (shape[d] - 1) * strides[d];
   }
   if (!empty) {
     TT_CHECK(static_cast<std::size_t>(max_off + 1) * dtype_size(dtype) <= storage->nbytes(),
@@ -143,15 +151,31 @@ TensorImpl& Tensor::checked_impl() const {
   return *impl_;
 }
 
-const Shape& Tensor::shape() const { return checked_impl().shape; }
-const Strides& Tensor::strides() const { return checked_impl().strides; }
-int64_t Tensor::offset() const { return checked_impl().offset; }
-DType Tensor::dtype() const { return checked_impl().dtype; }
-Device Tensor::device() const { return checked_impl().storage->device(); }
-const std::shared_ptr<Storage>& Tensor::storage() const { return checked_impl().storage; }
-int64_t Tensor::numel() const { return shape_numel(shape()); }
+const Shape& Tensor::shape() const {
+  return checked_impl().shape;
+}
+const Strides& Tensor::strides() const {
+  return checked_impl().strides;
+}
+int64_t Tensor::offset() const {
+  return checked_impl().offset;
+}
+DType Tensor::dtype() const {
+  return checked_impl().dtype;
+}
+Device Tensor::device() const {
+  return checked_impl().storage->device();
+}
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  return checked_impl().storage;
+}
+int64_t Tensor::numel() const {
+  return shape_numel(shape());
+}
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "Tensor::size")]; }
+int64_t Tensor::size(int64_t d) const {
+  return shape()[wrap_dim(d, dim(), "Tensor::size")];
+}
 int64_t Tensor::stride(int64_t d) const {
   return strides()[wrap_dim(d, dim(), "Tensor::stride")];
 }
@@ -215,8 +239,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   const int64_t dd = wrap_dim(d, dim(), "Tensor::narrow");
-  TT_CHECK(start >= 0 && length >= 0 && start + length <= size(dd), "Tensor::narrow: start ",
-           start, " length ", length, " do not fit dim ", dd, " of shape ", shape());
+  TT_CHECK(start >= 0 && length >= 0 && start + length <= size(dd), "Tensor::narrow: start ", start,
+           " length ", length, " do not fit dim ", dd, " of shape ", shape());
   return slice(dd, start, start + length);
 }
 
@@ -261,8 +285,8 @@ const Tensor& Tensor::copy_(const Tensor& src_in) const {
   // Crossing devices: stage through contiguous buffers of the source dtype.
   if (sd.is_cpu()) {
     const Tensor host = src.contiguous();
-    Tensor staged = (is_contiguous() && dtype() == src.dtype()) ? *this
-                                                                : empty(shape(), {src.dtype(), dd});
+    Tensor staged =
+        (is_contiguous() && dtype() == src.dtype()) ? *this : empty(shape(), {src.dtype(), dd});
     backend_for(dd.type).copy_from_host(staged.data_ptr(), host.data_ptr(),
                                         static_cast<std::size_t>(numel()) * dtype_size(src.dtype()),
                                         dd.index);
@@ -271,8 +295,8 @@ const Tensor& Tensor::copy_(const Tensor& src_in) const {
   }
   if (dd.is_cpu()) {
     const Tensor dev = src.contiguous();
-    Tensor host = (is_contiguous() && dtype() == src.dtype()) ? *this
-                                                              : empty(shape(), {src.dtype()});
+    Tensor host =
+        (is_contiguous() && dtype() == src.dtype()) ? *this : empty(shape(), {src.dtype()});
     backend_for(sd.type).copy_to_host(host.data_ptr(), dev.data_ptr(),
                                       static_cast<std::size_t>(numel()) * dtype_size(src.dtype()),
                                       sd.index);
@@ -375,7 +399,9 @@ void Tensor::set_grad_fn(std::shared_ptr<autograd::Node> node, uint32_t nr) cons
   m.output_nr = nr;
 }
 
-Tensor Tensor::detach() const { return make_view(shape(), strides(), offset()); }
+Tensor Tensor::detach() const {
+  return make_view(shape(), strides(), offset());
+}
 
 // ----- creation --------------------------------------------------------------------------
 
@@ -394,11 +420,19 @@ Tensor full(const Shape& shape, double value, TensorOptions options) {
   t.fill_(value);
   return t;
 }
-Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0.0, options); }
-Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
-Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), {like.dtype(), like.device()}); }
+Tensor zeros(const Shape& shape, TensorOptions options) {
+  return full(shape, 0.0, options);
+}
+Tensor ones(const Shape& shape, TensorOptions options) {
+  return full(shape, 1.0, options);
+}
+Tensor zeros_like(const Tensor& like) {
+  return zeros(like.shape(), {like.dtype(), like.device()});
+}
 
-Tensor scalar_tensor(double value, TensorOptions options) { return full({}, value, options); }
+Tensor scalar_tensor(double value, TensorOptions options) {
+  return full({}, value, options);
+}
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
   TT_CHECK(step != 0.0, "arange: step must be non-zero");
@@ -430,11 +464,9 @@ Tensor randn(const Shape& shape, Generator& gen, TensorOptions options) {
 Tensor randn(const Shape& shape, TensorOptions options) {
   return randn(shape, default_generator(), options);
 }
-Tensor uniform(const Shape& shape, double low, double high, Generator& gen,
-               TensorOptions options) {
+Tensor uniform(const Shape& shape, double low, double high, Generator& gen, TensorOptions options) {
   TT_CHECK(low <= high, "uniform: low ", low, " > high ", high);
-  return sample(shape, options, "uniform",
-                [&] { return low + (high - low) * gen.next_uniform(); });
+  return sample(shape, options, "uniform", [&] { return low + (high - low) * gen.next_uniform(); });
 }
 
 template <typename T>

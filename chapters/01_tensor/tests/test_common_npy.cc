@@ -58,15 +58,20 @@ TEST(Common_Npy, RejectsMalformedFiles) {
   EXPECT_TT_ERROR(parse_npy(make_npy(ok, 15)), "truncated");
   EXPECT_TT_ERROR(parse_npy(make_npy(ok, 17)), "trailing");
   EXPECT_TT_ERROR(parse_npy(make_npy(ok, 16, 9)), "version");
-  EXPECT_TT_ERROR(parse_npy(make_npy("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", 4)),
-                  "unsupported dtype", ">f4");
-  EXPECT_TT_ERROR(parse_npy(make_npy("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }", 4)),
-                  "Fortran");
+  EXPECT_TT_ERROR(
+      parse_npy(make_npy("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", 4)),
+      "unsupported dtype", ">f4");
+  EXPECT_TT_ERROR(
+      parse_npy(make_npy("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }", 4)),
+      "Fortran");
   EXPECT_TT_ERROR(parse_npy(make_npy("{'descr': '<f4', 'shape': (1,), }", 4)), "lacks");
-  EXPECT_TT_ERROR(parse_npy(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", 4)),
-                  "non-negative");
-  EXPECT_TT_ERROR(parse_npy(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 4)),
-                  "too large");
+  EXPECT_TT_ERROR(
+      parse_npy(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", 4)),
+      "non-negative");
+  EXPECT_TT_ERROR(
+      parse_npy(make_npy(
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 4)),
+      "too large");
   EXPECT_TT_ERROR(read_npy("/nonexistent/file.npy"), "cannot open", "/nonexistent/file.npy");
   NpyArray bad;
   bad.shape = {3};

@@ -20,7 +20,9 @@ namespace {
 // lambda applied to two elements of type T.
 template <typename F>
 void binary_kernel(const char* op, const Tensor& out, const Tensor& a, const Tensor& b, F f) {
-  TT_TODO("ch02.3", "cpu binary kernels: dispatch_dtype on out.dtype(), then cpu_binary_loop<T>(out, a, b, ...) applying f");
+  TT_TODO(
+      "ch02.3",
+      "cpu binary kernels: dispatch_dtype on out.dtype(), then cpu_binary_loop<T>(out, a, b, ...) applying f");
 }
 }  // namespace
 
@@ -53,7 +55,9 @@ TT_REGISTER_KERNEL("mul", DeviceType::kCPU, cpu::mul);
 TT_REGISTER_KERNEL("div", DeviceType::kCPU, cpu::div);
 
 Tensor binary_op(const std::string& op, const Tensor& a, const Tensor& b) {
-  TT_TODO("ch02.4", "binary_op: check device, dtype and shape (name them in the error), allocate out, call_kernel<BinaryKernel>");
+  TT_TODO(
+      "ch02.4",
+      "binary_op: check device, dtype and shape (name them in the error), allocate out, call_kernel<BinaryKernel>");
 }
 
 }  // namespace tt

@@ -14,13 +14,17 @@ namespace tt {
 
 void check_kernel_signature(const KernelEntry& entry, std::type_index signature,
                             const std::string& signature_name) {
-  TT_TODO("ch02.2", "check_kernel_signature: compare entry.signature with signature; on mismatch throw naming op, device and both signature names");
+  TT_TODO(
+      "ch02.2",
+      "check_kernel_signature: compare entry.signature with signature; on mismatch throw naming op, device and both signature names");
 }
 
 const KernelEntry& KernelRegistry::find(const std::string& op, DeviceType device,
                                         std::type_index signature,
                                         const std::string& signature_name) const {
-  TT_TODO("ch02.1", "KernelRegistry::find: look up (op, device) in table_; throw listing what is registered when missing or duplicated; then check_kernel_signature");
+  TT_TODO(
+      "ch02.1",
+      "KernelRegistry::find: look up (op, device) in table_; throw listing what is registered when missing or duplicated; then check_kernel_signature");
 }
 
 }  // namespace tt

@@ -7,8 +7,12 @@ namespace {
 
 // Two registrations on consecutive lines of one file: TT_CONCAT must expand __COUNTER__, or
 // both would define the same variable and this file would not compile.
-int64_t test_kernel_a(int64_t x) { return x + 1; }
-int64_t test_kernel_b(int64_t x) { return x * 10; }
+int64_t test_kernel_a(int64_t x) {
+  return x + 1;
+}
+int64_t test_kernel_b(int64_t x) {
+  return x * 10;
+}
 TT_REGISTER_KERNEL("test.a", DeviceType::kCPU, test_kernel_a);
 TT_REGISTER_KERNEL("test.b", DeviceType::kCPU, test_kernel_b);
 // Two kernels for the same (op, device): find() must report it rather than pick one.
@@ -59,9 +63,10 @@ TEST(Ch02_2_Signature, MismatchNamesBothSignatures) {
   e.signature = typeid(BinaryKernel);
   e.signature_name = demangled_type_name(typeid(BinaryKernel));
   EXPECT_NO_THROW(check_kernel_signature(e, typeid(BinaryKernel), e.signature_name));
-  EXPECT_TT_ERROR(check_kernel_signature(e, typeid(void(const Tensor&)), "void (tt::Tensor const&)"),
-                  "matmul", "cuda", "void (tt::Tensor const&, tt::Tensor const&, tt::Tensor const&)",
-                  "void (tt::Tensor const&)");
+  EXPECT_TT_ERROR(
+      check_kernel_signature(e, typeid(void(const Tensor&)), "void (tt::Tensor const&)"), "matmul",
+      "cuda", "void (tt::Tensor const&, tt::Tensor const&, tt::Tensor const&)",
+      "void (tt::Tensor const&)");
 }
 
 TEST(Ch02_2_Signature, ReferenceAndValueParametersDiffer) {
@@ -98,7 +103,8 @@ TEST(Ch02_3_Kernels, StridedAndBroadcastInputs) {
 }
 
 TEST(Ch02_3_Kernels, Int64AndDivisionByZero) {
-  Tensor a = tensor_i64({7, -7}), b = tensor_i64({2, 2}), out = empty({2}, {.dtype = DType::kInt64});
+  Tensor a = tensor_i64({7, -7}), b = tensor_i64({2, 2}),
+         out = empty({2}, {.dtype = DType::kInt64});
   cpu::div(out, a, b);
   EXPECT_EQ(out.to_vector<int64_t>(), (std::vector<int64_t>{3, -3}));
   EXPECT_TT_ERROR(cpu::div(out, a, tensor_i64({1, 0})), "div", "division by zero");
@@ -109,8 +115,8 @@ TEST(Ch02_3_Kernels, Int64AndDivisionByZero) {
 TEST(Ch02_4_BinaryOp, ValidatesInputs) {
   Tensor a = zeros({2, 3});
   EXPECT_TT_ERROR(binary_op("add", a, zeros({3, 2})), "add", "[2, 3]", "[3, 2]");
-  EXPECT_TT_ERROR(binary_op("mul", a, zeros({2, 3}, {.dtype = DType::kFloat64})), "mul",
-                  "float32", "float64");
+  EXPECT_TT_ERROR(binary_op("mul", a, zeros({2, 3}, {.dtype = DType::kFloat64})), "mul", "float32",
+                  "float64");
 }
 
 TEST(Ch02_4_BinaryOp, DispatchesToTheRegisteredKernel) {

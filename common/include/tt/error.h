@@ -54,9 +54,9 @@ std::string str(const Args&... args) {
 
 /// Throws tt::Error with the formatted message when `cond` is false.
 /// Example: `TT_CHECK(a.dim() == 2, "matmul: expected a 2-D tensor, got shape ", a.shape());`
-#define TT_CHECK(cond, ...)                                    \
-  do {                                                         \
-    if (!(cond)) [[unlikely]] {                                \
-      TT_THROW(__VA_ARGS__);                                   \
-    }                                                          \
+#define TT_CHECK(cond, ...)     \
+  do {                          \
+    if (!(cond)) [[unlikely]] { \
+      TT_THROW(__VA_ARGS__);    \
+    }                           \
   } while (0)

@@ -18,10 +18,10 @@ class Tensor;
 
 /// Allocation statistics, in bytes (what a caching allocator reports too).
 struct AllocatorStats {
-  std::size_t allocated = 0;       ///< bytes handed out and not yet returned
-  std::size_t peak_allocated = 0;  ///< maximum of `allocated` since start
-  std::size_t reserved = 0;        ///< bytes held from the system (>= allocated when caching)
-  std::size_t num_allocs = 0;      ///< number of allocate() calls
+  std::size_t allocated = 0;          ///< bytes handed out and not yet returned
+  std::size_t peak_allocated = 0;     ///< maximum of `allocated` since start
+  std::size_t reserved = 0;           ///< bytes held from the system (>= allocated when caching)
+  std::size_t num_allocs = 0;         ///< number of allocate() calls
   std::size_t num_system_allocs = 0;  ///< calls that went to the system (malloc/cudaMalloc)
 };
 

@@ -39,13 +39,19 @@ template <typename T>
 struct DTypeOf;
 /// float is float32.
 template <>
-struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
 /// double is float64.
 template <>
-struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
 /// int64_t is int64.
 template <>
-struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
 
 /// Maps a C++ element type to its DType: `dtype_of<float>` is DType::kFloat32.
 template <typename T>
@@ -61,9 +67,12 @@ inline constexpr DType dtype_of = DTypeOf<T>::value;
 template <typename F>
 decltype(auto) dispatch_dtype(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::kFloat32: return f.template operator()<float>();
-    case DType::kFloat64: return f.template operator()<double>();
-    case DType::kInt64: return f.template operator()<int64_t>();
+    case DType::kFloat32:
+      return f.template operator()<float>();
+    case DType::kFloat64:
+      return f.template operator()<double>();
+    case DType::kInt64:
+      return f.template operator()<int64_t>();
   }
   TT_THROW(op, ": unsupported dtype ", static_cast<int>(dtype));
 }
@@ -72,9 +81,12 @@ decltype(auto) dispatch_dtype(DType dtype, const char* op, F&& f) {
 template <typename F>
 decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::kFloat32: return f.template operator()<float>();
-    case DType::kFloat64: return f.template operator()<double>();
-    default: break;
+    case DType::kFloat32:
+      return f.template operator()<float>();
+    case DType::kFloat64:
+      return f.template operator()<double>();
+    default:
+      break;
   }
   TT_THROW(op, ": expected a floating dtype (float32 or float64), got ", dtype_name(dtype));
 }

@@ -222,10 +222,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 /// Autograd fields of a tensor, allocated on first use (chapter 03 explains them).
 struct AutogradMeta {
-  bool requires_grad = false;                ///< leaf flag set by set_requires_grad
-  Tensor grad;                               ///< accumulated gradient of a leaf
-  std::shared_ptr<autograd::Node> grad_fn;   ///< producer of a non-leaf
-  uint32_t output_nr = 0;                    ///< index among grad_fn's outputs
+  bool requires_grad = false;               ///< leaf flag set by set_requires_grad
+  Tensor grad;                              ///< accumulated gradient of a leaf
+  std::shared_ptr<autograd::Node> grad_fn;  ///< producer of a non-leaf
+  uint32_t output_nr = 0;                   ///< index among grad_fn's outputs
 };
 
 /// The state behind a Tensor handle.
@@ -236,12 +236,12 @@ class TensorImpl {
              DType dtype);
   ~TensorImpl();
 
-  std::shared_ptr<Storage> storage;           ///< shared memory
-  Shape shape;                                ///< sizes
-  Strides strides;                            ///< strides in elements
-  int64_t offset = 0;                         ///< element offset of element 0
-  DType dtype = DType::kFloat32;              ///< element type
-  std::unique_ptr<AutogradMeta> autograd;     ///< null until autograd state is set
+  std::shared_ptr<Storage> storage;        ///< shared memory
+  Shape shape;                             ///< sizes
+  Strides strides;                         ///< strides in elements
+  int64_t offset = 0;                      ///< element offset of element 0
+  DType dtype = DType::kFloat32;           ///< element type
+  std::unique_ptr<AutogradMeta> autograd;  ///< null until autograd state is set
 
   /// Number of TensorImpl objects alive in the process (leak tests).
   static int64_t live_count();

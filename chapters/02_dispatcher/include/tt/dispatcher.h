@@ -32,13 +32,13 @@ std::string demangled_type_name(const std::type_info& type);
 
 /// Everything the registry knows about one registered kernel.
 struct KernelEntry {
-  std::string op;                        ///< op name, e.g. "add"
-  DeviceType device = DeviceType::kCPU;  ///< device type it runs on
-  void (*fn)() = nullptr;                ///< the function, type-erased
+  std::string op;                           ///< op name, e.g. "add"
+  DeviceType device = DeviceType::kCPU;     ///< device type it runs on
+  void (*fn)() = nullptr;                   ///< the function, type-erased
   std::type_index signature{typeid(void)};  ///< exact function type it was registered with
-  std::string signature_name;            ///< readable form of `signature`
-  std::string file;                      ///< where TT_REGISTER_KERNEL was written
-  int line = 0;                          ///< line of the registration
+  std::string signature_name;               ///< readable form of `signature`
+  std::string file;                         ///< where TT_REGISTER_KERNEL was written
+  int line = 0;                             ///< line of the registration
 };
 
 /// Throws tt::Error naming the op, the device and both signatures when `entry` was registered
@@ -114,6 +114,6 @@ decltype(auto) call_kernel(const std::string& op, Device device, Args&&... args)
 
 /// Registers a kernel at static-initialization time. Can be used any number of times in one
 /// file: each use defines a uniquely named variable thanks to __COUNTER__.
-#define TT_REGISTER_KERNEL(op, device_type, fn)                                       \
+#define TT_REGISTER_KERNEL(op, device_type, fn)                                        \
   [[maybe_unused]] static const bool TT_CONCAT(tt_kernel_registration_, __COUNTER__) = \
       ::tt::register_kernel(op, device_type, fn, __FILE__, __LINE__)

@@ -37,16 +37,15 @@ template <typename Fn>
     const std::string msg = e.what();
     for (const auto& n : needles) {
       if (msg.find(n) == std::string::npos) {
-        return ::testing::AssertionFailure()
-               << "tt::Error message lacks \"" << n << "\": " << msg;
+        return ::testing::AssertionFailure() << "tt::Error message lacks \"" << n << "\": " << msg;
       }
     }
     return ::testing::AssertionSuccess();
   } catch (const tt::NotImplemented& e) {
     return ::testing::AssertionFailure() << e.what();
   } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "expected tt::Error, got another exception: "
-                                         << e.what();
+    return ::testing::AssertionFailure()
+           << "expected tt::Error, got another exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "expected tt::Error, nothing was thrown";
 }
@@ -66,10 +65,10 @@ template <typename Fn>
   EXPECT_TRUE(::tt::testing::throws_tt_error([&] { (void)(stmt); }, {__VA_ARGS__}))
 
 /// Skips the current test (reported as SKIPPED, never as passed) when no CUDA device is usable.
-#define TT_SKIP_IF_NO_CUDA()                                                    \
-  do {                                                                          \
-    if (::tt::cuda_device_count() == 0) {                                       \
-      GTEST_SKIP() << (::tt::built_with_cuda() ? "no CUDA device available"     \
-                                               : "built without CUDA");         \
-    }                                                                           \
+#define TT_SKIP_IF_NO_CUDA()                                                \
+  do {                                                                      \
+    if (::tt::cuda_device_count() == 0) {                                   \
+      GTEST_SKIP() << (::tt::built_with_cuda() ? "no CUDA device available" \
+                                               : "built without CUDA");     \
+    }                                                                       \
   } while (0)
