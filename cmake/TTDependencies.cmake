@@ -51,3 +51,18 @@ if(TT_WITH_CUDA)
   target_compile_options(tt_flags INTERFACE
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall>)
 endif()
+
+# Sanitizers (presets "asan" and "fuzz"): applied to every target of the project.
+set(TT_SANITIZE "" CACHE STRING "Sanitizers for the project's code, e.g. address,undefined")
+option(TT_BUILD_FUZZERS "Build the libFuzzer targets in fuzz/ (needs clang)" OFF)
+if(TT_SANITIZE)
+  target_compile_options(tt_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${TT_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all>)
+  target_link_options(tt_flags INTERFACE -fsanitize=${TT_SANITIZE})
+endif()
+if(TT_BUILD_FUZZERS)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "TT_BUILD_FUZZERS needs clang (use the 'fuzz' preset)")
+  endif()
+  target_compile_options(tt_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+endif()
