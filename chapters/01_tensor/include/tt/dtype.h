@@ -39,13 +39,19 @@ template <typename T>
 struct DTypeOf;
 /// float is float32.
 template <>
-struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;  ///< the DType of float
+};
 /// double is float64.
 template <>
-struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;  ///< the DType of double
+};
 /// int64_t is int64.
 template <>
-struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;  ///< the DType of int64_t
+};
 
 /// Maps a C++ element type to its DType: `dtype_of<float>` is DType::kFloat32.
 template <typename T>
