@@ -9,7 +9,7 @@
 ///   TT_TODO("ch04.3", "softmax: subtract the row max, exponentiate, divide by the row sum");
 /// #endif
 /// @endcode
-/// and tools/sync_starters generates the learner's starter (the #else branch) from them.
+/// and tools/sync_starters generates the learner's starter (the `#else` branch) from them.
 /// The text before the first ':' of the hint is the exercise title shown by check-chNN.
 #pragma once
 

@@ -40,17 +40,17 @@ struct DTypeOf;
 /// float is float32.
 template <>
 struct DTypeOf<float> {
-  static constexpr DType value = DType::kFloat32;
+  static constexpr DType value = DType::kFloat32;  ///< the DType of float
 };
 /// double is float64.
 template <>
 struct DTypeOf<double> {
-  static constexpr DType value = DType::kFloat64;
+  static constexpr DType value = DType::kFloat64;  ///< the DType of double
 };
 /// int64_t is int64.
 template <>
 struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::kInt64;
+  static constexpr DType value = DType::kInt64;  ///< the DType of int64_t
 };
 
 /// Maps a C++ element type to its DType: `dtype_of<float>` is DType::kFloat32.
@@ -67,12 +67,9 @@ inline constexpr DType dtype_of = DTypeOf<T>::value;
 template <typename F>
 decltype(auto) dispatch_dtype(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::kFloat32:
-      return f.template operator()<float>();
-    case DType::kFloat64:
-      return f.template operator()<double>();
-    case DType::kInt64:
-      return f.template operator()<int64_t>();
+    case DType::kFloat32: return f.template operator()<float>();
+    case DType::kFloat64: return f.template operator()<double>();
+    case DType::kInt64: return f.template operator()<int64_t>();
   }
   TT_THROW(op, ": unsupported dtype ", static_cast<int>(dtype));
 }
@@ -81,12 +78,9 @@ decltype(auto) dispatch_dtype(DType dtype, const char* op, F&& f) {
 template <typename F>
 decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::kFloat32:
-      return f.template operator()<float>();
-    case DType::kFloat64:
-      return f.template operator()<double>();
-    default:
-      break;
+    case DType::kFloat32: return f.template operator()<float>();
+    case DType::kFloat64: return f.template operator()<double>();
+    default: break;
   }
   TT_THROW(op, ": expected a floating dtype (float32 or float64), got ", dtype_name(dtype));
 }

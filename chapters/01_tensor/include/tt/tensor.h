@@ -314,11 +314,14 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 
 // ----- template definitions -----------------------------------------------------------------
 
+// Explicit instantiations (defined in tensor.cc); not part of the documented API.
+/// @cond
 extern template Tensor from_vector<float>(const std::vector<float>&, Shape);
 extern template Tensor from_vector<double>(const std::vector<double>&, Shape);
 extern template Tensor from_vector<int64_t>(const std::vector<int64_t>&, Shape);
 extern template std::vector<float> Tensor::to_vector<float>() const;
 extern template std::vector<double> Tensor::to_vector<double>() const;
 extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+/// @endcond
 
 }  // namespace tt
