@@ -58,7 +58,7 @@ std::vector<Tensor> numerical_vjp(const TensorFn& fn, const std::vector<Tensor>&
     hosts[k] = inputs[k].to(Device::cpu()).clone();
   }
   // <fn(args), w> at the current (perturbed) values of the host copies.
-  auto objective = [&]() {
+  [[maybe_unused]] auto objective = [&]() {  // (unused only in the starter)
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       if (hosts[k].defined()) args[k] = hosts[k].to(inputs[k].device());
     }
