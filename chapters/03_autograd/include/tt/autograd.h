@@ -90,11 +90,15 @@ class AccumulateGrad final : public Node {
 /// @code
 /// struct MulFn : Function {
 ///   std::string name() const override { return "MulBackward"; }
-///   std::vector<Tensor> forward(const std::vector<Tensor>& in) override { return
-///   {mul_kernel(in[0], in[1])}; } void setup_context(const std::vector<Tensor>& in, const
-///   std::vector<Tensor>&) override { save_for_backward(in); } std::vector<Tensor> backward(const
-///   std::vector<Tensor>& g) override {
-///     auto s = saved_tensors(); return {mul_kernel(g[0], s[1]), mul_kernel(g[0], s[0])};
+///   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+///     return {binary_op("mul", in[0], in[1])};
+///   }
+///   void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
+///     save_for_backward(in);
+///   }
+///   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+///     const auto& s = saved_tensors();
+///     return {binary_op("mul", g[0], s[1]), binary_op("mul", g[0], s[0])};
 ///   }
 /// };
 /// Tensor y = Function::apply<MulFn>({a, b})[0];
