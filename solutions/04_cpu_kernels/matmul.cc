@@ -31,7 +31,7 @@ namespace {
 
 /// x itself when each of its matrices is row-major or column-major (the MatmulKernel
 /// contract), otherwise a contiguous copy.
-Tensor gemm_operand(const Tensor& x) {
+[[maybe_unused]] Tensor gemm_operand(const Tensor& x) {
   const bool row_major = x.stride(-1) == 1 && x.stride(-2) >= x.size(-1);
   const bool col_major = x.stride(-2) == 1 && x.stride(-1) >= x.size(-2);
   return row_major || col_major ? x : x.contiguous();
