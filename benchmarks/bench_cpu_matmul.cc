@@ -4,8 +4,8 @@
 //   OMP_NUM_THREADS=2 build/bin/bench_cpu_matmul
 //   OMP_NUM_THREADS=2 build/bin/bench_cpu_matmul --benchmark_filter=1024
 //
-// Each benchmark reports GFLOP=x/s, the rate 2*M*N*K / time. Kernels are called through the registry
-// with preallocated operands, so allocation is not measured; all use the same thread count
+// Each benchmark reports GFLOP=x/s, the rate 2*M*N*K / time. Kernels are called through the
+// registry with preallocated operands, so allocation is not measured; all use the same thread count
 // (tt::num_threads(), from OMP_NUM_THREADS), OpenBLAS included.
 #include <benchmark/benchmark.h>
 
@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
     for (const auto& [name, algo] : algos) {
       // The naive kernel is kept to the small square sizes: it would take minutes elsewhere.
       if (algo == tt::MatmulAlgo::kNaive && (s.name[0] == 'C' || s.M > 1024)) continue;
-      benchmark::RegisterBenchmark(("matmul/" + std::string(name) + "/" + s.name).c_str(),
-                                   bench_tt, algo, s)
+      benchmark::RegisterBenchmark(("matmul/" + std::string(name) + "/" + s.name).c_str(), bench_tt,
+                                   algo, s)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }

@@ -2,7 +2,6 @@
 // front-ends sum / mean / max with their gradients.
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "ch04_test_util.h"
 #include "tt/functional.h"
@@ -17,9 +16,7 @@ using test04::leaf64;
 
 // 0, 1, ..., n-1 as float64 with the given shape (given code only).
 Tensor iota64(const Shape& shape) {
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
-  std::iota(v.begin(), v.end(), 0.0);
-  return f64(v, shape);
+  return arange(0, static_cast<double>(shape_numel(shape)), 1, {DType::kFloat64}).view(shape);
 }
 
 // ----- ch04.3 sum kernel ---------------------------------------------------------------------
