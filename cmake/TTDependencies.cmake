@@ -46,6 +46,13 @@ target_compile_options(tt_flags INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TT_WARNINGS_AS_ERRORS}>>:-Werror>
   # GCC 12 reports false positives for std::string concatenation at -O3 (GCC bug 105329).
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>)
+# The CPU kernels (chapter 04: Eigen's GEMM, the blocked matmul's micro-kernel) are only
+# competitive with the vector units of the build machine (AVX2/FMA instead of x86-64's SSE2).
+# Turn it off to build binaries that run on other x86-64 machines.
+option(TT_NATIVE_ARCH "Compile C++ for the build machine's CPU (-march=native)" ON)
+if(TT_NATIVE_ARCH)
+  target_compile_options(tt_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+endif()
 if(TT_WITH_CUDA)
   target_compile_definitions(tt_flags INTERFACE TT_WITH_CUDA=1)
   target_compile_options(tt_flags INTERFACE

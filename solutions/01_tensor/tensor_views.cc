@@ -37,6 +37,10 @@ std::optional<Strides> compute_view_strides(const Shape& old_shape, const Stride
     // Nothing to address: any consistent strides will do.
     return contiguous_strides(new_shape);
   }
+  if (old_shape.empty()) {
+    // A 0-d tensor has one element: every new shape (all sizes 1) can view it.
+    return contiguous_strides(new_shape);
+  }
   // Walk the old dims in chunks that are contiguous among themselves (stride[d] ==
   // stride[d+1] * size[d+1]); each chunk can be re-split into new dims of the same numel.
   int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;

@@ -1,0 +1,111 @@
+// CPU matmul benchmark (chapter 04): the naive, cache-blocked and Eigen kernels against
+// OpenBLAS's cblas_sgemm in the same run, float32, on square sizes and GPT-2 layer shapes.
+//
+//   OMP_NUM_THREADS=2 build/bin/bench_cpu_matmul
+//   OMP_NUM_THREADS=2 build/bin/bench_cpu_matmul --benchmark_filter=1024
+//
+// Each benchmark reports GFLOP=x/s, the rate 2*M*N*K / time. Kernels are called through the
+// registry with preallocated operands, so allocation is not measured; all use the same thread count
+// (tt::num_threads(), from OMP_NUM_THREADS), OpenBLAS included.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tt/dispatcher.h"
+#include "tt/ops_matmul.h"
+#include "tt/parallel.h"
+
+#if TT_HAVE_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
+
+namespace {
+
+struct Shape3 {
+  std::string name;
+  int64_t M, N, K;
+};
+
+void set_gflops(benchmark::State& state, const Shape3& s) {
+  state.counters["GFLOP"] = benchmark::Counter(
+      2.0 * static_cast<double>(s.M * s.N * s.K) * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+
+void bench_tt(benchmark::State& state, tt::MatmulAlgo algo, Shape3 s) {
+  tt::Generator gen(1);
+  const tt::Tensor a = tt::randn({s.M, s.K}, gen), b = tt::randn({s.K, s.N}, gen);
+  const tt::Tensor c = tt::empty({s.M, s.N});
+  for (auto _ : state) {
+    tt::call_kernel<tt::MatmulKernel>(tt::matmul_kernel_name(algo), c.device(), c, a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(state, s);
+}
+
+#if TT_HAVE_OPENBLAS
+void bench_openblas(benchmark::State& state, Shape3 s) {
+  tt::Generator gen(1);
+  const tt::Tensor a = tt::randn({s.M, s.K}, gen), b = tt::randn({s.K, s.N}, gen);
+  const tt::Tensor c = tt::empty({s.M, s.N});
+  openblas_set_num_threads(tt::num_threads());
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.M),
+                static_cast<int>(s.N), static_cast<int>(s.K), 1.0f, a.data<float>(),
+                static_cast<int>(s.K), b.data<float>(), static_cast<int>(s.N), 0.0f,
+                c.data<float>(), static_cast<int>(s.N));
+    benchmark::ClobberMemory();
+  }
+  set_gflops(state, s);
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Shape3> shapes;
+  for (int64_t n : {256, 512, 1024, 2048}) {
+    shapes.push_back({std::to_string(n) + "^3", n, n, n});
+  }
+  // GPT-2 linear layers, x [B*T, C] @ W: GPU config C=768 and the CPU mini config C=384,
+  // both with B*T = 8 * 256 tokens (the CPU mini batch).
+  for (int64_t C : {384, 768}) {
+    const int64_t BT = 8 * 256;
+    const std::string c = "C" + std::to_string(C) + "/";
+    shapes.push_back({c + "qkv", BT, 3 * C, C});
+    shapes.push_back({c + "attn_proj", BT, C, C});
+    shapes.push_back({c + "fc", BT, 4 * C, C});
+    shapes.push_back({c + "fc_proj", BT, C, 4 * C});
+  }
+  const std::pair<const char*, tt::MatmulAlgo> algos[] = {{"naive", tt::MatmulAlgo::kNaive},
+                                                          {"blocked", tt::MatmulAlgo::kBlocked},
+                                                          {"eigen", tt::MatmulAlgo::kEigen}};
+  for (const Shape3& s : shapes) {
+    for (const auto& [name, algo] : algos) {
+      // The naive kernel is kept to the small square sizes: it would take minutes elsewhere.
+      if (algo == tt::MatmulAlgo::kNaive && (s.name[0] == 'C' || s.M > 1024)) continue;
+      benchmark::RegisterBenchmark(("matmul/" + std::string(name) + "/" + s.name).c_str(), bench_tt,
+                                   algo, s)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
+#if TT_HAVE_OPENBLAS
+    benchmark::RegisterBenchmark(("matmul/openblas/" + s.name).c_str(), bench_openblas, s)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+#endif
+  }
+  std::printf("bench_cpu_matmul: float32, %d threads (OMP_NUM_THREADS)\n", tt::num_threads());
+#if !TT_HAVE_OPENBLAS
+  std::printf("bench_cpu_matmul: OpenBLAS not found at configure time: baseline skipped\n");
+#endif
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,98 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 04_cpu_kernels. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch04
+// Generated from solutions/04_cpu_kernels/reduce_kernels.cc by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// Chapter 04 exercises ch04.3 and ch04.4: the CPU reduction kernels (sum over any dims in fixed
+// blocks, max over one dim with its index). ReduceSplit, the geometry both use, is given.
+#include <cmath>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "tt/dispatcher.h"
+#include "tt/ops_reduce.h"
+#include "tt/parallel.h"
+#include "tt/todo.h"
+
+namespace tt::cpu {
+namespace {
+
+/// Elements of work per parallel chunk.
+constexpr int64_t kReduceGrain = 1 << 15;
+
+/// Accumulator type: double for floating inputs (float32 sums keep ~16 digits), int64 for int64.
+template <typename T>
+using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+
+/// The dims of `in` split into those `out` keeps (out.size(d) == in.size(d)) and those it
+/// reduces (out.size(d) == 1). Output j (row-major over the kept dims) sums the elements at
+/// kept_offset(j) + reduced_offset(r) for r = 0 .. n_red-1 (row-major over the reduced dims).
+struct ReduceSplit {
+  Shape kept_shape, red_shape;
+  Strides kept_strides, red_strides;
+  int64_t n_out = 1;                ///< number of outputs
+  int64_t n_red = 1;                ///< number of elements reduced into each output
+  std::optional<int64_t> red_step;  ///< set when reduced_offset(r) == r * red_step
+
+  ReduceSplit(const Tensor& out, const Tensor& in) {
+    for (int64_t d = 0; d < in.dim(); ++d) {
+      const bool reduced = out.size(d) != in.size(d);
+      (reduced ? red_shape : kept_shape).push_back(in.size(d));
+      (reduced ? red_strides : kept_strides).push_back(in.stride(d));
+    }
+    n_out = shape_numel(kept_shape);
+    n_red = shape_numel(red_shape);
+    // Chapter 01's view logic tells whether the reduced dims collapse into one strided run.
+    if (auto st = compute_view_strides(red_shape, red_strides, {n_red})) red_step = (*st)[0];
+  }
+  /// Offsets (from in's element 0) of outputs [begin, begin+count) into off[0..count).
+  void kept_offsets(int64_t begin, int64_t count, int64_t* off) const {
+    std::vector<int64_t> unused(static_cast<std::size_t>(count));
+    strided_offsets(kept_shape, kept_strides, kept_strides, begin, count, off, unused.data());
+  }
+  /// Offsets of reduced elements [begin, begin+count) into off[0..count).
+  void reduced_offsets(int64_t begin, int64_t count, int64_t* off) const {
+    if (red_step) {
+      for (int64_t i = 0; i < count; ++i) off[i] = (begin + i) * *red_step;
+      return;
+    }
+    std::vector<int64_t> unused(static_cast<std::size_t>(count));
+    strided_offsets(red_shape, red_strides, red_strides, begin, count, off, unused.data());
+  }
+};
+
+}  // namespace
+
+void sum(const Tensor& out, const Tensor& in) {
+  TT_TODO("ch04.3",
+          "cpu::sum: with ReduceSplit, split every output's reduced elements into blocks of "
+          "kReduceBlock; sum each (output, block) task in parallel in a double accumulator, then "
+          "add each output's block sums in block order");
+}
+
+void max_dim(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
+  TT_TODO("ch04.4",
+          "cpu::max_dim: for every output (ReduceSplit gives its base offset) scan the n elements "
+          "along dim (stride in.stride(dim)); keep the first maximum, NaN beats any number");
+}
+
+void max_dim_backward(const Tensor& grad_in, const Tensor& grad_values, const Tensor& indices,
+                      int64_t dim) {
+  dispatch_floating(grad_in.dtype(), "max_dim_backward", [&]<typename T>() {
+    const ReduceSplit split(grad_values, grad_in);
+    const int64_t step = grad_in.stride(dim);
+    T* gi = static_cast<T*>(grad_in.data_ptr());
+    const T* gv = static_cast<const T*>(grad_values.data_ptr());
+    const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
+    std::vector<int64_t> base(static_cast<std::size_t>(split.n_out));
+    split.kept_offsets(0, split.n_out, base.data());
+    for (int64_t j = 0; j < split.n_out; ++j) gi[base[j] + idx[j] * step] = gv[j];
+  });
+}
+
+TT_REGISTER_KERNEL("sum", DeviceType::kCPU, sum);
+TT_REGISTER_KERNEL("max_dim", DeviceType::kCPU, max_dim);
+TT_REGISTER_KERNEL("max_dim_backward", DeviceType::kCPU, max_dim_backward);
+
+}  // namespace tt::cpu
