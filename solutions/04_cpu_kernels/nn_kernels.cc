@@ -130,9 +130,7 @@ void softmax_forward(const Tensor& out, const Tensor& x, int64_t dim) {
   dispatch_floating(x.dtype(), "softmax_forward",
                     [&]<typename T>() { softmax_rows<T, false>(out, x, dim); });
 #else
-  TT_TODO("ch04.10",
-          "softmax forward: for each row (see DimLayout) subtract the row max, exponentiate, "
-          "divide by the sum (accumulate in double); parallelize rows with omp parallel for");
+  TT_TODO("ch04.10", "softmax forward: for each row (see DimLayout) subtract the row max, exponentiate, divide by the sum (accumulate in double); parallelize rows with omp parallel for");
 #endif
 }
 
@@ -198,9 +196,7 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
     }
   });
 #else
-  TT_TODO("ch04.12",
-          "layernorm forward: per row mean, variance (two passes, double), rstd = 1/sqrt(var + "
-          "eps); y = (x - mean) * rstd * w + b; store mean and rstd");
+  TT_TODO("ch04.12", "layernorm forward: per row mean, variance (two passes, double), rstd = 1/sqrt(var + eps); y = (x - mean) * rstd * w + b; store mean and rstd");
 #endif
 }
 
@@ -258,10 +254,7 @@ void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& d
     }
   });
 #else
-  TT_TODO("ch04.13",
-          "layernorm backward: with xhat = (x - mean) * rstd and g = dy * w, dx = rstd * (g - "
-          "mean(g) - xhat * mean(g * xhat)); dweight = sum over rows of dy * xhat, dbias = sum of "
-          "dy (fixed order)");
+  TT_TODO("ch04.13", "layernorm backward: with xhat = (x - mean) * rstd and g = dy * w, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dweight = sum over rows of dy * xhat, dbias = sum of dy (fixed order)");
 #endif
 }
 
@@ -291,8 +284,7 @@ void gelu_forward(const Tensor& out, const Tensor& x) {
     }
   });
 #else
-  TT_TODO("ch04.14",
-          "gelu forward: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise");
+  TT_TODO("ch04.14", "gelu forward: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise");
 #endif
 }
 
@@ -313,9 +305,7 @@ void gelu_backward(const Tensor& dx, const Tensor& dout, const Tensor& x) {
     }
   });
 #else
-  TT_TODO("ch04.14",
-          "gelu backward: dx = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 "
-          "x^2)), t = tanh(u)");
+  TT_TODO("ch04.14", "gelu backward: dx = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), t = tanh(u)");
 #endif
 }
 
@@ -361,9 +351,7 @@ void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor&
     }
   });
 #else
-  TT_TODO("ch04.15",
-          "embedding backward: zero dweight, then dweight[indices[i], :] += dout[i, :]; repeated "
-          "indices must add up (no races: split the columns between threads, not the tokens)");
+  TT_TODO("ch04.15", "embedding backward: zero dweight, then dweight[indices[i], :] += dout[i, :]; repeated indices must add up (no races: split the columns between threads, not the tokens)");
 #endif
 }
 
@@ -409,9 +397,7 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& 
         static_cast<T>(total / static_cast<double>(count_targets(targets, ignore_index)));
   });
 #else
-  TT_TODO("ch04.16",
-          "cross-entropy forward: check targets, per row lse = max + log(sum(exp(x - max))), loss "
-          "= mean over non-ignored rows of (lse - x[target]); store lse");
+  TT_TODO("ch04.16", "cross-entropy forward: check targets, per row lse = max + log(sum(exp(x - max))), loss = mean over non-ignored rows of (lse - x[target]); store lse");
 #endif
 }
 
@@ -440,9 +426,7 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
     }
   });
 #else
-  TT_TODO("ch04.16",
-          "cross-entropy backward: dx = dloss / count * (softmax(x) - onehot(target)) per "
-          "non-ignored row (softmax = exp(x - lse)), 0 for ignored rows");
+  TT_TODO("ch04.16", "cross-entropy backward: dx = dloss / count * (softmax(x) - onehot(target)) per non-ignored row (softmax = exp(x - lse)), 0 for ignored rows");
 #endif
 }
 

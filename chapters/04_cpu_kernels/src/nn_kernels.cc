@@ -74,9 +74,7 @@ inline void check_indices(const char* op, const Tensor& indices, int64_t size,
 
 
 void softmax_forward(const Tensor& out, const Tensor& x, int64_t dim) {
-  TT_TODO("ch04.10",
-          "softmax forward: for each row (see DimLayout) subtract the row max, exponentiate, "
-          "divide by the sum (accumulate in double); parallelize rows with omp parallel for");
+  TT_TODO("ch04.10", "softmax forward: for each row (see DimLayout) subtract the row max, exponentiate, divide by the sum (accumulate in double); parallelize rows with omp parallel for");
 }
 
 void log_softmax_forward(const Tensor& out, const Tensor& x, int64_t dim) {
@@ -100,18 +98,13 @@ TT_REGISTER_KERNEL("log_softmax_backward", DeviceType::kCPU, log_softmax_backwar
 
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                        const Tensor& weight, const Tensor& bias, double eps) {
-  TT_TODO("ch04.12",
-          "layernorm forward: per row mean, variance (two passes, double), rstd = 1/sqrt(var + "
-          "eps); y = (x - mean) * rstd * w + b; store mean and rstd");
+  TT_TODO("ch04.12", "layernorm forward: per row mean, variance (two passes, double), rstd = 1/sqrt(var + eps); y = (x - mean) * rstd * w + b; store mean and rstd");
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                         const Tensor& dout, const Tensor& x, const Tensor& weight,
                         const Tensor& mean, const Tensor& rstd) {
-  TT_TODO("ch04.13",
-          "layernorm backward: with xhat = (x - mean) * rstd and g = dy * w, dx = rstd * (g - "
-          "mean(g) - xhat * mean(g * xhat)); dweight = sum over rows of dy * xhat, dbias = sum of "
-          "dy (fixed order)");
+  TT_TODO("ch04.13", "layernorm backward: with xhat = (x - mean) * rstd and g = dy * w, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dweight = sum over rows of dy * xhat, dbias = sum of dy (fixed order)");
 }
 
 TT_REGISTER_KERNEL("layernorm_forward", DeviceType::kCPU, layernorm_forward);
@@ -121,14 +114,11 @@ TT_REGISTER_KERNEL("layernorm_backward", DeviceType::kCPU, layernorm_backward);
 
 
 void gelu_forward(const Tensor& out, const Tensor& x) {
-  TT_TODO("ch04.14",
-          "gelu forward: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise");
+  TT_TODO("ch04.14", "gelu forward: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise");
 }
 
 void gelu_backward(const Tensor& dx, const Tensor& dout, const Tensor& x) {
-  TT_TODO("ch04.14",
-          "gelu backward: dx = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 "
-          "x^2)), t = tanh(u)");
+  TT_TODO("ch04.14", "gelu backward: dx = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), t = tanh(u)");
 }
 
 TT_REGISTER_KERNEL("gelu_forward", DeviceType::kCPU, gelu_forward);
@@ -151,9 +141,7 @@ void embedding_forward(const Tensor& out, const Tensor& weight, const Tensor& in
 }
 
 void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor& indices) {
-  TT_TODO("ch04.15",
-          "embedding backward: zero dweight, then dweight[indices[i], :] += dout[i, :]; repeated "
-          "indices must add up (no races: split the columns between threads, not the tokens)");
+  TT_TODO("ch04.15", "embedding backward: zero dweight, then dweight[indices[i], :] += dout[i, :]; repeated indices must add up (no races: split the columns between threads, not the tokens)");
 }
 
 TT_REGISTER_KERNEL("embedding_forward", DeviceType::kCPU, embedding_forward);
@@ -164,16 +152,12 @@ TT_REGISTER_KERNEL("embedding_backward", DeviceType::kCPU, embedding_backward);
 
 void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
                            const Tensor& targets, int64_t ignore_index) {
-  TT_TODO("ch04.16",
-          "cross-entropy forward: check targets, per row lse = max + log(sum(exp(x - max))), loss "
-          "= mean over non-ignored rows of (lse - x[target]); store lse");
+  TT_TODO("ch04.16", "cross-entropy forward: check targets, per row lse = max + log(sum(exp(x - max))), loss = mean over non-ignored rows of (lse - x[target]); store lse");
 }
 
 void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits,
                             const Tensor& targets, const Tensor& lse, int64_t ignore_index) {
-  TT_TODO("ch04.16",
-          "cross-entropy backward: dx = dloss / count * (softmax(x) - onehot(target)) per "
-          "non-ignored row (softmax = exp(x - lse)), 0 for ignored rows");
+  TT_TODO("ch04.16", "cross-entropy backward: dx = dloss / count * (softmax(x) - onehot(target)) per non-ignored row (softmax = exp(x - lse)), 0 for ignored rows");
 }
 
 TT_REGISTER_KERNEL("cross_entropy_forward", DeviceType::kCPU, cross_entropy_forward);
