@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tt/tensor.h"
@@ -34,12 +35,19 @@ struct Edge {
 /// A recorded operation: maps the gradients of its outputs to the gradients of its inputs.
 class Node : public std::enable_shared_from_this<Node> {
  public:
+  /// Frees the graph behind this node iteratively, so that dropping the last tensor of a
+  /// 100,000-op chain does not recurse 100,000 destructor calls deep.
   virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
   /// Op name for messages and graph printing, e.g. "AddBackward".
   virtual std::string name() const = 0;
   /// Given one gradient per output (an undefined Tensor where an output got no gradient),
   /// returns one gradient per input (undefined where not needed).
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
+  /// Drops what only backward needed (saved tensors); the engine calls it after apply() unless
+  /// the graph is retained. The default has nothing to free.
+  virtual void release_saved() {}
   /// One edge per input of the forward op.
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   /// Number of outputs of the forward op (= number of gradient slots of this node).
@@ -63,10 +71,13 @@ class Node : public std::enable_shared_from_this<Node> {
 /// It holds the leaf weakly, so a graph never keeps a parameter alive.
 class AccumulateGrad final : public Node {
  public:
-  /// Node for `leaf` (which must require grad).
+  /// Node for `leaf` (which must be a leaf that requires grad); it has one gradient slot.
   explicit AccumulateGrad(const Tensor& leaf);
+  /// "AccumulateGrad".
   std::string name() const override { return "AccumulateGrad"; }
-  /// Adds grad_outputs[0] into the leaf's .grad (allocating it on the first call).
+  /// Adds grad_outputs[0] into the leaf's .grad (exercise ch03.4): the first gradient is stored
+  /// as a private copy, later ones are added into it in place. Nothing happens when the
+  /// gradient is undefined or the leaf no longer exists. Returns no gradients (a sink).
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
 
  private:
@@ -79,9 +90,10 @@ class AccumulateGrad final : public Node {
 /// @code
 /// struct MulFn : Function {
 ///   std::string name() const override { return "MulBackward"; }
-///   std::vector<Tensor> forward(const std::vector<Tensor>& in) override { return {mul_kernel(in[0], in[1])}; }
-///   void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>&) override { save_for_backward(in); }
-///   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+///   std::vector<Tensor> forward(const std::vector<Tensor>& in) override { return
+///   {mul_kernel(in[0], in[1])}; } void setup_context(const std::vector<Tensor>& in, const
+///   std::vector<Tensor>&) override { save_for_backward(in); } std::vector<Tensor> backward(const
+///   std::vector<Tensor>& g) override {
 ///     auto s = saved_tensors(); return {mul_kernel(g[0], s[1]), mul_kernel(g[0], s[0])};
 ///   }
 /// };
@@ -92,9 +104,11 @@ class Function : public Node {
   /// Computes the outputs (called with grad mode off).
   virtual std::vector<Tensor> forward(const std::vector<Tensor>& inputs) = 0;
   /// Saves what backward needs; called after forward only when the graph is recorded.
-  virtual void setup_context(const std::vector<Tensor>& inputs,
-                             const std::vector<Tensor>& outputs) {}
-  /// Gradients of the inputs from the gradients of the outputs (one per input, undefined allowed).
+  virtual void setup_context(const std::vector<Tensor>& /*inputs*/,
+                             const std::vector<Tensor>& /*outputs*/) {}
+  /// Gradients of the inputs from the gradients of the outputs (one per input, undefined allowed
+  /// for inputs that need none). Every grad_outputs[i] is defined: an output that received no
+  /// gradient gets zeros of its shape.
   virtual std::vector<Tensor> backward(const std::vector<Tensor>& grad_outputs) = 0;
 
   /// Creates the op `F(args...)`, runs it on `inputs` and, when needed, records it in the graph.
@@ -104,29 +118,63 @@ class Function : public Node {
     return run(fn, inputs);
   }
 
-  /// Node::apply for the engine: checks the gradient count, calls backward(), validates shapes.
+  /// Node::apply for the engine: checks the gradient count, replaces missing output gradients
+  /// by zeros, calls backward() and validates the count, shapes and dtypes it returns.
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
+  /// Frees the saved tensors; a later backward() through this node throws.
+  void release_saved() override;
 
  protected:
   /// Keeps tensors for backward without creating reference cycles (saves detached views).
   void save_for_backward(const std::vector<Tensor>& tensors);
-  /// The tensors given to save_for_backward, in order.
-  const std::vector<Tensor>& saved_tensors() const { return saved_; }
+  /// The tensors given to save_for_backward, in order; throws once they have been released.
+  const std::vector<Tensor>& saved_tensors() const;
   /// True when input `i` requires a gradient (backward may skip the others).
   bool needs_input_grad(std::size_t i) const;
 
  private:
+  /// What Function::apply checks gradients against: the geometry of one input or output.
+  struct TensorMeta {
+    Shape shape;    ///< sizes
+    DType dtype;    ///< element type
+    Device device;  ///< where it lives
+  };
+  /// Runs forward and records the graph (exercise ch03.3).
   static std::vector<Tensor> run(const std::shared_ptr<Function>& fn,
                                  const std::vector<Tensor>& inputs);
+  /// Remembers the input/output geometry and which inputs need a gradient (given code).
+  void record_metadata(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
   std::vector<Tensor> saved_;
-  std::vector<Shape> input_shapes_;
+  bool released_ = false;
+  std::vector<TensorMeta> input_meta_;
+  std::vector<TensorMeta> output_meta_;
   std::vector<bool> needs_input_grad_;
 };
 
-/// Computes d(root)/d(leaf) for every leaf reachable from `root` and accumulates into .grad.
-/// `grad` is the gradient of root (may be omitted only when root has one element: then 1).
-/// Throws tt::Error when root does not require grad, or is not a scalar and no grad is given.
-void backward(const Tensor& root, const Tensor& grad = Tensor());
+/// The edge a gradient for `t` must follow (exercise ch03.3): {t.grad_fn(), t.output_nr()} for
+/// a recorded result, a new AccumulateGrad node for a leaf that requires grad, and an empty edge
+/// (node == nullptr) for a tensor that needs no gradient.
+Edge gradient_edge(const Tensor& t);
+
+/// For every node reachable from `root` (root included), the number of edges from reachable
+/// nodes that point to it: how many gradients the engine must collect before running it
+/// (exercise ch03.1). Iterative, so any depth works.
+std::unordered_map<const Node*, int> compute_dependencies(const Node& root);
+
+/// The engine loop (exercise ch03.2): starts with `grad` in slot root.input_nr of root.node,
+/// runs every node whose dependency count has dropped to zero from a work queue, sums the
+/// gradients arriving at the same slot, and calls release_saved() on each node after it ran
+/// unless `retain_graph`. `dependencies` comes from compute_dependencies(*root.node).
+void run_backward(const Edge& root, const Tensor& grad,
+                  std::unordered_map<const Node*, int> dependencies, bool retain_graph = false);
+
+/// Computes \f$ \sum_j g_j\, \partial\, \mathrm{root}_j / \partial\, \mathrm{leaf} \f$ (a
+/// vector-Jacobian product with g = `grad`) for every leaf that requires grad and is reachable
+/// from `root`, and accumulates it into the leaf's .grad. `grad` may be omitted only when root
+/// has one element (then g = 1). The saved tensors of the graph are freed afterwards unless
+/// `retain_graph`. Throws tt::Error when root does not require grad, is not a one-element
+/// tensor and no grad is given, or when grad's shape, dtype or device differs from root's.
+void backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
 
 /// Whether operations are recorded (thread-local, on by default).
 bool is_grad_enabled();
@@ -147,18 +195,30 @@ class NoGradGuard {
 
 /// Result of gradcheck: ok, and the worst disagreement found.
 struct GradcheckResult {
-  bool ok = true;            ///< every analytic gradient matched
-  double max_abs_err = 0;    ///< largest |analytic - numeric|
-  double max_rel_err = 0;    ///< largest relative error
-  std::string message;       ///< first mismatch: input, index, both values
+  bool ok = true;          ///< every analytic gradient matched
+  double max_abs_err = 0;  ///< largest |analytic - numeric|
+  double max_rel_err = 0;  ///< largest |analytic - numeric| / max(|numeric|, atol)
+  std::string message;     ///< first mismatch: input, index, both values
 };
+
+/// A function of tensors to one tensor, as gradcheck takes it.
+using TensorFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+/// The vector-Jacobian product \f$ w^T J \f$ of `fn` at `inputs` by central finite differences
+/// (exercise ch03.5): for each element i of each input k with requires_grad() (undefined
+/// entries for the others), \f$ (\langle f(x+\epsilon e_i), w\rangle - \langle f(x-\epsilon
+/// e_i), w\rangle) / 2\epsilon \f$. Inputs, output and `w` are float64; `fn` is evaluated
+/// with grad mode off on perturbed copies, so `inputs` are left unchanged.
+std::vector<Tensor> numerical_vjp(const TensorFn& fn, const std::vector<Tensor>& inputs,
+                                  const Tensor& w, double eps = 1e-6);
 
 /// Compares backward() with central finite differences,
 /// \f$ \partial f/\partial x_i \approx (f(x+\epsilon e_i) - f(x-\epsilon e_i)) / 2\epsilon \f$,
 /// for every element of every float64 input that requires grad. `fn` maps the inputs to one
-/// output tensor; the check uses the scalar sum(output * w) with a fixed random w.
-GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                          const std::vector<Tensor>& inputs, double eps = 1e-6,
-                          double atol = 1e-8, double rtol = 1e-6);
+/// output tensor; the check uses the scalar sum(output * w) with a fixed random w (seeded), so
+/// it compares backward(fn(x), w) with numerical_vjp(fn, x, w). An element passes when
+/// \f$ |a - n| \le \mathrm{atol} + \mathrm{rtol}\,|n| \f$. The inputs' .grad is not touched.
+GradcheckResult gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, double eps = 1e-6,
+                          double atol = 1e-6, double rtol = 1e-6);
 
 }  // namespace tt::autograd
