@@ -44,7 +44,7 @@ def save(op, case, tensors, atol=ATOL, rtol=RTOL):
         if arr.dtype == np.bool_:
             arr = arr.astype(np.int64)
         assert arr.dtype in (np.float32, np.int64), (op, case, name, arr.dtype)
-        arr = np.ascontiguousarray(arr)
+        arr = np.array(arr, order="C")  # (ascontiguousarray would turn 0-d into 1-d)
         rel = f"ch04/{op}_{case}_{name}.npy"
         np.save(os.path.join(ROOT, rel), arr)
         manifest.append((rel, str(arr.dtype), atol, rtol))
