@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tt/autograd.h"
 #include "tt/npy_tensor.h"
 #include "tt/testing.h"
 
@@ -176,6 +177,24 @@ struct CaseRunner {
   std::string name;                ///< file prefix, "<op>_<case>"
   std::function<void(Case&)> run;  ///< loads inputs, computes, calls Case::expect
 };
+
+/// out = f(input, other) with `input` a leaf and `other` a plain input (e.g. indices); backward
+/// with dout; compares out and grad_<input>.
+inline CaseRunner with_grad(std::string name, std::string input, std::string other,
+                            std::function<Tensor(const Tensor&, const Tensor&)> f) {
+  return {name, [=](Case& c) {
+            Tensor x = c.load(input, true);
+            Tensor out = f(x, other.empty() ? Tensor() : c.load(other));
+            autograd::backward(out, c.load("dout"));
+            c.expect("out", out);
+            c.expect("grad_" + input, x.grad());
+          }};
+}
+
+/// with_grad for an op of x alone.
+inline CaseRunner unary(std::string name, std::function<Tensor(const Tensor&)> f) {
+  return with_grad(std::move(name), "x", "", [f](const Tensor& x, const Tensor&) { return f(x); });
+}
 
 /// gtest prints parameters with this (test names like .../softmax_rows).
 inline std::string case_name(const ::testing::TestParamInfo<CaseRunner>& info) {

@@ -13,6 +13,8 @@ namespace {
 
 using reference::Case;
 using reference::CaseRunner;
+using reference::unary;
+using reference::with_grad;
 
 TEST(Ch04_Reference, ManifestMatchesFiles) {
   const auto& m = reference::manifest();
@@ -47,17 +49,6 @@ TEST(Ch04_Reference, Sha256KnownAnswers) {
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
-/// out = f(x); backward with dout; compares out and grad_x.
-CaseRunner unary(std::string name, std::function<Tensor(const Tensor&)> f) {
-  return {name, [f](Case& c) {
-            Tensor x = c.load("x", true);
-            Tensor out = f(x);
-            autograd::backward(out, c.load("dout"));
-            c.expect("out", out);
-            c.expect("grad_x", x.grad());
-          }};
-}
-
 void layernorm_case(Case& c) {
   Tensor x = c.load("x", true), w = c.load("weight", true), b = c.load("bias", true);
   Tensor out = layernorm(x, w, b, 1e-5);
@@ -74,30 +65,6 @@ void layernorm_case(Case& c) {
   c.expect("rstd", rstd);
 }
 
-void embedding_case(Case& c) {
-  Tensor w = c.load("weight", true);
-  Tensor out = embedding(w, c.load("indices"));
-  autograd::backward(out, c.load("dout"));
-  c.expect("out", out);
-  c.expect("grad_weight", w.grad());
-}
-
-void cross_entropy_case(Case& c) {
-  Tensor logits = c.load("logits", true);
-  Tensor out = cross_entropy(logits, c.load("targets"));
-  autograd::backward(out, c.load("dout"));
-  c.expect("out", out);
-  c.expect("grad_logits", logits.grad());
-}
-
-void masked_fill_case(Case& c) {
-  Tensor x = c.load("x", true);
-  Tensor out = masked_fill(x, c.load("mask"), -1e9);
-  autograd::backward(out, c.load("dout"));
-  c.expect("out", out);
-  c.expect("grad_x", x.grad());
-}
-
 class Ch04_ReferenceNn : public ::testing::TestWithParam<CaseRunner> {};
 
 TEST_P(Ch04_ReferenceNn, MatchesPyTorch) {
@@ -110,20 +77,23 @@ const double kInf = std::numeric_limits<double>::infinity();
 
 INSTANTIATE_TEST_SUITE_P(
     Nn, Ch04_ReferenceNn,
-    ::testing::Values(unary("softmax_rows", [](const Tensor& x) { return softmax(x, -1); }),
-                      unary("softmax_dim1", [](const Tensor& x) { return softmax(x, 1); }),
-                      unary("log_softmax_rows", [](const Tensor& x) { return log_softmax(x, -1); }),
-                      unary("log_softmax_dim0", [](const Tensor& x) { return log_softmax(x, 0); }),
-                      unary("gelu_tanh", [](const Tensor& x) { return gelu(x); }),
-                      unary("causal_softmax_attn",
-                            [](const Tensor& x) {
-                              return softmax(masked_fill(x, causal_mask(5), -kInf));
-                            }),
-                      CaseRunner{"layernorm_btc", layernorm_case},
-                      CaseRunner{"embedding_repeats", embedding_case},
-                      CaseRunner{"cross_entropy_basic", cross_entropy_case},
-                      CaseRunner{"cross_entropy_ignore", cross_entropy_case},
-                      CaseRunner{"masked_fill_causal", masked_fill_case}),
+    ::testing::Values(
+        unary("softmax_rows", [](const Tensor& x) { return softmax(x, -1); }),
+        unary("softmax_dim1", [](const Tensor& x) { return softmax(x, 1); }),
+        unary("log_softmax_rows", [](const Tensor& x) { return log_softmax(x, -1); }),
+        unary("log_softmax_dim0", [](const Tensor& x) { return log_softmax(x, 0); }),
+        unary("gelu_tanh", [](const Tensor& x) { return gelu(x); }),
+        unary("causal_softmax_attn",
+              [](const Tensor& x) { return softmax(masked_fill(x, causal_mask(5), -kInf)); }),
+        CaseRunner{"layernorm_btc", layernorm_case},
+        with_grad("embedding_repeats", "weight", "indices",
+                  [](const Tensor& w, const Tensor& idx) { return embedding(w, idx); }),
+        with_grad("cross_entropy_basic", "logits", "targets",
+                  [](const Tensor& x, const Tensor& t) { return cross_entropy(x, t); }),
+        with_grad("cross_entropy_ignore", "logits", "targets",
+                  [](const Tensor& x, const Tensor& t) { return cross_entropy(x, t); }),
+        with_grad("masked_fill_causal", "x", "mask",
+                  [](const Tensor& x, const Tensor& m) { return masked_fill(x, m, -1e9); })),
     reference::case_name);
 
 }  // namespace
