@@ -93,6 +93,44 @@ def run_ctest(build_dir: Path, label_regex: str, jobs: int = 2, quiet: bool = Tr
         return results
 
 
+def list_gtests(exe: Path) -> list[str]:
+    """Names (Suite.Test) of the tests of a gtest executable, without disabled ones."""
+    out = subprocess.run([str(exe), "--gtest_list_tests"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, check=True).stdout
+    names, suite = [], ""
+    for line in out.splitlines():
+        if not line.startswith(" ") and line.rstrip().endswith("."):
+            suite = line.strip()
+        elif line.startswith("  ") and suite:
+            name = suite + line.strip().split()[0]
+            if "DISABLED_" not in name:
+                names.append(name)
+    return names
+
+
+def run_gtests_each(exe: Path, jobs: int = 2, timeout: int = 300) -> list[TestResult]:
+    """Runs every test of a gtest executable in its own process (so a crash is attributed to its
+    test) and classifies it like CTest would."""
+    import concurrent.futures
+
+    def one(name: str) -> TestResult:
+        try:
+            proc = subprocess.run([str(exe), f"--gtest_filter={name}"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                                  cwd=ROOT)
+            out, rc = proc.stdout, proc.returncode
+        except subprocess.TimeoutExpired as e:
+            out, rc = (e.stdout or b"").decode(errors="replace") + "\n(timeout)", -1
+        if "[  SKIPPED ]" in out and rc == 0:
+            status = "skipped"
+        else:
+            status = "passed" if rc == 0 else "failed"
+        return TestResult(name, status, out)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, list_gtests(exe)))
+
+
 def first_failure_line(output: str) -> str:
     """The most telling line of a failed gtest's output (a TODO message, else the first failure)."""
     lines = output.splitlines()
