@@ -8,7 +8,7 @@
 #include <climits>
 #include <vector>
 
-#include "ch07_cuda_tmp.h"
+#include "tt/cuda_device.h"
 #include "tt/cuda_matmul.h"
 #include "tt/cuda_sgemm.h"
 #include "tt/dispatcher.h"
@@ -71,15 +71,15 @@ __global__ void sgemm_tiled_kernel(int M, int N, int K, const float* __restrict_
 // 8 values of A and 8 of B from shared memory and does 64 FMAs with them, instead of 1 FMA per
 // 2 loads in the tiled kernel.
 constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
-constexpr int kBlockThreads = (kBM / kTM) * (kBN / kTN);  // 256
-static_assert(kBM * kBK == 4 * kBlockThreads && kBK * kBN == 4 * kBlockThreads,
+constexpr int kGemmThreads = (kBM / kTM) * (kBN / kTN);  // 256
+static_assert(kBM * kBK == 4 * kGemmThreads && kBK * kBN == 4 * kGemmThreads,
               "each thread loads 4 elements of the A tile and 4 of the B tile per K step");
 
 // ch07.3. Thread (ty, tx) of the 16 x 16 thread grid owns rows ty + 16*i and columns tx + 16*j:
 // neighbouring threads own neighbouring columns, so the reads of Bs and the writes of C are
 // consecutive across the warp. As is stored transposed (As[k][m]) so that a thread's 8 A
 // values for one k sit in one row of shared memory.
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kGemmThreads)
     sgemm_regblock_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
                           const float* __restrict__ B, int64_t ldb, float* __restrict__ C,
                           int64_t ldc) {
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int k0 = 0; k0 < K; k0 += kBK) {
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
-      const int e = tid + l * kBlockThreads;
+      const int e = tid + l * kGemmThreads;
       const int ar = e / kBK, ac = e % kBK;  // A tile: 128 rows x 8 columns
       As[ac][ar] = row0 + ar < M && k0 + ac < K ? A[(row0 + ar) * lda + k0 + ac] : 0.0f;
       const int br = e / kBN, bc = e % kBN;  // B tile: 8 rows x 128 columns
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 constexpr int kPadA = 4;
 
 template <bool kVec>
-__global__ void __launch_bounds__(kBlockThreads, 2)
+__global__ void __launch_bounds__(kGemmThreads, 2)
     sgemm_vec4_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
                       const float* __restrict__ B, int64_t ldb, float* __restrict__ C, int64_t ldc) {
   __shared__ __align__(16) float As[2][kBK][kBM + kPadA];
@@ -246,7 +246,7 @@ void sgemm_naive(const SgemmArgs& p, cudaStream_t stream) {
   sgemm_naive_kernel<<<grid, block, 0, stream>>>(static_cast<int>(p.m), static_cast<int>(p.n),
                                                  static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb,
                                                  p.c, p.ldc);
-  TT07_CUDA_CHECK_LAUNCH("sgemm_naive_kernel");
+  TT_CUDA_CHECK_LAUNCH("sgemm_naive_kernel");
 }
 
 void sgemm_tiled(const SgemmArgs& p, cudaStream_t stream) {
@@ -256,7 +256,7 @@ void sgemm_tiled(const SgemmArgs& p, cudaStream_t stream) {
   sgemm_tiled_kernel<<<grid, block, 0, stream>>>(static_cast<int>(p.m), static_cast<int>(p.n),
                                                  static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb,
                                                  p.c, p.ldc);
-  TT07_CUDA_CHECK_LAUNCH("sgemm_tiled_kernel");
+  TT_CUDA_CHECK_LAUNCH("sgemm_tiled_kernel");
 #else
   TT_TODO("ch07.2",
           "shared-memory tiled SGEMM: 32x32 blocks; per K step load one element of the A and B "
@@ -269,10 +269,10 @@ void sgemm_regblock(const SgemmArgs& p, cudaStream_t stream) {
 #if TT_SOLUTION
   if (p.m == 0 || p.n == 0) return;
   const dim3 grid(ceil_div(p.n, kBN), ceil_div(p.m, kBM));
-  sgemm_regblock_kernel<<<grid, kBlockThreads, 0, stream>>>(
+  sgemm_regblock_kernel<<<grid, kGemmThreads, 0, stream>>>(
       static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb,
       p.c, p.ldc);
-  TT07_CUDA_CHECK_LAUNCH("sgemm_regblock_kernel");
+  TT_CUDA_CHECK_LAUNCH("sgemm_regblock_kernel");
 #else
   TT_TODO("ch07.3",
           "register-blocked SGEMM: 128x128 block tiles, BK = 8, 256 threads each accumulating an "
@@ -289,13 +289,13 @@ void sgemm_vec4(const SgemmArgs& p, cudaStream_t stream) {
                    aligned16(p.b) && aligned16(p.c);
   const int M = static_cast<int>(p.m), N = static_cast<int>(p.n), K = static_cast<int>(p.k);
   if (vec) {
-    sgemm_vec4_kernel<true><<<grid, kBlockThreads, 0, stream>>>(M, N, K, p.a, p.lda, p.b, p.ldb,
+    sgemm_vec4_kernel<true><<<grid, kGemmThreads, 0, stream>>>(M, N, K, p.a, p.lda, p.b, p.ldb,
                                                                 p.c, p.ldc);
   } else {
-    sgemm_vec4_kernel<false><<<grid, kBlockThreads, 0, stream>>>(M, N, K, p.a, p.lda, p.b, p.ldb,
+    sgemm_vec4_kernel<false><<<grid, kGemmThreads, 0, stream>>>(M, N, K, p.a, p.lda, p.b, p.ldb,
                                                                  p.c, p.ldc);
   }
-  TT07_CUDA_CHECK_LAUNCH("sgemm_vec4_kernel");
+  TT_CUDA_CHECK_LAUNCH("sgemm_vec4_kernel");
 #else
   TT_TODO("ch07.4",
           "vectorized SGEMM: regblock with float4 global loads (scalar at the edges or when rows "
@@ -340,7 +340,7 @@ void run_sgemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const 
                   Strides(b.strides().begin(), b.strides().end() - 2), 0, batch, off_a.data(),
                   off_b.data());
   const int index = out.device().index;
-  ch07tmp::DeviceGuard guard(index);
+  DeviceGuard guard(index);
   for (int64_t p = 0; p < batch; ++p) {
     SgemmArgs args;
     args.m = M;
@@ -352,7 +352,7 @@ void run_sgemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const 
     args.ldb = b.stride(-2);
     args.c = out.data<float>() + p * M * N;
     args.ldc = N;
-    launch(args, ch07tmp::stream(index));
+    launch(args, stream(index));
   }
 }
 

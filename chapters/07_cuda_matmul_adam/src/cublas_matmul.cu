@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "ch07_cuda_tmp.h"
+#include "tt/cuda_device.h"
 #include "tt/cuda_blas.h"
 #include "tt/cuda_matmul.h"
 #include "tt/dispatcher.h"
@@ -35,11 +35,7 @@ namespace {
 // switches devices first), so it is destroyed before the runtime's own exit handler runs.
 class HandlePool {
  public:
-  HandlePool() {
-    int n = 0;
-    TT07_CUDA_CHECK(cudaGetDeviceCount(&n));
-    handles_.assign(static_cast<std::size_t>(n), nullptr);
-  }
+  HandlePool() : handles_(static_cast<std::size_t>(device_count()), nullptr) {}
   ~HandlePool() {
     int device = 0;
     // If the runtime is already unloading, the driver frees everything with the process.
@@ -56,8 +52,6 @@ class HandlePool {
 
   cublasHandle_t get(int index) {
     std::lock_guard<std::mutex> lock(mutex_);
-    TT_CHECK(index >= 0 && static_cast<std::size_t>(index) < handles_.size(),
-             "cublas_handle: no CUDA device cuda:", index);
     cublasHandle_t& h = handles_[static_cast<std::size_t>(index)];
     if (h == nullptr) TT_CUBLAS_CHECK(cublasCreate(&h));
     return h;
@@ -71,10 +65,10 @@ class HandlePool {
 }  // namespace
 
 cublasHandle_t cublas_handle(int index) {
-  ch07tmp::DeviceGuard guard(index);  // initializes the runtime before the pool is constructed
+  DeviceGuard guard(index);  // checks the index; initializes the runtime before the pool exists
   static HandlePool pool;
   cublasHandle_t h = pool.get(index);
-  TT_CUBLAS_CHECK(cublasSetStream(h, ch07tmp::stream(index)));
+  TT_CUBLAS_CHECK(cublasSetStream(h, stream(index)));
   return h;
 }
 
@@ -148,7 +142,7 @@ void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int ldc = checked_int(p.ldc, "ldc", out);
 
   const int index = out.device().index;
-  ch07tmp::DeviceGuard guard(index);
+  DeviceGuard guard(index);
   cublasHandle_t handle = cublas_handle(index);
   const bool f32 = dt == DType::kFloat32;
   const bool tf32 = f32 && allow_tf32();

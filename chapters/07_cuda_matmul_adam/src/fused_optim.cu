@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ch07_cuda_tmp.h"
+#include "tt/cuda_device.h"
 #include "tt/dispatcher.h"
 #include "tt/fused_optim.h"
 #include "tt/todo.h"
@@ -29,7 +29,8 @@ namespace tt {
 TT_HOST_DEVICE void adamw_update(float& p, float g, float& m, float& v, const AdamWCoefficients& c) {
 #if !defined(__CUDA_ARCH__)
   TT_TODO("ch07.5",
-          "AdamW element update: p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; "
+          "AdamW element update: p *= 1 - lr*wd; m = b1*m + one_minus_beta1*g; "
+          "v = b2*v + one_minus_beta2*g*g; "
           "p -= (lr / bias_correction1) * m / (sqrt(v) / bias_correction2_sqrt + eps)");
 #endif
 }
@@ -114,11 +115,9 @@ MultiTensorTable make_table(const char* op, std::initializer_list<const std::vec
   return table;
 }
 
-/// Blocks of a grid-stride loop over the chunks: all of them, at most 8 blocks per SM.
+/// Blocks of a grid-stride loop over the chunks: one per chunk, at most what fills the GPU once.
 unsigned chunk_grid(const MultiTensorTable& t) {
-  int sms = 0;
-  TT07_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, t.device));
-  return static_cast<unsigned>(std::min<int64_t>(t.num_chunks, int64_t{sms} * 8));
+  return grid_size(t.num_chunks * kThreads, kThreads, t.device);
 }
 
 // ----- AdamW (given) ------------------------------------------------------------------------
@@ -196,10 +195,10 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   const MultiTensorTable t = make_table("adamw_step", {&params, &grads, &exp_avg, &exp_avg_sq},
                                         {"params", "grads", "exp_avg", "exp_avg_sq"});
   if (t.num_chunks == 0) return;
-  ch07tmp::DeviceGuard guard(t.device);
-  adamw_kernel<<<chunk_grid(t), kThreads, 0, ch07tmp::stream(t.device)>>>(t.entries, t.chunks,
+  DeviceGuard guard(t.device);
+  adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks,
                                                                           t.num_chunks, c);
-  TT07_CUDA_CHECK_LAUNCH("adamw_kernel");
+  TT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
 void grad_norm(const Tensor& out, const std::vector<Tensor>& grads) {
@@ -217,10 +216,10 @@ void clip_grads(const std::vector<Tensor>& grads, const Tensor& total_norm, doub
   if (t.num_chunks == 0) return;
   TT_CHECK(total_norm.device().index == t.device, "clip_grads: total_norm ",
            total_norm.describe(), " is not on the device of the grads (cuda:", t.device, ")");
-  ch07tmp::DeviceGuard guard(t.device);
-  scale_by_norm_kernel<<<chunk_grid(t), kThreads, 0, ch07tmp::stream(t.device)>>>(
+  DeviceGuard guard(t.device);
+  scale_by_norm_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(
       t.entries, t.chunks, t.num_chunks, total_norm.data<float>(), static_cast<float>(max_norm));
-  TT07_CUDA_CHECK_LAUNCH("scale_by_norm_kernel");
+  TT_CUDA_CHECK_LAUNCH("scale_by_norm_kernel");
 }
 
 TT_REGISTER_KERNEL("adamw_step", DeviceType::kCUDA, adamw_step);

@@ -18,6 +18,8 @@ AdamWCoefficients adamw_coefficients(const AdamWConfig& config, int64_t step) {
   c.lr = static_cast<float>(config.lr);
   c.beta1 = static_cast<float>(config.beta1);
   c.beta2 = static_cast<float>(config.beta2);
+  c.one_minus_beta1 = static_cast<float>(1.0 - config.beta1);
+  c.one_minus_beta2 = static_cast<float>(1.0 - config.beta2);
   c.eps = static_cast<float>(config.eps);
   c.weight_decay = static_cast<float>(config.weight_decay);
   c.bias_correction1 = static_cast<float>(1.0 - std::pow(config.beta1, t));

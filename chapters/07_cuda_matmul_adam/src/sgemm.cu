@@ -13,7 +13,7 @@
 #include <climits>
 #include <vector>
 
-#include "ch07_cuda_tmp.h"
+#include "tt/cuda_device.h"
 #include "tt/cuda_matmul.h"
 #include "tt/cuda_sgemm.h"
 #include "tt/dispatcher.h"
@@ -56,7 +56,7 @@ void sgemm_naive(const SgemmArgs& p, cudaStream_t stream) {
   sgemm_naive_kernel<<<grid, block, 0, stream>>>(static_cast<int>(p.m), static_cast<int>(p.n),
                                                  static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb,
                                                  p.c, p.ldc);
-  TT07_CUDA_CHECK_LAUNCH("sgemm_naive_kernel");
+  TT_CUDA_CHECK_LAUNCH("sgemm_naive_kernel");
 }
 
 void sgemm_tiled(const SgemmArgs& p, cudaStream_t stream) {
@@ -116,7 +116,7 @@ void run_sgemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const 
                   Strides(b.strides().begin(), b.strides().end() - 2), 0, batch, off_a.data(),
                   off_b.data());
   const int index = out.device().index;
-  ch07tmp::DeviceGuard guard(index);
+  DeviceGuard guard(index);
   for (int64_t p = 0; p < batch; ++p) {
     SgemmArgs args;
     args.m = M;
@@ -128,7 +128,7 @@ void run_sgemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const 
     args.ldb = b.stride(-2);
     args.c = out.data<float>() + p * M * N;
     args.ldc = N;
-    launch(args, ch07tmp::stream(index));
+    launch(args, stream(index));
   }
 }
 

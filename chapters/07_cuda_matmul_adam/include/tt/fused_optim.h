@@ -20,16 +20,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tt/strided_indexer.h"  // TT_HOST_DEVICE
 #include "tt/tensor.h"
-
-#ifndef TT_HOST_DEVICE
-#if defined(__CUDACC__)
-#define TT_HOST_DEVICE __host__ __device__
-#else
-/// Marks a function callable from host and device code.
-#define TT_HOST_DEVICE
-#endif
-#endif
 
 namespace tt {
 
@@ -59,11 +51,14 @@ using GradNormKernel = void(const Tensor& out, const std::vector<Tensor>& grads)
 using ClipGradsKernel = void(const std::vector<Tensor>& grads, const Tensor& total_norm,
                              double max_norm);
 
-/// The per-step constants of the AdamW update, in float, computed once per step on the host.
+/// The per-step constants of the AdamW update, in float, computed once per step on the host
+/// in double and rounded once.
 struct AdamWCoefficients {
   float lr = 0;                     ///< \f$ \eta \f$
   float beta1 = 0;                  ///< \f$ \beta_1 \f$
   float beta2 = 0;                  ///< \f$ \beta_2 \f$
+  float one_minus_beta1 = 0;        ///< \f$ 1 - \beta_1 \f$ (rounded once from double: 1 - 0.999f is off by 1e-5)
+  float one_minus_beta2 = 0;        ///< \f$ 1 - \beta_2 \f$
   float eps = 0;                    ///< \f$ \epsilon \f$
   float weight_decay = 0;           ///< \f$ \lambda \f$
   float bias_correction1 = 0;       ///< \f$ 1 - \beta_1^t \f$
