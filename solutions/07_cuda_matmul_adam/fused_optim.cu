@@ -19,13 +19,15 @@
 
 namespace tt {
 
-// ----- ch07.5: the element update -----------------------------------------------------------------
+// ----- ch07.5: the element update
+// -----------------------------------------------------------------
 
-TT_HOST_DEVICE void adamw_update(float& p, float g, float& m, float& v, const AdamWCoefficients& c) {
+TT_HOST_DEVICE void adamw_update(float& p, float g, float& m, float& v,
+                                 const AdamWCoefficients& c) {
 #if TT_SOLUTION
-  p *= 1.0f - c.lr * c.weight_decay;             // decoupled weight decay, applied first
-  m = c.beta1 * m + c.one_minus_beta1 * g;       // first moment
-  v = c.beta2 * v + c.one_minus_beta2 * g * g;   // second moment
+  p *= 1.0f - c.lr * c.weight_decay;            // decoupled weight decay, applied first
+  m = c.beta1 * m + c.one_minus_beta1 * g;      // first moment
+  v = c.beta2 * v + c.one_minus_beta2 * g * g;  // second moment
   const float denom = sqrtf(v) / c.bias_correction2_sqrt + c.eps;
   p -= (c.lr / c.bias_correction1) * (m / denom);
 #else
@@ -68,7 +70,9 @@ struct MultiTensorTable {
   int device = 0;
 };
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 /// Validates `lists` (same length; tensor i of each list: defined, contiguous float32 of one
 /// numel, all on one CUDA device), builds the table on the host and copies it to the device.
@@ -173,7 +177,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 #if TT_SOLUTION
-// ----- ch07.6: the global gradient norm -----------------------------------------------------------
+// ----- ch07.6: the global gradient norm
+// -----------------------------------------------------------
 
 /// Sum of `x` over the block (blockDim.x a multiple of 32, at most 1024), in a fixed order:
 /// a shuffle tree in each warp, then warp 0 adds the warp sums. Valid in thread 0. `scratch`
@@ -252,8 +257,8 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                                         {"params", "grads", "exp_avg", "exp_avg_sq"});
   if (t.num_chunks == 0) return;
   DeviceGuard guard(t.device);
-  adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks,
-                                                                          t.num_chunks, c);
+  adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
+                                                                 c);
   TT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
@@ -265,8 +270,8 @@ void grad_norm(const Tensor& out, const std::vector<Tensor>& grads) {
     return;
   }
   const MultiTensorTable t = make_table("grad_norm", {&grads}, {"grads"});
-  TT_CHECK(t.num_chunks == 0 || out.device().index == t.device, "grad_norm: out ",
-           out.describe(), " is not on the device of the grads (cuda:", t.device, ")");
+  TT_CHECK(t.num_chunks == 0 || out.device().index == t.device, "grad_norm: out ", out.describe(),
+           " is not on the device of the grads (cuda:", t.device, ")");
   if (t.num_chunks == 0) {
     out.fill_(0.0);
     return;
@@ -275,10 +280,9 @@ void grad_norm(const Tensor& out, const std::vector<Tensor>& grads) {
   DeviceGuard guard(t.device);
   const cudaStream_t s = stream(t.device);
   sum_squares_kernel<<<chunk_grid(t), kThreads, 0, s>>>(t.entries, t.chunks, t.num_chunks,
-                                                             partials.data<float>());
+                                                        partials.data<float>());
   TT_CUDA_CHECK_LAUNCH("sum_squares_kernel");
-  finish_norm_kernel<<<1, 1024, 0, s>>>(partials.data<float>(), t.num_chunks,
-                                             out.data<float>());
+  finish_norm_kernel<<<1, 1024, 0, s>>>(partials.data<float>(), t.num_chunks, out.data<float>());
   TT_CUDA_CHECK_LAUNCH("finish_norm_kernel");
 #else
   TT_TODO("ch07.6",
@@ -294,8 +298,8 @@ void clip_grads(const std::vector<Tensor>& grads, const Tensor& total_norm, doub
   if (grads.empty()) return;
   const MultiTensorTable t = make_table("clip_grads", {&grads}, {"grads"});
   if (t.num_chunks == 0) return;
-  TT_CHECK(total_norm.device().index == t.device, "clip_grads: total_norm ",
-           total_norm.describe(), " is not on the device of the grads (cuda:", t.device, ")");
+  TT_CHECK(total_norm.device().index == t.device, "clip_grads: total_norm ", total_norm.describe(),
+           " is not on the device of the grads (cuda:", t.device, ")");
   DeviceGuard guard(t.device);
   scale_by_norm_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(
       t.entries, t.chunks, t.num_chunks, total_norm.data<float>(), static_cast<float>(max_norm));

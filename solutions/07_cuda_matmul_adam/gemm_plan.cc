@@ -40,14 +40,15 @@ TransposedView read_transposed(const MatrixLayout& x, const char* name) {
 }  // namespace
 #endif
 
-GemmPlan plan_row_major_gemm(const MatrixLayout& a, const MatrixLayout& b, const MatrixLayout& out) {
+GemmPlan plan_row_major_gemm(const MatrixLayout& a, const MatrixLayout& b,
+                             const MatrixLayout& out) {
 #if TT_SOLUTION
   TT_CHECK(b.rows == a.cols && out.rows == a.rows && out.cols == b.cols,
-           "matmul (cuBLAS plan): cannot compute out [", out.rows, ", ", out.cols, "] = a [", a.rows,
-           ", ", a.cols, "] @ b [", b.rows, ", ", b.cols, "]");
+           "matmul (cuBLAS plan): cannot compute out [", out.rows, ", ", out.cols, "] = a [",
+           a.rows, ", ", a.cols, "] @ b [", b.rows, ", ", b.cols, "]");
   TT_CHECK(out.col_stride == 1 && (out.row_stride >= out.cols || out.rows <= 1),
-           "matmul (cuBLAS plan): out [", out.rows, ", ", out.cols, "] must be row-major, got strides [",
-           out.row_stride, ", ", out.col_stride, "]");
+           "matmul (cuBLAS plan): out [", out.rows, ", ", out.cols,
+           "] must be row-major, got strides [", out.row_stride, ", ", out.col_stride, "]");
   const TransposedView bt = read_transposed(b, "b");  // first BLAS operand: B^T (N x K)
   const TransposedView at = read_transposed(a, "a");  // second BLAS operand: A^T (K x M)
   GemmPlan plan;

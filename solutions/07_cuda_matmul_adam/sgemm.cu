@@ -17,7 +17,9 @@
 namespace tt::cuda {
 namespace {
 
-unsigned ceil_div(int64_t x, int64_t d) { return static_cast<unsigned>((x + d - 1) / d); }
+unsigned ceil_div(int64_t x, int64_t d) {
+  return static_cast<unsigned>((x + d - 1) / d);
+}
 
 // ----- naive (given) --------------------------------------------------------------------------
 // threadIdx.x walks the columns, so a warp reads 32 consecutive floats of a B row and writes 32
@@ -60,7 +62,8 @@ __global__ void sgemm_tiled_kernel(int M, int N, int K, const float* __restrict_
     Bs[ty][tx] = k0 + ty < K && col < N ? B[(k0 + ty) * ldb + col] : 0.0f;
     __syncthreads();  // the tiles are complete
 #pragma unroll
-    for (int kk = 0; kk < kTile; ++kk) acc += As[ty][kk] * Bs[kk][tx];  // As: broadcast; Bs: 32 banks
+    for (int kk = 0; kk < kTile; ++kk)
+      acc += As[ty][kk] * Bs[kk][tx];  // As: broadcast; Bs: 32 banks
     __syncthreads();  // everyone is done reading before the next tiles overwrite them
   }
   if (row < M && col < N) C[row * ldc + col] = acc;
@@ -144,7 +147,8 @@ constexpr int kPadA = 4;
 template <bool kVec>
 __global__ void __launch_bounds__(kGemmThreads, 2)
     sgemm_vec4_kernel(int M, int N, int K, const float* __restrict__ A, int64_t lda,
-                      const float* __restrict__ B, int64_t ldb, float* __restrict__ C, int64_t ldc) {
+                      const float* __restrict__ B, int64_t ldb, float* __restrict__ C,
+                      int64_t ldc) {
   __shared__ __align__(16) float As[2][kBK][kBM + kPadA];
   __shared__ __align__(16) float Bs[2][kBK][kBN];
   const int tid = threadIdx.x;
@@ -234,7 +238,9 @@ __global__ void __launch_bounds__(kGemmThreads, 2)
 }
 #endif
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 }  // namespace
 
@@ -244,8 +250,8 @@ void sgemm_naive(const SgemmArgs& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return;
   const dim3 block(kNaiveX, kNaiveY), grid(ceil_div(p.n, kNaiveX), ceil_div(p.m, kNaiveY));
   sgemm_naive_kernel<<<grid, block, 0, stream>>>(static_cast<int>(p.m), static_cast<int>(p.n),
-                                                 static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb,
-                                                 p.c, p.ldc);
+                                                 static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb, p.c,
+                                                 p.ldc);
   TT_CUDA_CHECK_LAUNCH("sgemm_naive_kernel");
 }
 
@@ -254,8 +260,8 @@ void sgemm_tiled(const SgemmArgs& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return;  // a grid with a zero dimension is a launch error
   const dim3 block(kTile, kTile), grid(ceil_div(p.n, kTile), ceil_div(p.m, kTile));
   sgemm_tiled_kernel<<<grid, block, 0, stream>>>(static_cast<int>(p.m), static_cast<int>(p.n),
-                                                 static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb,
-                                                 p.c, p.ldc);
+                                                 static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb, p.c,
+                                                 p.ldc);
   TT_CUDA_CHECK_LAUNCH("sgemm_tiled_kernel");
 #else
   TT_TODO("ch07.2",
@@ -289,11 +295,11 @@ void sgemm_vec4(const SgemmArgs& p, cudaStream_t stream) {
                    aligned16(p.b) && aligned16(p.c);
   const int M = static_cast<int>(p.m), N = static_cast<int>(p.n), K = static_cast<int>(p.k);
   if (vec) {
-    sgemm_vec4_kernel<true><<<grid, kGemmThreads, 0, stream>>>(M, N, K, p.a, p.lda, p.b, p.ldb,
-                                                                p.c, p.ldc);
+    sgemm_vec4_kernel<true>
+        <<<grid, kGemmThreads, 0, stream>>>(M, N, K, p.a, p.lda, p.b, p.ldb, p.c, p.ldc);
   } else {
-    sgemm_vec4_kernel<false><<<grid, kGemmThreads, 0, stream>>>(M, N, K, p.a, p.lda, p.b, p.ldb,
-                                                                 p.c, p.ldc);
+    sgemm_vec4_kernel<false>
+        <<<grid, kGemmThreads, 0, stream>>>(M, N, K, p.a, p.lda, p.b, p.ldb, p.c, p.ldc);
   }
   TT_CUDA_CHECK_LAUNCH("sgemm_vec4_kernel");
 #else
@@ -312,8 +318,7 @@ namespace {
 /// contiguous, and runs `launch` once per matrix of the batch on the device's stream.
 void run_sgemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const char* name,
                SgemmLauncher* launch) {
-  TT_CHECK(out.device().is_cuda() && a_in.device() == out.device() &&
-               b_in.device() == out.device(),
+  TT_CHECK(out.device().is_cuda() && a_in.device() == out.device() && b_in.device() == out.device(),
            name, ": expected out, a and b on one CUDA device, got ", out.describe(), ", ",
            a_in.describe(), ", ", b_in.describe());
   TT_CHECK(out.dtype() == DType::kFloat32 && a_in.dtype() == DType::kFloat32 &&

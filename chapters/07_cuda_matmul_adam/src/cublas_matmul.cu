@@ -6,8 +6,8 @@
 #include <mutex>
 #include <vector>
 
-#include "tt/cuda_device.h"
 #include "tt/cuda_blas.h"
+#include "tt/cuda_device.h"
 #include "tt/cuda_matmul.h"
 #include "tt/dispatcher.h"
 #include "tt/ops_matmul.h"
@@ -72,15 +72,18 @@ cublasHandle_t cublas_handle(int index) {
   return h;
 }
 
-// ----- the "matmul" kernel ------------------------------------------------------------------------
+// ----- the "matmul" kernel
+// ------------------------------------------------------------------------
 
 namespace {
 
-cublasOperation_t to_cublas(GemmOp op) { return op == GemmOp::kN ? CUBLAS_OP_N : CUBLAS_OP_T; }
+cublasOperation_t to_cublas(GemmOp op) {
+  return op == GemmOp::kN ? CUBLAS_OP_N : CUBLAS_OP_T;
+}
 
 int checked_int(int64_t v, const char* what, const Tensor& out) {
-  TT_CHECK(v <= INT_MAX, "matmul (cuBLAS): ", what, " = ", v, " exceeds the 32-bit cuBLAS API, out ",
-           out.describe());
+  TT_CHECK(v <= INT_MAX, "matmul (cuBLAS): ", what, " = ", v,
+           " exceeds the 32-bit cuBLAS API, out ", out.describe());
   return static_cast<int>(v);
 }
 
@@ -148,7 +151,8 @@ void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b) {
   const bool tf32 = f32 && allow_tf32();
   // Both knobs say the same thing: the compute type of this call, and the handle's math mode
   // (which the legacy cublasSgemm-style entry points read).
-  TT_CUBLAS_CHECK(cublasSetMathMode(handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  TT_CUBLAS_CHECK(
+      cublasSetMathMode(handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
   const cublasComputeType_t compute =
       f32 ? (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_64F;
@@ -177,10 +181,10 @@ void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b) {
     const char* pb = static_cast<const char*>(b.data_ptr()) + off_b * static_cast<int64_t>(elem);
     char* pc = static_cast<char*>(out.data_ptr()) + off_c * static_cast<int64_t>(elem);
     // C^T = B^T A^T: cuBLAS's first operand is our b, its second our a (see the plan).
-    TT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        handle, to_cublas(p.transa), to_cublas(p.transb), m, n, k, alpha, pb, type, lda, inner.sb,
-        pa, type, ldb, inner.sa, beta, pc, type, ldc, inner.sc, count, compute,
-        CUBLAS_GEMM_DEFAULT));
+    TT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, to_cublas(p.transa), to_cublas(p.transb), m,
+                                               n, k, alpha, pb, type, lda, inner.sb, pa, type, ldb,
+                                               inner.sa, beta, pc, type, ldc, inner.sc, count,
+                                               compute, CUBLAS_GEMM_DEFAULT));
     for (std::size_t g = groups.size() - 1; g-- > 0;) {  // odometer over the outer groups
       if (++idx[g] < groups[g].size) break;
       idx[g] = 0;

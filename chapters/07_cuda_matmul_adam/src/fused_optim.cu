@@ -24,9 +24,11 @@
 
 namespace tt {
 
-// ----- ch07.5: the element update -----------------------------------------------------------------
+// ----- ch07.5: the element update
+// -----------------------------------------------------------------
 
-TT_HOST_DEVICE void adamw_update(float& p, float g, float& m, float& v, const AdamWCoefficients& c) {
+TT_HOST_DEVICE void adamw_update(float& p, float g, float& m, float& v,
+                                 const AdamWCoefficients& c) {
 #if !defined(__CUDA_ARCH__)
   TT_TODO("ch07.5",
           "AdamW element update: p *= 1 - lr*wd; m = b1*m + one_minus_beta1*g; "
@@ -65,7 +67,9 @@ struct MultiTensorTable {
   int device = 0;
 };
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 /// Validates `lists` (same length; tensor i of each list: defined, contiguous float32 of one
 /// numel, all on one CUDA device), builds the table on the host and copies it to the device.
@@ -196,8 +200,8 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                                         {"params", "grads", "exp_avg", "exp_avg_sq"});
   if (t.num_chunks == 0) return;
   DeviceGuard guard(t.device);
-  adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks,
-                                                                          t.num_chunks, c);
+  adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
+                                                                 c);
   TT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
@@ -214,8 +218,8 @@ void clip_grads(const std::vector<Tensor>& grads, const Tensor& total_norm, doub
   if (grads.empty()) return;
   const MultiTensorTable t = make_table("clip_grads", {&grads}, {"grads"});
   if (t.num_chunks == 0) return;
-  TT_CHECK(total_norm.device().index == t.device, "clip_grads: total_norm ",
-           total_norm.describe(), " is not on the device of the grads (cuda:", t.device, ")");
+  TT_CHECK(total_norm.device().index == t.device, "clip_grads: total_norm ", total_norm.describe(),
+           " is not on the device of the grads (cuda:", t.device, ")");
   DeviceGuard guard(t.device);
   scale_by_norm_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(
       t.entries, t.chunks, t.num_chunks, total_norm.data<float>(), static_cast<float>(max_norm));

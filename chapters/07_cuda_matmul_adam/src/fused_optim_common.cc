@@ -11,8 +11,7 @@ AdamWCoefficients adamw_coefficients(const AdamWConfig& config, int64_t step) {
   TT_CHECK(config.beta1 >= 0 && config.beta1 < 1 && config.beta2 >= 0 && config.beta2 < 1,
            "adamw: betas must lie in [0, 1), got (", config.beta1, ", ", config.beta2, ")");
   TT_CHECK(config.eps > 0, "adamw: eps must be > 0, got ", config.eps);
-  TT_CHECK(config.weight_decay >= 0, "adamw: weight_decay must be >= 0, got ",
-           config.weight_decay);
+  TT_CHECK(config.weight_decay >= 0, "adamw: weight_decay must be >= 0, got ", config.weight_decay);
   const double t = static_cast<double>(step);
   AdamWCoefficients c;
   c.lr = static_cast<float>(config.lr);

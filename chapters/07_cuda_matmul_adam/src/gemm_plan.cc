@@ -18,7 +18,8 @@
 namespace tt::cuda {
 
 
-GemmPlan plan_row_major_gemm(const MatrixLayout& a, const MatrixLayout& b, const MatrixLayout& out) {
+GemmPlan plan_row_major_gemm(const MatrixLayout& a, const MatrixLayout& b,
+                             const MatrixLayout& out) {
   TT_TODO("ch07.1",
           "plan_row_major_gemm: compute C^T = B^T A^T; the first BLAS operand is b, the second a; "
           "a row-major operand is read with op N and ld = row_stride, a column-major one with op T "

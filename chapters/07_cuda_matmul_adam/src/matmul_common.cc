@@ -10,12 +10,18 @@ std::atomic<bool>& tf32_flag() {
   static std::atomic<bool> flag{false};  // PyTorch's default for matmul since 1.12
   return flag;
 }
-const char* op_name(GemmOp op) { return op == GemmOp::kN ? "N" : "T"; }
+const char* op_name(GemmOp op) {
+  return op == GemmOp::kN ? "N" : "T";
+}
 }  // namespace
 
-void set_allow_tf32(bool allow) { tf32_flag().store(allow); }
+void set_allow_tf32(bool allow) {
+  tf32_flag().store(allow);
+}
 
-bool allow_tf32() { return tf32_flag().load(); }
+bool allow_tf32() {
+  return tf32_flag().load();
+}
 
 MatrixLayout matrix_layout(const Tensor& t) {
   TT_CHECK(t.dim() >= 2, "matrix_layout: expected at least 2 dims, got ", t.describe());

@@ -22,7 +22,9 @@
 namespace tt::cuda {
 namespace {
 
-unsigned ceil_div(int64_t x, int64_t d) { return static_cast<unsigned>((x + d - 1) / d); }
+unsigned ceil_div(int64_t x, int64_t d) {
+  return static_cast<unsigned>((x + d - 1) / d);
+}
 
 // ----- naive (given) --------------------------------------------------------------------------
 // threadIdx.x walks the columns, so a warp reads 32 consecutive floats of a B row and writes 32
@@ -44,7 +46,9 @@ __global__ void sgemm_naive_kernel(int M, int N, int K, const float* __restrict_
 }
 
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 }  // namespace
 
@@ -54,8 +58,8 @@ void sgemm_naive(const SgemmArgs& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return;
   const dim3 block(kNaiveX, kNaiveY), grid(ceil_div(p.n, kNaiveX), ceil_div(p.m, kNaiveY));
   sgemm_naive_kernel<<<grid, block, 0, stream>>>(static_cast<int>(p.m), static_cast<int>(p.n),
-                                                 static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb,
-                                                 p.c, p.ldc);
+                                                 static_cast<int>(p.k), p.a, p.lda, p.b, p.ldb, p.c,
+                                                 p.ldc);
   TT_CUDA_CHECK_LAUNCH("sgemm_naive_kernel");
 }
 
@@ -88,8 +92,7 @@ namespace {
 /// contiguous, and runs `launch` once per matrix of the batch on the device's stream.
 void run_sgemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const char* name,
                SgemmLauncher* launch) {
-  TT_CHECK(out.device().is_cuda() && a_in.device() == out.device() &&
-               b_in.device() == out.device(),
+  TT_CHECK(out.device().is_cuda() && a_in.device() == out.device() && b_in.device() == out.device(),
            name, ": expected out, a and b on one CUDA device, got ", out.describe(), ", ",
            a_in.describe(), ", ", b_in.describe());
   TT_CHECK(out.dtype() == DType::kFloat32 && a_in.dtype() == DType::kFloat32 &&

@@ -43,7 +43,9 @@ class CudaMatmulTest : public CudaTest {
 /// summation orders: each output is a sum of K terms of size ~1, so rounding differences grow
 /// like K * 2^-24 * sqrt(K) at worst; 4e-6 * K (+1e-5) is far above that (3e-5 at K = 513
 /// typically) and far below any indexing mistake (which is O(1)).
-inline double fp32_gemm_atol(int64_t K) { return 4e-6 * static_cast<double>(K) + 1e-5; }
+inline double fp32_gemm_atol(int64_t K) {
+  return 4e-6 * static_cast<double>(K) + 1e-5;
+}
 
 #if TT_WITH_CUDA
 /// out = a @ b for contiguous float32 CUDA matrices a [M, K], b [K, N] with a direct

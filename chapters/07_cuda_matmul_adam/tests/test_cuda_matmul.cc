@@ -36,8 +36,9 @@ TEST_F(Ch07_1_CudaCublasMatmul, OddAndSquareSizesMatchCpu) {
   for (DType dt : {DType::kFloat32, DType::kFloat64}) {
     for (const auto& s : sizes) {
       const Tensor a = random_tensor({s[0], s[2]}, dt, 1), b = random_tensor({s[2], s[1]}, dt, 2);
-      check_matmul(a, b, std::string(dtype_name(dt)) + " M=" + std::to_string(s[0]) +
-                             " N=" + std::to_string(s[1]) + " K=" + std::to_string(s[2]));
+      check_matmul(a, b,
+                   std::string(dtype_name(dt)) + " M=" + std::to_string(s[0]) +
+                       " N=" + std::to_string(s[1]) + " K=" + std::to_string(s[2]));
     }
   }
 }
@@ -74,7 +75,8 @@ TEST_F(Ch07_1_CudaCublasMatmul, BatchedAndBroadcastBatches) {
 TEST_F(Ch07_1_CudaCublasMatmul, BackwardMatchesCpu) {
   for (DType dt : {DType::kFloat32, DType::kFloat64}) {
     SCOPED_TRACE(dtype_name(dt));
-    const Tensor a0 = random_tensor({2, 1, 37, 19}, dt, 20), b0 = random_tensor({3, 19, 23}, dt, 21);
+    const Tensor a0 = random_tensor({2, 1, 37, 19}, dt, 20),
+                 b0 = random_tensor({3, 19, 23}, dt, 21);
     const Tensor g0 = random_tensor({2, 3, 37, 23}, dt, 22);
     std::vector<Tensor> grads;
     for (Device dev : {Device::cuda(), Device::cpu()}) {

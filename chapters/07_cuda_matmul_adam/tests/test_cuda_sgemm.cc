@@ -22,14 +22,15 @@ using test07::fp32_gemm_atol;
 using test07::random_tensor;
 using test07::strided_view;
 
+#if TT_WITH_CUDA
 struct Size3 {
   int64_t m, n, k;
 };
 
 const std::vector<Size3>& sizes() {
   static const std::vector<Size3> s = {
-      {1, 1, 1},     {127, 129, 255}, {129, 127, 513}, {255, 513, 1},  {513, 255, 129},
-      {1, 513, 127}, {513, 1, 255},   {129, 129, 129}, {128, 128, 128}, {256, 256, 256},
+      {1, 1, 1},       {127, 129, 255},  {129, 127, 513}, {255, 513, 1},   {513, 255, 129},
+      {1, 513, 127},   {513, 1, 255},    {129, 129, 129}, {128, 128, 128}, {256, 256, 256},
       {512, 512, 512}, {1024, 1024, 64}, {260, 132, 36}};
   return s;
 }
@@ -40,7 +41,6 @@ std::string size_str(const Size3& s) {
 
 // out = a @ b through kernel `name` on contiguous operands of every size, against cuBLAS.
 void check_sizes(const char* name) {
-#if TT_WITH_CUDA
   const Device gpu = Device::cuda();
   for (const Size3& s : sizes()) {
     SCOPED_TRACE(std::string(name) + " " + size_str(s));
@@ -52,13 +52,11 @@ void check_sizes(const char* name) {
                        fp32_gemm_atol(s.k), 1e-5);
     if (::testing::Test::HasFailure()) return;  // one size's report is enough
   }
-#endif
 }
 
 // K = 0 (zeros), a broadcast batch, a transposed a, and operands whose rows are not 16-byte
 // aligned (row stride K + 1, start offset 1 element) — vec4 must take its scalar path there.
 void check_layouts(const char* name) {
-#if TT_WITH_CUDA
   const Device gpu = Device::cuda();
   {
     SCOPED_TRACE(std::string(name) + ": K = 0 writes zeros");
@@ -75,9 +73,10 @@ void check_layouts(const char* name) {
     const Tensor out = empty({3, 70, 37}, {DType::kFloat32, gpu});
     call_kernel<MatmulKernel>(name, gpu, out, a, b);
     for (int64_t p = 0; p < 3; ++p) {
-      EXPECT_TENSOR_NEAR(out.select(0, p).to(Device::cpu()),
-                         test07::cublas_reference(a.select(0, p).contiguous(), b2).to(Device::cpu()),
-                         fp32_gemm_atol(45), 1e-5)
+      EXPECT_TENSOR_NEAR(
+          out.select(0, p).to(Device::cpu()),
+          test07::cublas_reference(a.select(0, p).contiguous(), b2).to(Device::cpu()),
+          fp32_gemm_atol(45), 1e-5)
           << "batch " << p;
     }
   }
@@ -87,9 +86,10 @@ void check_layouts(const char* name) {
     const Tensor b = random_tensor({96, 68}, DType::kFloat32, 16).to(gpu);
     const Tensor out = empty({130, 68}, {DType::kFloat32, gpu});
     call_kernel<MatmulKernel>(name, gpu, out, at.transpose(0, 1), b);
-    EXPECT_TENSOR_NEAR(out.to(Device::cpu()),
-                       test07::cublas_reference(at.transpose(0, 1).contiguous(), b).to(Device::cpu()),
-                       fp32_gemm_atol(96), 1e-5);
+    EXPECT_TENSOR_NEAR(
+        out.to(Device::cpu()),
+        test07::cublas_reference(at.transpose(0, 1).contiguous(), b).to(Device::cpu()),
+        fp32_gemm_atol(96), 1e-5);
   }
   {
     SCOPED_TRACE(std::string(name) + ": misaligned rows (row stride K + 1, offset 1)");
@@ -104,8 +104,12 @@ void check_layouts(const char* name) {
                        test07::cublas_reference(a.contiguous(), b.contiguous()).to(Device::cpu()),
                        fp32_gemm_atol(K), 1e-5);
   }
-#endif
 }
+#else
+// The fixture skips these tests in builds without CUDA.
+void check_sizes(const char*) {}
+void check_layouts(const char*) {}
+#endif
 
 // Validation shared by the wrappers (given code): float64 and mixed devices are rejected.
 void check_errors(const char* name) {
@@ -114,10 +118,10 @@ void check_errors(const char* name) {
   const Tensor b = zeros({3, 2}, {DType::kFloat64, Device::cuda()});
   EXPECT_TT_ERROR(call_kernel<MatmulKernel>(name, Device::cuda(), out, a, b), name, "float32");
   const Tensor out32 = empty({2, 2}, {DType::kFloat32, Device::cuda()});
-  EXPECT_TT_ERROR(call_kernel<MatmulKernel>(name, Device::cuda(), out32,
-                                            zeros({2, 3}, {DType::kFloat32, Device::cuda()}),
-                                            zeros({3, 2})),
-                  name, "CUDA device");
+  EXPECT_TT_ERROR(
+      call_kernel<MatmulKernel>(name, Device::cuda(), out32,
+                                zeros({2, 3}, {DType::kFloat32, Device::cuda()}), zeros({3, 2})),
+      name, "CUDA device");
 }
 
 #if TT_WITH_CUDA
@@ -145,21 +149,45 @@ using Ch07_2_CudaSgemmTiled = CudaMatmulTest;
 using Ch07_3_CudaSgemmRegblock = CudaMatmulTest;
 using Ch07_4_CudaSgemmVec4 = CudaMatmulTest;
 
-TEST_F(Ch07_CudaSgemmNaive, MatchesCublas) { check_sizes("matmul_cuda_naive"); }
-TEST_F(Ch07_CudaSgemmNaive, Layouts) { check_layouts("matmul_cuda_naive"); }
-TEST_F(Ch07_CudaSgemmNaive, Errors) { check_errors("matmul_cuda_naive"); }
+TEST_F(Ch07_CudaSgemmNaive, MatchesCublas) {
+  check_sizes("matmul_cuda_naive");
+}
+TEST_F(Ch07_CudaSgemmNaive, Layouts) {
+  check_layouts("matmul_cuda_naive");
+}
+TEST_F(Ch07_CudaSgemmNaive, Errors) {
+  check_errors("matmul_cuda_naive");
+}
 
-TEST_F(Ch07_2_CudaSgemmTiled, MatchesCublas) { check_sizes("matmul_cuda_tiled"); }
-TEST_F(Ch07_2_CudaSgemmTiled, Layouts) { check_layouts("matmul_cuda_tiled"); }
-TEST(Ch07_2_SgemmTiled, EmptyProblemLaunchesNothing) { TT_CHECK_EMPTY(cuda::sgemm_tiled); }
+TEST_F(Ch07_2_CudaSgemmTiled, MatchesCublas) {
+  check_sizes("matmul_cuda_tiled");
+}
+TEST_F(Ch07_2_CudaSgemmTiled, Layouts) {
+  check_layouts("matmul_cuda_tiled");
+}
+TEST(Ch07_2_SgemmTiled, EmptyProblemLaunchesNothing) {
+  TT_CHECK_EMPTY(cuda::sgemm_tiled);
+}
 
-TEST_F(Ch07_3_CudaSgemmRegblock, MatchesCublas) { check_sizes("matmul_cuda_regblock"); }
-TEST_F(Ch07_3_CudaSgemmRegblock, Layouts) { check_layouts("matmul_cuda_regblock"); }
-TEST(Ch07_3_SgemmRegblock, EmptyProblemLaunchesNothing) { TT_CHECK_EMPTY(cuda::sgemm_regblock); }
+TEST_F(Ch07_3_CudaSgemmRegblock, MatchesCublas) {
+  check_sizes("matmul_cuda_regblock");
+}
+TEST_F(Ch07_3_CudaSgemmRegblock, Layouts) {
+  check_layouts("matmul_cuda_regblock");
+}
+TEST(Ch07_3_SgemmRegblock, EmptyProblemLaunchesNothing) {
+  TT_CHECK_EMPTY(cuda::sgemm_regblock);
+}
 
-TEST_F(Ch07_4_CudaSgemmVec4, MatchesCublas) { check_sizes("matmul_cuda_vec4"); }
-TEST_F(Ch07_4_CudaSgemmVec4, Layouts) { check_layouts("matmul_cuda_vec4"); }
-TEST(Ch07_4_SgemmVec4, EmptyProblemLaunchesNothing) { TT_CHECK_EMPTY(cuda::sgemm_vec4); }
+TEST_F(Ch07_4_CudaSgemmVec4, MatchesCublas) {
+  check_sizes("matmul_cuda_vec4");
+}
+TEST_F(Ch07_4_CudaSgemmVec4, Layouts) {
+  check_layouts("matmul_cuda_vec4");
+}
+TEST(Ch07_4_SgemmVec4, EmptyProblemLaunchesNothing) {
+  TT_CHECK_EMPTY(cuda::sgemm_vec4);
+}
 
 }  // namespace
 }  // namespace tt

@@ -20,6 +20,20 @@ using test07::CudaMatmulTest;
 using test07::random_tensor;
 using test07::strided_view;
 
+TEST(Ch07_AdamWCoefficients, BiasCorrectionsAndChecks) {
+  AdamWConfig c;
+  c.beta1 = 0.5;
+  c.beta2 = 0.75;
+  const AdamWCoefficients k = adamw_coefficients(c, 2);
+  EXPECT_FLOAT_EQ(k.bias_correction1, 0.75f);                    // 1 - 0.5^2
+  EXPECT_FLOAT_EQ(k.bias_correction2_sqrt, std::sqrt(0.4375f));  // sqrt(1 - 0.75^2)
+  EXPECT_FLOAT_EQ(k.lr, 1e-3f);
+  EXPECT_TT_ERROR(adamw_coefficients(c, 0), "step", ">= 1");
+  c.beta2 = 1.0;
+  EXPECT_TT_ERROR(adamw_coefficients(c, 1), "betas");
+}
+
+#if TT_WITH_CUDA
 /// PyTorch's AdamW step for one element, in double.
 struct RefState {
   double p, m = 0, v = 0;
@@ -33,20 +47,6 @@ void reference_adamw(RefState& s, double g, const AdamWConfig& c, int64_t step) 
   s.p -= c.lr / bc1 * s.m / (std::sqrt(s.v) / std::sqrt(bc2) + c.eps);
 }
 
-TEST(Ch07_AdamWCoefficients, BiasCorrectionsAndChecks) {
-  AdamWConfig c;
-  c.beta1 = 0.5;
-  c.beta2 = 0.75;
-  const AdamWCoefficients k = adamw_coefficients(c, 2);
-  EXPECT_FLOAT_EQ(k.bias_correction1, 0.75f);                     // 1 - 0.5^2
-  EXPECT_FLOAT_EQ(k.bias_correction2_sqrt, std::sqrt(0.4375f));  // sqrt(1 - 0.75^2)
-  EXPECT_FLOAT_EQ(k.lr, 1e-3f);
-  EXPECT_TT_ERROR(adamw_coefficients(c, 0), "step", ">= 1");
-  c.beta2 = 1.0;
-  EXPECT_TT_ERROR(adamw_coefficients(c, 1), "betas");
-}
-
-#if TT_WITH_CUDA
 TEST(Ch07_5_AdamWUpdate, FirstStepMovesByLearningRate) {
   // With m = v = 0, the bias-corrected first step is lr * g / (|g| + eps) = lr * sign(g),
   // after the decay p *= 1 - lr * wd.
@@ -104,9 +104,8 @@ std::vector<int64_t> awkward_sizes() {
 std::vector<Tensor> make_tensors(uint64_t seed, double scale = 1.0) {
   std::vector<Tensor> ts;
   for (int64_t n : awkward_sizes()) {
-    ts.push_back(random_tensor({n}, DType::kFloat64, seed++)
-                     .to(DType::kFloat32)
-                     .to(Device::cuda()));
+    ts.push_back(
+        random_tensor({n}, DType::kFloat64, seed++).to(DType::kFloat32).to(Device::cuda()));
   }
   const Tensor base = random_tensor({1 + 4099}, DType::kFloat32, seed).to(Device::cuda());
   ts.push_back(strided_view(base, {4099}, {1}, 1));
@@ -143,7 +142,8 @@ TEST_F(Ch07_5_CudaAdamW, MatchesHostUpdateOverSteps) {
     const AdamWCoefficients k = adamw_coefficients(config, step);
     for (std::size_t t = 0; t < params.size(); ++t) {
       const std::vector<float> g = grads[t].to_vector<float>();
-      for (std::size_t i = 0; i < g.size(); ++i) adamw_update(hp[t][i], g[i], hm[t][i], hv[t][i], k);
+      for (std::size_t i = 0; i < g.size(); ++i)
+        adamw_update(hp[t][i], g[i], hm[t][i], hv[t][i], k);
     }
   }
   for (std::size_t t = 0; t < params.size(); ++t) {
@@ -158,7 +158,8 @@ TEST_F(Ch07_5_CudaAdamW, RejectsMismatchedLists) {
   const Tensor p = zeros({4}, {DType::kFloat32, Device::cuda()});
   const Tensor q = zeros({5}, {DType::kFloat32, Device::cuda()});
   const AdamWConfig c;
-  EXPECT_TT_ERROR(cuda::adamw_step({p}, {p, p}, {p}, {p}, c, 1), "adamw_step", "grads", "2 tensors");
+  EXPECT_TT_ERROR(cuda::adamw_step({p}, {p, p}, {p}, {p}, c, 1), "adamw_step", "grads",
+                  "2 tensors");
   EXPECT_TT_ERROR(cuda::adamw_step({p}, {q}, {p}, {p}, c, 1), "adamw_step", "grads[0]");
   EXPECT_TT_ERROR(cuda::adamw_step({p}, {p}, {zeros({4})}, {p}, c, 1), "exp_avg[0]", "CUDA");
   const Tensor wide = zeros({4, 2}, {DType::kFloat32, Device::cuda()});
@@ -219,7 +220,9 @@ TEST_F(Ch07_CudaClipGrads, ScalesOnlyAboveMaxNorm) {
 
 #else
 // adamw_update, grad_norm and the fused kernels are defined in CUDA sources only.
-TEST(Ch07_5_AdamWUpdate, FirstStepMovesByLearningRate) { GTEST_SKIP() << "built without CUDA"; }
+TEST(Ch07_5_AdamWUpdate, FirstStepMovesByLearningRate) {
+  GTEST_SKIP() << "built without CUDA";
+}
 #endif
 
 }  // namespace

@@ -45,8 +45,8 @@ struct Operand {
 
 Operand make_operand(int64_t rows, int64_t cols, bool col_major, int64_t pad, double seed) {
   Operand op;
-  op.layout = col_major ? MatrixLayout{rows, cols, 1, rows + pad}
-                        : MatrixLayout{rows, cols, cols + pad, 1};
+  op.layout =
+      col_major ? MatrixLayout{rows, cols, 1, rows + pad} : MatrixLayout{rows, cols, cols + pad, 1};
   const int64_t outer = col_major ? cols : rows, ld = col_major ? rows + pad : cols + pad;
   op.data.assign(static_cast<std::size_t>(std::max<int64_t>(1, outer * ld)), -999.0);
   for (int64_t i = 0; i < rows; ++i) {
@@ -83,7 +83,8 @@ void check_product(const Operand& a, const Operand& b, int64_t out_pad) {
     for (int64_t j = 0; j < N; ++j) {
       double expected = 0;
       for (int64_t l = 0; l < K; ++l) expected += a.at(i, l) * b.at(l, j);
-      ASSERT_NEAR(c.at(i * out.row_stride + j), expected, 1e-9) << "at out(" << i << ", " << j << ")";
+      ASSERT_NEAR(c.at(i * out.row_stride + j), expected, 1e-9)
+          << "at out(" << i << ", " << j << ")";
     }
   }
 }

@@ -34,10 +34,10 @@ cublasHandle_t cublas_handle(int index);
 
 /// Evaluates a cuBLAS call and throws tt::Error naming the status, the call, the file and line
 /// when it does not return CUBLAS_STATUS_SUCCESS: `TT_CUBLAS_CHECK(cublasCreate(&h));`
-#define TT_CUBLAS_CHECK(expr)                                                             \
-  do {                                                                                    \
-    const cublasStatus_t tt_cublas_status_ = (expr);                                      \
-    if (tt_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                        \
+#define TT_CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                      \
+    const cublasStatus_t tt_cublas_status_ = (expr);                                        \
+    if (tt_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                          \
       ::tt::cuda::detail::throw_cublas_error(tt_cublas_status_, #expr, __FILE__, __LINE__); \
-    }                                                                                     \
+    }                                                                                       \
   } while (0)

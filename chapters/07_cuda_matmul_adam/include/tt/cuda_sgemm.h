@@ -18,15 +18,15 @@ namespace tt::cuda {
 /// ldc >= N; M, N, K below 2^31). Every launcher accepts any sizes (edges are bounds-checked),
 /// returns at once when M or N is 0, writes zeros when K is 0, and only queues work on `stream`.
 struct SgemmArgs {
-  int64_t m = 0;            ///< rows of A and C
-  int64_t n = 0;            ///< columns of B and C
-  int64_t k = 0;            ///< columns of A, rows of B
-  const float* a = nullptr; ///< A, M x K
-  int64_t lda = 0;          ///< row stride of A
-  const float* b = nullptr; ///< B, K x N
-  int64_t ldb = 0;          ///< row stride of B
-  float* c = nullptr;       ///< C, M x N (overwritten)
-  int64_t ldc = 0;          ///< row stride of C
+  int64_t m = 0;             ///< rows of A and C
+  int64_t n = 0;             ///< columns of B and C
+  int64_t k = 0;             ///< columns of A, rows of B
+  const float* a = nullptr;  ///< A, M x K
+  int64_t lda = 0;           ///< row stride of A
+  const float* b = nullptr;  ///< B, K x N
+  int64_t ldb = 0;           ///< row stride of B
+  float* c = nullptr;        ///< C, M x N (overwritten)
+  int64_t ldc = 0;           ///< row stride of C
 };
 
 /// The launcher type shared by the four SGEMMs.

@@ -54,10 +54,11 @@ using ClipGradsKernel = void(const std::vector<Tensor>& grads, const Tensor& tot
 /// The per-step constants of the AdamW update, in float, computed once per step on the host
 /// in double and rounded once.
 struct AdamWCoefficients {
-  float lr = 0;                     ///< \f$ \eta \f$
-  float beta1 = 0;                  ///< \f$ \beta_1 \f$
-  float beta2 = 0;                  ///< \f$ \beta_2 \f$
-  float one_minus_beta1 = 0;        ///< \f$ 1 - \beta_1 \f$ (rounded once from double: 1 - 0.999f is off by 1e-5)
+  float lr = 0;     ///< \f$ \eta \f$
+  float beta1 = 0;  ///< \f$ \beta_1 \f$
+  float beta2 = 0;  ///< \f$ \beta_2 \f$
+  float one_minus_beta1 =
+      0;  ///< \f$ 1 - \beta_1 \f$ (rounded once from double: 1 - 0.999f is off by 1e-5)
   float one_minus_beta2 = 0;        ///< \f$ 1 - \beta_2 \f$
   float eps = 0;                    ///< \f$ \epsilon \f$
   float weight_decay = 0;           ///< \f$ \lambda \f$
