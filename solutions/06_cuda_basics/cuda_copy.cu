@@ -78,9 +78,8 @@ void fill(const Tensor& dst, double value) {
   const int dev = dst.device().index;
   DeviceGuard guard(dev);
   if (value == 0.0 && !std::signbit(value) && dst.is_contiguous()) {  // all-zero bytes
-    TT_CUDA_CHECK(cudaMemsetAsync(dst.data_ptr(), 0,
-                                  static_cast<std::size_t>(n) * dtype_size(dst.dtype()),
-                                  stream(dev)));
+    TT_CUDA_CHECK(cudaMemsetAsync(
+        dst.data_ptr(), 0, static_cast<std::size_t>(n) * dtype_size(dst.dtype()), stream(dev)));
     return;
   }
   // A contiguous tensor gets a 1-d indexer (no divisions); a view its own strides.

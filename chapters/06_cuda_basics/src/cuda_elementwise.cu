@@ -64,8 +64,8 @@ __global__ void binary_vec16_kernel(T* out, const T* a, const T* b, int64_t n, O
 
 // out[i] = op(a[off_a(i)], b[off_b(i)]) for any strides (grid-stride loop, 64-bit indices).
 template <typename T, typename Op>
-__global__ void binary_strided_kernel(T* out, const T* a, const T* b, int64_t n,
-                                      StridedIndexer idx, Op op) {
+__global__ void binary_strided_kernel(T* out, const T* a, const T* b, int64_t n, StridedIndexer idx,
+                                      Op op) {
   __trap();  // unreachable: the host wrapper throws TODO ch06.2 before launching
 }
 
@@ -75,8 +75,10 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
   for (const Tensor* t : {&out, &a, &b}) {
     TT_CHECK(t->device() == out.device() && out.device().is_cuda() && t->dtype() == out.dtype() &&
                  t->shape() == out.shape(),
-             "cuda::", name, ": expected out, a and b on one CUDA device with one dtype and shape, "
-             "got out ", out.describe(), ", a ", a.describe(), ", b ", b.describe());
+             "cuda::", name,
+             ": expected out, a and b on one CUDA device with one dtype and shape, "
+             "got out ",
+             out.describe(), ", a ", a.describe(), ", b ", b.describe());
   }
   TT_CHECK(out.is_contiguous(), "cuda::", name, ": out must be contiguous, got strides ",
            out.strides());

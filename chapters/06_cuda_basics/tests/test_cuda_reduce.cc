@@ -61,7 +61,8 @@ void check_sum(DType dtype, const Layout& layout, const std::vector<int64_t>& di
   const Tensor abs_sum = empty(out_shape, {DType::kFloat64});
   call_kernel<ReduceKernel>("sum", Device::cpu(), abs_sum, abs_in);
   const double eps = dtype == DType::kFloat32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
-  const int64_t n_red = out_shape.empty() ? 1 : in_gpu.numel() / std::max<int64_t>(1, shape_numel(out_shape));
+  const int64_t n_red =
+      out_shape.empty() ? 1 : in_gpu.numel() / std::max<int64_t>(1, shape_numel(out_shape));
   const double depth = std::log2(static_cast<double>(std::max<int64_t>(n_red, 1))) + 16;
   const auto g = test06::cpu(out_gpu).to(DType::kFloat64).to_vector<double>();
   const auto c = out_cpu.to(DType::kFloat64).to_vector<double>();
@@ -97,8 +98,8 @@ TEST_F(Ch06_3_CudaSum, FullSumGpt2Activation) {
 
 TEST_F(Ch06_3_CudaSum, LastDimOf2d) {
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kInt64}) {
-    for (int64_t c : {int64_t{1}, int64_t{127}, int64_t{128}, int64_t{129}, int64_t{768},
-                      int64_t{4097}}) {
+    for (int64_t c :
+         {int64_t{1}, int64_t{127}, int64_t{128}, int64_t{129}, int64_t{768}, int64_t{4097}}) {
       check_sum(dt, contiguous({33, c}), {1});
     }
   }
@@ -113,16 +114,19 @@ TEST_F(Ch06_3_CudaSum, FirstDimIsAStridedReduction) {
 
 TEST_F(Ch06_3_CudaSum, SeveralDimsAndNonContiguousInputs) {
   check_sum(DType::kFloat32, contiguous({4, 5, 6}), {0, 2});  // reduced dims do not merge
-  const Layout transposed{"transposed", {129, 65},
-                          [](const Tensor& t) { return strided_view(t, {65, 129}, {1, 65}); }};
+  const Layout transposed{"transposed", {129, 65}, [](const Tensor& t) {
+                            return strided_view(t, {65, 129}, {1, 65});
+                          }};
   check_sum(DType::kFloat32, transposed, {1});
   check_sum(DType::kFloat32, transposed, {0, 1});
-  const Layout broadcast{"[5,1] expanded to [5,1000]", {5, 1},
-                         [](const Tensor& t) { return strided_view(t, {5, 1000}, {1, 0}); }};
+  const Layout broadcast{"[5,1] expanded to [5,1000]", {5, 1}, [](const Tensor& t) {
+                           return strided_view(t, {5, 1000}, {1, 0});
+                         }};
   check_sum(DType::kFloat64, broadcast, {1});
   check_sum(DType::kInt64, broadcast, {0, 1});
-  const Layout stepped{"every other row", {20, 33},
-                       [](const Tensor& t) { return strided_view(t, {10, 33}, {66, 1}); }};
+  const Layout stepped{"every other row", {20, 33}, [](const Tensor& t) {
+                         return strided_view(t, {10, 33}, {66, 1});
+                       }};
   check_sum(DType::kFloat32, stepped, {0});
 }
 

@@ -92,13 +92,13 @@ TEST(Ch06_1_StridedIndexer, OffsetsMatchDefinition) {
   };
   const std::vector<Case> cases = {
       {{7}, {1}, {1}},
-      {{129}, {2}, {0}},                          // step slice vs broadcast scalar
-      {{3, 5}, {5, 1}, {1, 3}},                   // contiguous vs transposed
-      {{4, 3, 5}, {15, 5, 1}, {0, 5, 0}},         // [4,3,5] + [1,3,1]
-      {{2, 3, 4, 5}, {60, 20, 5, 1}, {0, 0, 0, 1}},  // bias over the last dim
+      {{129}, {2}, {0}},                              // step slice vs broadcast scalar
+      {{3, 5}, {5, 1}, {1, 3}},                       // contiguous vs transposed
+      {{4, 3, 5}, {15, 5, 1}, {0, 5, 0}},             // [4,3,5] + [1,3,1]
+      {{2, 3, 4, 5}, {60, 20, 5, 1}, {0, 0, 0, 1}},   // bias over the last dim
       {{2, 3, 4, 5}, {1, 2, 6, 24}, {60, 20, 5, 1}},  // fully reversed vs contiguous
-      {{3, 1, 4}, {4, 100, 1}, {8, 0, 2}},        // size-1 dim with an odd stride; sliced b
-      {{6, 7}, {14, 2}, {0, 1}},                  // every other column
+      {{3, 1, 4}, {4, 100, 1}, {8, 0, 2}},            // size-1 dim with an odd stride; sliced b
+      {{6, 7}, {14, 2}, {0, 1}},                      // every other column
   };
   for (const Case& c : cases) expect_offsets_match(c.shape, c.a, c.b);
 }
