@@ -37,11 +37,13 @@ void expect_offsets_match(const Shape& shape, const Strides& a, const Strides& b
   const auto ref = reference_offsets(shape, a, b);
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const cuda::StridedOffsets off = idx.offsets(static_cast<int64_t>(i));
-    if (off.a != ref[i].first || off.b != ref[i].second) {
+    const cuda::StridedOffsets off32 = idx.offsets(static_cast<uint32_t>(i));  // 32-bit divisions
+    if (off.a != ref[i].first || off.b != ref[i].second || off32.a != off.a || off32.b != off.b) {
       ADD_FAILURE() << "shape " << shape_str(shape) << ", strides a " << shape_str(a) << ", b "
                     << shape_str(b) << " (indexer ndim " << idx.ndim << "): linear index " << i
-                    << " gives offsets (" << off.a << ", " << off.b << "), expected ("
-                    << ref[i].first << ", " << ref[i].second << ")";
+                    << " gives offsets (" << off.a << ", " << off.b << "), with 32-bit index ("
+                    << off32.a << ", " << off32.b << "), expected (" << ref[i].first << ", "
+                    << ref[i].second << ")";
       return;
     }
   }
