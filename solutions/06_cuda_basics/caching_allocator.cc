@@ -59,9 +59,10 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
       release_cache_locked();
       block = raw_.raw_allocate(cls);
     }
-    TT_CHECK(block != nullptr, "CachingAllocator(", raw_.device_name(), "): out of memory allocating ",
-             nbytes, " bytes (", mib(cls), " size class); allocated ", mib(stats_.allocated),
-             ", reserved ", mib(stats_.reserved), " after freeing the cache");
+    TT_CHECK(block != nullptr, "CachingAllocator(", raw_.device_name(),
+             "): out of memory allocating ", nbytes, " bytes (", mib(cls),
+             " size class); allocated ", mib(stats_.allocated), ", reserved ", mib(stats_.reserved),
+             " after freeing the cache");
     stats_.reserved += cls;
     ++stats_.num_system_allocs;
   }
@@ -83,8 +84,10 @@ void CachingAllocator::deallocate(void* ptr, std::size_t nbytes) {
   if (it == live_blocks_.end()) {
     // Called from destructors (Storage), so it cannot throw; a foreign or double-freed pointer
     // means memory is already corrupted.
-    std::fprintf(stderr, "CachingAllocator(%s): deallocate of %p (%zu bytes), which is not a live "
-                 "block of this allocator\n", raw_.device_name().c_str(), ptr, nbytes);
+    std::fprintf(stderr,
+                 "CachingAllocator(%s): deallocate of %p (%zu bytes), which is not a live "
+                 "block of this allocator\n",
+                 raw_.device_name().c_str(), ptr, nbytes);
     std::abort();
   }
   const std::size_t cls = it->second;

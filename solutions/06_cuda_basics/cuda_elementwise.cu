@@ -76,13 +76,14 @@ __global__ void binary_vec16_kernel(T* out, const T* a, const T* b, int64_t n, O
 #endif
 }
 
-// out[i] = op(a[off_a(i)], b[off_b(i)]) for any strides (grid-stride loop, 64-bit indices).
-template <typename T, typename Op>
-__global__ void binary_strided_kernel(T* out, const T* a, const T* b, int64_t n,
-                                      StridedIndexer idx, Op op) {
+// out[i] = op(a[off_a(i)], b[off_b(i)]) for any strides (grid-stride loop; Index is uint32_t
+// or int64_t, see dispatch_index_type).
+template <typename T, typename Op, typename Index>
+__global__ void binary_strided_kernel(T* out, const T* a, const T* b, Index n, StridedIndexer idx,
+                                      Op op) {
 #if TT_SOLUTION
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const StridedOffsets off = idx.offsets(i);
     out[i] = op(a[off.a], b[off.b]);
   }
@@ -97,8 +98,10 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
   for (const Tensor* t : {&out, &a, &b}) {
     TT_CHECK(t->device() == out.device() && out.device().is_cuda() && t->dtype() == out.dtype() &&
                  t->shape() == out.shape(),
-             "cuda::", name, ": expected out, a and b on one CUDA device with one dtype and shape, "
-             "got out ", out.describe(), ", a ", a.describe(), ", b ", b.describe());
+             "cuda::", name,
+             ": expected out, a and b on one CUDA device with one dtype and shape, "
+             "got out ",
+             out.describe(), ", a ", a.describe(), ", b ", b.describe());
   }
   TT_CHECK(out.is_contiguous(), "cuda::", name, ": out must be contiguous, got strides ",
            out.strides());
@@ -111,7 +114,9 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
     const T* pa = static_cast<const T*>(a.data_ptr());
     const T* pb = static_cast<const T*>(b.data_ptr());
 #if TT_SOLUTION
-    const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    const auto aligned16 = [](const void* p) {
+      return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+    };
     if (a.is_contiguous() && b.is_contiguous() && aligned16(o) && aligned16(pa) && aligned16(pb)) {
       const int64_t packs = n / (16 / static_cast<int64_t>(sizeof(T)));
       // At least one thread per tail element: the tail (< V elements) is handled by threads 0..
@@ -121,16 +126,18 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
       return;
     }
     const StridedIndexer idx = make_strided_indexer(out.shape(), a.strides(), b.strides());
-    binary_strided_kernel<<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
-        o, pa, pb, n, idx, op);
-    TT_CUDA_CHECK_LAUNCH("binary_strided_kernel");
+    dispatch_index_type(n, [&]<typename Index>() {
+      binary_strided_kernel<<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
+          o, pa, pb, static_cast<Index>(n), idx, op);
+      TT_CUDA_CHECK_LAUNCH("binary_strided_kernel");
+    });
 #else
     (void)o, (void)pa, (void)pb;
     TT_TODO("ch06.2",
             "CUDA binary kernels: when a and b are contiguous and all pointers 16-byte aligned, "
             "launch binary_vec16_kernel (Pack<T> loads, grid-stride over n / V packs, then the "
             "tail); otherwise binary_strided_kernel with make_strided_indexer(out.shape(), "
-            "a.strides(), b.strides()); grid_size(), kBlockThreads, stream(dev), "
+            "a.strides(), b.strides()) and dispatch_index_type(n); grid_size(), kBlockThreads, stream(dev), "
             "TT_CUDA_CHECK_LAUNCH");
 #endif
   });

@@ -155,9 +155,8 @@ void sum(const Tensor& out, const Tensor& in) {
                         stream(dev)>>>(partial.data<T>(), in.data<T>(), n_tasks, g);
     TT_CUDA_CHECK_LAUNCH("sum_chunks_kernel");
     if (g.n_chunks > 1) {
-      sum_partials_kernel<<<grid_size(n_out * kBlockThreads, kBlockThreads, dev), kBlockThreads,
-                            0, stream(dev)>>>(out.data<T>(), partial.data<T>(), n_out,
-                                              g.n_chunks);
+      sum_partials_kernel<<<grid_size(n_out * kBlockThreads, kBlockThreads, dev), kBlockThreads, 0,
+                            stream(dev)>>>(out.data<T>(), partial.data<T>(), n_out, g.n_chunks);
       TT_CUDA_CHECK_LAUNCH("sum_partials_kernel");
     }
     // `partial` returns to the allocator now, while the kernels may still run: safe, because a

@@ -9,9 +9,9 @@
 namespace tt::cuda {
 
 StridedIndexer make_strided_indexer(const Shape& shape, const Strides& a, const Strides& b) {
-  TT_CHECK(a.size() == shape.size() && b.size() == shape.size(),
-           "make_strided_indexer: shape ", shape, " has ", shape.size(), " dims but the strides ",
-           a, " and ", b, " have ", a.size(), " and ", b.size());
+  TT_CHECK(a.size() == shape.size() && b.size() == shape.size(), "make_strided_indexer: shape ",
+           shape, " has ", shape.size(), " dims but the strides ", a, " and ", b, " have ",
+           a.size(), " and ", b.size());
 #if TT_SOLUTION
   // Collect the dims innermost first. A dim of size 1 contributes nothing to any offset. A dim
   // merges into the current innermost run (size n, strides sa, sb) when stepping it once equals
@@ -27,9 +27,9 @@ StridedIndexer make_strided_indexer(const Shape& shape, const Strides& a, const 
     sa.push_back(a[d]);
     sb.push_back(b[d]);
   }
-  TT_CHECK(sizes.size() <= static_cast<std::size_t>(kMaxIndexerDims), "make_strided_indexer: shape ",
-           shape, " with strides ", a, " and ", b, " still has ", sizes.size(),
-           " dims after merging; at most ", kMaxIndexerDims, " are supported");
+  TT_CHECK(sizes.size() <= static_cast<std::size_t>(kMaxIndexerDims),
+           "make_strided_indexer: shape ", shape, " with strides ", a, " and ", b, " still has ",
+           sizes.size(), " dims after merging; at most ", kMaxIndexerDims, " are supported");
   StridedIndexer idx;
   idx.ndim = static_cast<int>(sizes.size());
   for (int k = 0; k < idx.ndim; ++k) {

@@ -57,8 +57,10 @@ void CachingAllocator::deallocate(void* ptr, std::size_t nbytes) {
   if (it == live_blocks_.end()) {
     // Called from destructors (Storage), so it cannot throw; a foreign or double-freed pointer
     // means memory is already corrupted.
-    std::fprintf(stderr, "CachingAllocator(%s): deallocate of %p (%zu bytes), which is not a live "
-                 "block of this allocator\n", raw_.device_name().c_str(), ptr, nbytes);
+    std::fprintf(stderr,
+                 "CachingAllocator(%s): deallocate of %p (%zu bytes), which is not a live "
+                 "block of this allocator\n",
+                 raw_.device_name().c_str(), ptr, nbytes);
     std::abort();
   }
   const std::size_t cls = it->second;

@@ -37,7 +37,8 @@ int device_count() {
 void check_device_index(int index, const char* op) {
   const int n = device_count();
   TT_CHECK(index >= 0 && index < n, op, ": device cuda:", index, " is not available (",
-           n == 0 ? std::string("no CUDA device is visible") : tt::detail::str(n, " CUDA device(s): cuda:0..cuda:", n - 1),
+           n == 0 ? std::string("no CUDA device is visible")
+                  : tt::detail::str(n, " CUDA device(s): cuda:0..cuda:", n - 1),
            ")");
 }
 
@@ -138,7 +139,8 @@ DeviceAllocators& allocators(int index) {
   // Deliberately never destroyed: tensors in other static objects may be freed after this
   // function's statics would have been, and the CUDA runtime may already be unloading at exit
   // (the driver reclaims device memory when the process ends).
-  static auto& table = *std::make_unique<std::vector<std::unique_ptr<DeviceAllocators>>>().release();
+  static auto& table =
+      *std::make_unique<std::vector<std::unique_ptr<DeviceAllocators>>>().release();
   std::lock_guard<std::mutex> lock(mutex);
   if (table.empty()) table.resize(static_cast<std::size_t>(device_count()));
   auto& slot = table[static_cast<std::size_t>(index)];

@@ -18,17 +18,17 @@ namespace tt::cuda {
 namespace {
 
 // dst[off_dst(i)] = D(src[off_src(i)]) for every row-major index i: the indexer's operand a is
-// dst, operand b is src (grid-stride loop, 64-bit indices).
-template <typename D, typename S>
-__global__ void copy_strided_kernel(D* dst, const S* src, int64_t n, StridedIndexer idx) {
+// dst, operand b is src (grid-stride loop; Index from dispatch_index_type).
+template <typename D, typename S, typename Index>
+__global__ void copy_strided_kernel(D* dst, const S* src, Index n, StridedIndexer idx) {
   __trap();  // unreachable: cuda::copy throws TODO ch06.5 before launching
 }
 
 // p[off(i)] = value (the indexer's operand a; contiguous tensors use a 1-d indexer).
-template <typename T>
-__global__ void fill_kernel(T* p, int64_t n, StridedIndexer idx, T value) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+template <typename T, typename Index>
+__global__ void fill_kernel(T* p, Index n, StridedIndexer idx, T value) {
+  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     p[idx.offsets(i).a] = value;
   }
 }
@@ -51,10 +51,11 @@ void copy(const Tensor& dst, const Tensor& src) {
                                   cudaMemcpyDeviceToDevice, stream(dev)));
     return;
   }
-  TT_TODO("ch06.5",
-          "cuda::copy (strided, converting): build make_strided_indexer(dst.shape(), "
-          "dst.strides(), src.strides()); dispatch_dtype on dst and on src; launch "
-          "copy_strided_kernel<D, S> (grid-stride loop: dst[off.a] = D(src[off.b]))");
+  TT_TODO(
+      "ch06.5",
+      "cuda::copy (strided, converting): build make_strided_indexer(dst.shape(), "
+      "dst.strides(), src.strides()); dispatch_dtype on dst and on src, dispatch_index_type(n); "
+      "launch copy_strided_kernel<D, S, Index> (grid-stride loop: dst[off.a] = D(src[off.b]))");
 }
 
 void fill(const Tensor& dst, double value) {
@@ -64,9 +65,8 @@ void fill(const Tensor& dst, double value) {
   const int dev = dst.device().index;
   DeviceGuard guard(dev);
   if (value == 0.0 && !std::signbit(value) && dst.is_contiguous()) {  // all-zero bytes
-    TT_CUDA_CHECK(cudaMemsetAsync(dst.data_ptr(), 0,
-                                  static_cast<std::size_t>(n) * dtype_size(dst.dtype()),
-                                  stream(dev)));
+    TT_CUDA_CHECK(cudaMemsetAsync(
+        dst.data_ptr(), 0, static_cast<std::size_t>(n) * dtype_size(dst.dtype()), stream(dev)));
     return;
   }
   // A contiguous tensor gets a 1-d indexer (no divisions); a view its own strides.
@@ -74,9 +74,11 @@ void fill(const Tensor& dst, double value) {
                                  ? contiguous_indexer(n)
                                  : make_strided_indexer(dst.shape(), dst.strides(), dst.strides());
   dispatch_dtype(dst.dtype(), "cuda::fill", [&]<typename T>() {
-    fill_kernel<<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
-        static_cast<T*>(dst.data_ptr()), n, idx, static_cast<T>(value));
-    TT_CUDA_CHECK_LAUNCH("fill_kernel");
+    dispatch_index_type(n, [&]<typename Index>() {
+      fill_kernel<<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
+          static_cast<T*>(dst.data_ptr()), static_cast<Index>(n), idx, static_cast<T>(value));
+      TT_CUDA_CHECK_LAUNCH("fill_kernel");
+    });
   });
 }
 

@@ -62,10 +62,11 @@ __global__ void binary_vec16_kernel(T* out, const T* a, const T* b, int64_t n, O
   __trap();  // unreachable: the host wrapper throws TODO ch06.2 before launching
 }
 
-// out[i] = op(a[off_a(i)], b[off_b(i)]) for any strides (grid-stride loop, 64-bit indices).
-template <typename T, typename Op>
-__global__ void binary_strided_kernel(T* out, const T* a, const T* b, int64_t n,
-                                      StridedIndexer idx, Op op) {
+// out[i] = op(a[off_a(i)], b[off_b(i)]) for any strides (grid-stride loop; Index is uint32_t
+// or int64_t, see dispatch_index_type).
+template <typename T, typename Op, typename Index>
+__global__ void binary_strided_kernel(T* out, const T* a, const T* b, Index n, StridedIndexer idx,
+                                      Op op) {
   __trap();  // unreachable: the host wrapper throws TODO ch06.2 before launching
 }
 
@@ -75,8 +76,10 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
   for (const Tensor* t : {&out, &a, &b}) {
     TT_CHECK(t->device() == out.device() && out.device().is_cuda() && t->dtype() == out.dtype() &&
                  t->shape() == out.shape(),
-             "cuda::", name, ": expected out, a and b on one CUDA device with one dtype and shape, "
-             "got out ", out.describe(), ", a ", a.describe(), ", b ", b.describe());
+             "cuda::", name,
+             ": expected out, a and b on one CUDA device with one dtype and shape, "
+             "got out ",
+             out.describe(), ", a ", a.describe(), ", b ", b.describe());
   }
   TT_CHECK(out.is_contiguous(), "cuda::", name, ": out must be contiguous, got strides ",
            out.strides());
@@ -93,7 +96,7 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
             "CUDA binary kernels: when a and b are contiguous and all pointers 16-byte aligned, "
             "launch binary_vec16_kernel (Pack<T> loads, grid-stride over n / V packs, then the "
             "tail); otherwise binary_strided_kernel with make_strided_indexer(out.shape(), "
-            "a.strides(), b.strides()); grid_size(), kBlockThreads, stream(dev), "
+            "a.strides(), b.strides()) and dispatch_index_type(n); grid_size(), kBlockThreads, stream(dev), "
             "TT_CUDA_CHECK_LAUNCH");
   });
 }

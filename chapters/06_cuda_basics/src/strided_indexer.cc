@@ -14,9 +14,9 @@
 namespace tt::cuda {
 
 StridedIndexer make_strided_indexer(const Shape& shape, const Strides& a, const Strides& b) {
-  TT_CHECK(a.size() == shape.size() && b.size() == shape.size(),
-           "make_strided_indexer: shape ", shape, " has ", shape.size(), " dims but the strides ",
-           a, " and ", b, " have ", a.size(), " and ", b.size());
+  TT_CHECK(a.size() == shape.size() && b.size() == shape.size(), "make_strided_indexer: shape ",
+           shape, " has ", shape.size(), " dims but the strides ", a, " and ", b, " have ",
+           a.size(), " and ", b.size());
   TT_TODO("ch06.1",
           "make_strided_indexer: walk the dims from the innermost; skip size-1 dims; merge dim d "
           "into the current run when a[d] == run_stride_a * run_size and the same for b; "

@@ -64,9 +64,9 @@ inline ::testing::AssertionResult same_values(const Tensor& actual, const Tensor
 
 /// A named way of making an operand from a contiguous base tensor (on either device).
 struct Layout {
-  std::string name;                             ///< for failure messages
-  Shape base_shape;                             ///< shape of the contiguous base
-  std::function<Tensor(const Tensor&)> view;    ///< base -> the operand (a view)
+  std::string name;                           ///< for failure messages
+  Shape base_shape;                           ///< shape of the contiguous base
+  std::function<Tensor(const Tensor&)> view;  ///< base -> the operand (a view)
 };
 
 /// Fixture of every test that needs a GPU: skips without one; kernel tests run with the caching
@@ -90,7 +90,9 @@ class CudaTest : public ::testing::Test {
 #endif
   }
   /// Whether this fixture's tests allocate through the caching allocator.
-  virtual bool use_caching() const { return false; }
+  virtual bool use_caching() const {
+    return false;
+  }
 
  private:
   bool was_caching_ = true;

@@ -93,8 +93,8 @@ TEST(Ch06_4_CachingAllocator, DifferentClassesDoNotShare) {
 
 TEST(Ch06_4_CachingAllocator, SteadyStepsStopCallingTheRawAllocator) {
   // A "training step": activations of several sizes allocated, then freed in another order.
-  const std::vector<std::size_t> sizes = {24 * MiB, 3 * KiB, 96 * MiB, 24 * MiB, 12, 3 * KiB,
-                                          (24 * MiB) + 4, 768 * 4};
+  const std::vector<std::size_t> sizes = {24 * MiB, 3 * KiB, 96 * MiB,       24 * MiB,
+                                          12,       3 * KiB, (24 * MiB) + 4, 768 * 4};
   FakeRaw raw;
   CachingAllocator alloc(raw);
   std::size_t allocs_after_first_step = 0;
@@ -103,9 +103,11 @@ TEST(Ch06_4_CachingAllocator, SteadyStepsStopCallingTheRawAllocator) {
     for (std::size_t n : sizes) live.push_back(alloc.allocate(n));
     EXPECT_EQ(std::set<void*>(live.begin(), live.end()).size(), live.size())
         << "two live tensors share a block at step " << step;
-    for (std::size_t i : {3, 6, 1, 4, 7, 2, 5, 0}) alloc.deallocate(live[i], sizes[i]);  // any order
+    for (std::size_t i : {3, 6, 1, 4, 7, 2, 5, 0})
+      alloc.deallocate(live[i], sizes[i]);  // any order
     if (step == 0) allocs_after_first_step = raw.allocs;
-    EXPECT_EQ(raw.allocs, allocs_after_first_step) << "step " << step << " called the raw allocator";
+    EXPECT_EQ(raw.allocs, allocs_after_first_step)
+        << "step " << step << " called the raw allocator";
     EXPECT_EQ(alloc.stats().allocated, 0u);
   }
   const AllocatorStats s = alloc.stats();
@@ -122,7 +124,7 @@ TEST(Ch06_4_CachingAllocator, OutOfMemoryFreesTheCacheAndRetries) {
   FakeRaw raw(4 * KiB);
   CachingAllocator alloc(raw);
   void* p = alloc.allocate(2 * KiB);
-  alloc.deallocate(p, 2 * KiB);  // cached: 2 KiB of the 4 KiB "device" held
+  alloc.deallocate(p, 2 * KiB);       // cached: 2 KiB of the 4 KiB "device" held
   void* q = alloc.allocate(3 * KiB);  // needs the cached block's memory back
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(raw.frees, 1u) << "the cached 2 KiB block should have been released";
@@ -242,7 +244,8 @@ TEST_F(Ch06_4_CudaCachingAllocator, SteadyTrainingStepsStopCallingCudaMalloc) {
   EXPECT_GE(s.reserved, s.allocated);
   EXPECT_GE(s.peak_allocated, size_class(64 * 3072 * 4));
   cuda::empty_cache();
-  EXPECT_EQ(cuda::caching_allocator(0).stats().reserved, cuda::caching_allocator(0).stats().allocated)
+  EXPECT_EQ(cuda::caching_allocator(0).stats().reserved,
+            cuda::caching_allocator(0).stats().allocated)
       << "empty_cache must return every free block";
 #endif
 }
@@ -261,9 +264,10 @@ TEST_F(Ch06_4_CudaCachingAllocator, OutOfMemoryIsATtError) {
                   "cuda:0");
   void* p = nullptr;
   const std::size_t huge = std::size_t{1} << 50;
-  EXPECT_TT_ERROR(([&] { TT_CUDA_CHECK(cudaMalloc(&p, huge)); }()),
-                  "CUDA error cudaErrorMemoryAllocation (out of memory) in cudaMalloc(&p, huge) at ",
-                  "test_caching_allocator.cc:");
+  EXPECT_TT_ERROR(
+      ([&] { TT_CUDA_CHECK(cudaMalloc(&p, huge)); }()),
+      "CUDA error cudaErrorMemoryAllocation (out of memory) in cudaMalloc(&p, huge) at ",
+      "test_caching_allocator.cc:");
 #endif
 }
 

@@ -99,7 +99,8 @@ TEST_F(Ch06_CudaDevice, LaunchCheckNamesTheKernel) {
 #if TT_WITH_CUDA
   // A launch of no kernel at all fails like a bad launch configuration would.
   (void)cudaLaunchKernel(nullptr, dim3(1), dim3(1), nullptr, 0, cuda::stream(0));
-  EXPECT_TT_ERROR(([] { TT_CUDA_CHECK_LAUNCH("my_kernel"); }()), "CUDA error", "launch of my_kernel");
+  EXPECT_TT_ERROR(([] { TT_CUDA_CHECK_LAUNCH("my_kernel"); }()), "CUDA error",
+                  "launch of my_kernel");
   EXPECT_NO_THROW(TT_CUDA_CHECK(cudaGetLastError())) << "the check must clear the error";
 #endif
 }

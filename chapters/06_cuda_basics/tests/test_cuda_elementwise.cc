@@ -45,7 +45,8 @@ TEST_F(Ch06_2_CudaBinary, ContiguousOddSizesAllOpsAllDtypes) {
   // The vectorized path (16-byte loads) plus its tail of n % (16 / sizeof(T)) elements.
   for (const char* op : kBinaryOps) {
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kInt64}) {
-      for (int64_t n : test06::kOddSizes) check_binary(op, dt, {n}, contiguous({n}), contiguous({n}));
+      for (int64_t n : test06::kOddSizes)
+        check_binary(op, dt, {n}, contiguous({n}), contiguous({n}));
     }
   }
 }
@@ -59,8 +60,8 @@ TEST_F(Ch06_2_CudaBinary, MisalignedContiguousTakesTheScalarPath) {
   // Views starting one element into their storage: contiguous but not 16-byte aligned.
   for (DType dt : {DType::kFloat32, DType::kFloat64}) {
     for (int64_t n : {int64_t{1}, int64_t{129}, int64_t{4097}}) {
-      const Layout shifted{"offset 1", {n + 1},
-                           [n](const Tensor& t) { return strided_view(t, {n}, {1}, 1); }};
+      const Layout shifted{
+          "offset 1", {n + 1}, [n](const Tensor& t) { return strided_view(t, {n}, {1}, 1); }};
       check_binary("mul", dt, {n}, shifted, contiguous({n}));
       check_binary("sub", dt, {n}, contiguous({n}), shifted);
     }
@@ -69,8 +70,9 @@ TEST_F(Ch06_2_CudaBinary, MisalignedContiguousTakesTheScalarPath) {
 
 TEST_F(Ch06_2_CudaBinary, TransposedOperands) {
   for (int64_t n : {int64_t{1}, int64_t{127}, int64_t{129}}) {
-    const Layout transposed{"transposed", {n, 33},
-                            [n](const Tensor& t) { return strided_view(t, {33, n}, {1, 33}); }};
+    const Layout transposed{"transposed", {n, 33}, [n](const Tensor& t) {
+                              return strided_view(t, {33, n}, {1, 33});
+                            }};
     for (const char* op : kBinaryOps) {
       check_binary(op, DType::kFloat32, {33, n}, transposed, contiguous({33, n}));
       check_binary(op, DType::kInt64, {33, n}, contiguous({33, n}), transposed);
@@ -81,8 +83,9 @@ TEST_F(Ch06_2_CudaBinary, TransposedOperands) {
 TEST_F(Ch06_2_CudaBinary, BroadcastBiasOverGpt2Rows) {
   // x [B, T, C] + b [C]: b has stride 0 on the first two dims.
   const Shape s = {4, 129, 768};
-  const Layout bias{"bias [768] expanded", {768},
-                    [s](const Tensor& t) { return strided_view(t, s, {0, 0, 1}); }};
+  const Layout bias{"bias [768] expanded", {768}, [s](const Tensor& t) {
+                      return strided_view(t, s, {0, 0, 1});
+                    }};
   check_binary("add", DType::kFloat32, s, contiguous(s), bias);
   check_binary("div", DType::kFloat64, s, contiguous(s), bias);
 }
@@ -90,10 +93,12 @@ TEST_F(Ch06_2_CudaBinary, BroadcastBiasOverGpt2Rows) {
 TEST_F(Ch06_2_CudaBinary, BroadcastBothSides) {
   // [4, 1, 5] (op) [1, 3, 1] -> [4, 3, 5]: each operand repeats along the other's dims.
   const Shape s = {4, 3, 5};
-  const Layout col{"[4,1,5] expanded", {4, 1, 5},
-                   [s](const Tensor& t) { return strided_view(t, s, {5, 0, 1}); }};
-  const Layout row{"[1,3,1] expanded", {1, 3, 1},
-                   [s](const Tensor& t) { return strided_view(t, s, {0, 1, 0}); }};
+  const Layout col{"[4,1,5] expanded", {4, 1, 5}, [s](const Tensor& t) {
+                     return strided_view(t, s, {5, 0, 1});
+                   }};
+  const Layout row{"[1,3,1] expanded", {1, 3, 1}, [s](const Tensor& t) {
+                     return strided_view(t, s, {0, 1, 0});
+                   }};
   for (const char* op : kBinaryOps) {
     for (DType dt : {DType::kFloat32, DType::kInt64}) check_binary(op, dt, s, col, row);
   }
@@ -101,10 +106,10 @@ TEST_F(Ch06_2_CudaBinary, BroadcastBothSides) {
 
 TEST_F(Ch06_2_CudaBinary, ScalarBroadcastAndSteppedSlice) {
   for (int64_t n : test06::kOddSizes) {
-    const Layout scalar{"0-d scalar expanded", {},
-                        [n](const Tensor& t) { return strided_view(t, {n}, {0}); }};
-    const Layout every_third{"every third element", {3 * n},
-                             [n](const Tensor& t) { return strided_view(t, {n}, {3}); }};
+    const Layout scalar{
+        "0-d scalar expanded", {}, [n](const Tensor& t) { return strided_view(t, {n}, {0}); }};
+    const Layout every_third{
+        "every third element", {3 * n}, [n](const Tensor& t) { return strided_view(t, {n}, {3}); }};
     check_binary("mul", DType::kFloat32, {n}, every_third, scalar);
     check_binary("div", DType::kInt64, {n}, scalar, every_third);
   }
@@ -143,8 +148,9 @@ TEST_F(Ch06_2_CudaBinary, MismatchedOperandsAreRejected) {
                   "float64");
   EXPECT_TT_ERROR(call_kernel<BinaryKernel>("mul", out.device(), out, a, h), "cuda::mul", "cpu");
   const Tensor wide = empty({4, 2}, {DType::kFloat32, Device::cuda()});
-  EXPECT_TT_ERROR(call_kernel<BinaryKernel>("sub", out.device(), strided_view(wide, {4}, {2}), a, a),
-                  "cuda::sub", "out must be contiguous");
+  EXPECT_TT_ERROR(
+      call_kernel<BinaryKernel>("sub", out.device(), strided_view(wide, {4}, {2}), a, a),
+      "cuda::sub", "out must be contiguous");
 }
 
 TEST_F(Ch06_2_CudaBinary, Int64DivisionByZeroGivesZero) {

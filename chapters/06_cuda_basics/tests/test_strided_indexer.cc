@@ -37,11 +37,13 @@ void expect_offsets_match(const Shape& shape, const Strides& a, const Strides& b
   const auto ref = reference_offsets(shape, a, b);
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const cuda::StridedOffsets off = idx.offsets(static_cast<int64_t>(i));
-    if (off.a != ref[i].first || off.b != ref[i].second) {
+    const cuda::StridedOffsets off32 = idx.offsets(static_cast<uint32_t>(i));  // 32-bit divisions
+    if (off.a != ref[i].first || off.b != ref[i].second || off32.a != off.a || off32.b != off.b) {
       ADD_FAILURE() << "shape " << shape_str(shape) << ", strides a " << shape_str(a) << ", b "
                     << shape_str(b) << " (indexer ndim " << idx.ndim << "): linear index " << i
-                    << " gives offsets (" << off.a << ", " << off.b << "), expected ("
-                    << ref[i].first << ", " << ref[i].second << ")";
+                    << " gives offsets (" << off.a << ", " << off.b << "), with 32-bit index ("
+                    << off32.a << ", " << off32.b << "), expected (" << ref[i].first << ", "
+                    << ref[i].second << ")";
       return;
     }
   }
@@ -92,13 +94,13 @@ TEST(Ch06_1_StridedIndexer, OffsetsMatchDefinition) {
   };
   const std::vector<Case> cases = {
       {{7}, {1}, {1}},
-      {{129}, {2}, {0}},                          // step slice vs broadcast scalar
-      {{3, 5}, {5, 1}, {1, 3}},                   // contiguous vs transposed
-      {{4, 3, 5}, {15, 5, 1}, {0, 5, 0}},         // [4,3,5] + [1,3,1]
-      {{2, 3, 4, 5}, {60, 20, 5, 1}, {0, 0, 0, 1}},  // bias over the last dim
+      {{129}, {2}, {0}},                              // step slice vs broadcast scalar
+      {{3, 5}, {5, 1}, {1, 3}},                       // contiguous vs transposed
+      {{4, 3, 5}, {15, 5, 1}, {0, 5, 0}},             // [4,3,5] + [1,3,1]
+      {{2, 3, 4, 5}, {60, 20, 5, 1}, {0, 0, 0, 1}},   // bias over the last dim
       {{2, 3, 4, 5}, {1, 2, 6, 24}, {60, 20, 5, 1}},  // fully reversed vs contiguous
-      {{3, 1, 4}, {4, 100, 1}, {8, 0, 2}},        // size-1 dim with an odd stride; sliced b
-      {{6, 7}, {14, 2}, {0, 1}},                  // every other column
+      {{3, 1, 4}, {4, 100, 1}, {8, 0, 2}},            // size-1 dim with an odd stride; sliced b
+      {{6, 7}, {14, 2}, {0, 1}},                      // every other column
   };
   for (const Case& c : cases) expect_offsets_match(c.shape, c.a, c.b);
 }

@@ -89,7 +89,7 @@ class CachingAllocator final : public Allocator {
   RawAllocator& raw_;
   mutable std::mutex mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> free_blocks_;  // size class -> blocks
-  std::unordered_map<void*, std::size_t> live_blocks_;                // block -> size class
+  std::unordered_map<void*, std::size_t> live_blocks_;               // block -> size class
   AllocatorStats stats_;
 };
 

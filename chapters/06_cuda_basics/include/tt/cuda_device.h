@@ -92,13 +92,12 @@ void synchronize(int index);
 /// Evaluates a CUDA runtime call and throws tt::Error naming the error, the call text, the file
 /// and the line when it does not return cudaSuccess:
 /// `TT_CUDA_CHECK(cudaMalloc(&p, n));`
-#define TT_CUDA_CHECK(expr)                                                 \
-  do {                                                                      \
-    const cudaError_t tt_cuda_status_ = (expr);                             \
-    if (tt_cuda_status_ != cudaSuccess) [[unlikely]] {                      \
-      ::tt::cuda::detail::throw_cuda_error(tt_cuda_status_, #expr, __FILE__, \
-                                           __LINE__);                       \
-    }                                                                       \
+#define TT_CUDA_CHECK(expr)                                                             \
+  do {                                                                                  \
+    const cudaError_t tt_cuda_status_ = (expr);                                         \
+    if (tt_cuda_status_ != cudaSuccess) [[unlikely]] {                                  \
+      ::tt::cuda::detail::throw_cuda_error(tt_cuda_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                   \
   } while (0)
 
 /// Checks the launch that was just made, naming the kernel (a string literal):
@@ -106,11 +105,11 @@ void synchronize(int index);
 /// A bad configuration (too many threads, too much shared memory) is reported here. Errors
 /// raised while the kernel runs surface at the next synchronizing call; run with
 /// CUDA_LAUNCH_BLOCKING=1 to make every launch synchronous and pin such errors to their launch.
-#define TT_CUDA_CHECK_LAUNCH(kernel_name)                                                        \
-  do {                                                                                           \
-    const cudaError_t tt_cuda_status_ = cudaGetLastError();                                      \
-    if (tt_cuda_status_ != cudaSuccess) [[unlikely]] {                                           \
+#define TT_CUDA_CHECK_LAUNCH(kernel_name)                                                       \
+  do {                                                                                          \
+    const cudaError_t tt_cuda_status_ = cudaGetLastError();                                     \
+    if (tt_cuda_status_ != cudaSuccess) [[unlikely]] {                                          \
       ::tt::cuda::detail::throw_cuda_error(tt_cuda_status_, "launch of " kernel_name, __FILE__, \
-                                           __LINE__);                                            \
-    }                                                                                            \
+                                           __LINE__);                                           \
+    }                                                                                           \
   } while (0)

@@ -47,23 +47,36 @@ struct StridedIndexer {
   int64_t strides_b[kMaxIndexerDims] = {};  ///< strides of operand b, in elements
 
   /// Offsets in a and b of the element with row-major linear index `linear` (0 <= linear <
-  /// product of sizes). The outermost dim needs no modulo, so a 1-d indexer does no division.
-  TT_HOST_DEVICE StridedOffsets offsets(int64_t linear) const {
+  /// product of sizes). The divisions are done in `Index`: a 32-bit unsigned division is several
+  /// times cheaper on a GPU than a 64-bit one (see dispatch_index_type). The outermost dim needs
+  /// no modulo, so a 1-d indexer does no division at all.
+  template <typename Index>
+  TT_HOST_DEVICE StridedOffsets offsets(Index linear) const {
     StridedOffsets off;
     for (int d = ndim - 1; d > 0; --d) {
-      const int64_t q = linear / sizes[d];
-      const int64_t i = linear - q * sizes[d];
+      const auto size = static_cast<Index>(sizes[d]);
+      const Index q = linear / size;
+      const auto i = static_cast<int64_t>(linear - q * size);
       off.a += i * strides_a[d];
       off.b += i * strides_b[d];
       linear = q;
     }
     if (ndim > 0) {
-      off.a += linear * strides_a[0];
-      off.b += linear * strides_b[0];
+      off.a += static_cast<int64_t>(linear) * strides_a[0];
+      off.b += static_cast<int64_t>(linear) * strides_b[0];
     }
     return off;
   }
 };
+
+/// Calls `f.template operator()<Index>()` with Index = uint32_t when `n` < 2^31 and int64_t
+/// otherwise: the index type of a grid-stride loop over `n` elements and of its offsets() calls.
+/// Below 2^31, i + (grid stride) cannot wrap around a 32-bit unsigned index.
+template <typename F>
+decltype(auto) dispatch_index_type(int64_t n, F&& f) {
+  if (n < (int64_t{1} << 31)) return f.template operator()<uint32_t>();
+  return f.template operator()<int64_t>();
+}
 
 /// The indexer of `n` contiguous elements in both operands: one dim of stride 1 (what
 /// make_strided_indexer returns for any contiguous layout).
