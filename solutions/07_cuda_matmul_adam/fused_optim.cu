@@ -61,7 +61,9 @@ struct MtChunk {
 };
 static_assert(sizeof(MtEntry) % sizeof(int64_t) == 0 && sizeof(MtChunk) == 2 * sizeof(int64_t));
 
-/// The device copy of the table: entries, then chunks, in one int64 tensor.
+/// The device copy of the table: entries, then chunks, in one int64 tensor. It may be freed as
+/// soon as the launch is queued: all work of a device runs on one stream, so the allocator hands
+/// the memory to later work only (chapter 06).
 struct MultiTensorTable {
   Tensor buffer;
   const MtEntry* entries = nullptr;

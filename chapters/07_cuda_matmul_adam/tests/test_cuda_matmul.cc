@@ -115,8 +115,9 @@ TEST_F(Ch07_1_CudaCublasMatmul, Tf32IsOptInAndClose) {
   }
   EXPECT_FALSE(cuda::allow_tf32()) << "AllowTf32Guard must restore the setting";
   // TF32 inputs carry 10 mantissa bits: each product is off by up to ~2^-10 relative, so a
-  // K = 1024 dot product of N(0,1) values (size ~32) is typically off by ~1e-2.
-  EXPECT_TENSOR_NEAR(tf32.to(DType::kFloat64), expected, 0.25, 0.0);
+  // K = 1024 dot product of N(0,1) values (size ~32) is typically off by ~3e-2, at most a few
+  // times that over 32768 outputs; 0.5 still rejects anything but a TF32 rounding effect.
+  EXPECT_TENSOR_NEAR(tf32.to(DType::kFloat64), expected, 0.5, 0.0);
 }
 
 TEST_F(Ch07_1_CudaCublasMatmul, HandleIsCachedPerDevice) {

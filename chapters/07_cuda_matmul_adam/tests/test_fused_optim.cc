@@ -148,9 +148,11 @@ TEST_F(Ch07_5_CudaAdamW, MatchesHostUpdateOverSteps) {
   }
   for (std::size_t t = 0; t < params.size(); ++t) {
     SCOPED_TRACE("tensor " + std::to_string(t) + " " + params[t].describe());
-    EXPECT_TENSOR_NEAR(params[t].to(Device::cpu()), from_vector(hp[t], params[t].shape()), 1e-6, 0);
-    EXPECT_TENSOR_NEAR(m[t].to(Device::cpu()), from_vector(hm[t], params[t].shape()), 1e-6, 0);
-    EXPECT_TENSOR_NEAR(v[t].to(Device::cpu()), from_vector(hv[t], params[t].shape()), 1e-6, 0);
+    // The device may contract a*b + c into one FMA where the host rounds twice: a few ulps.
+    EXPECT_TENSOR_NEAR(params[t].to(Device::cpu()), from_vector(hp[t], params[t].shape()), 1e-6,
+                       1e-6);
+    EXPECT_TENSOR_NEAR(m[t].to(Device::cpu()), from_vector(hm[t], params[t].shape()), 1e-6, 1e-6);
+    EXPECT_TENSOR_NEAR(v[t].to(Device::cpu()), from_vector(hv[t], params[t].shape()), 1e-6, 1e-6);
   }
 }
 
@@ -177,7 +179,8 @@ TEST_F(Ch07_6_CudaGradNorm, MatchesDoubleSumAndIsDeterministic) {
   call_kernel<GradNormKernel>("grad_norm", Device::cuda(), out, grads);
   const Tensor again = empty({}, {DType::kFloat32, Device::cuda()});
   call_kernel<GradNormKernel>("grad_norm", Device::cuda(), again, grads);
-  EXPECT_NEAR(out.item(), std::sqrt(sum), 1e-6 * std::sqrt(sum)) << "sum of squares " << sum;
+  // float partial sums of 256 terms per thread, then a tree: relative error well below 1e-5.
+  EXPECT_NEAR(out.item(), std::sqrt(sum), 1e-5 * std::sqrt(sum)) << "sum of squares " << sum;
   EXPECT_EQ(out.item(), again.item()) << "two runs differ: the reduction is not deterministic";
 }
 
