@@ -69,26 +69,6 @@ Pretokenizer make_pretokenizer(std::string_view pattern, const std::string& wher
   }
 }
 
-std::string utf8_encode(char32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    s.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    s.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    s.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-  return s;
-}
-
 }  // namespace
 
 // ----- construction and validation ----------------------------------------------------------
@@ -133,11 +113,11 @@ Tokenizer::Tokenizer(Unchecked, const std::array<int32_t, 256>& byte_ids,
       TT_CHECK(part >= 0 && part < vocab && !owner[part].empty(),
                where, ": ", what, " uses id ", part, ", which is not a byte or an earlier merge");
     }
-    assign(m.id, what);
     const auto [it, inserted] =
         ranks_.emplace(bpe_pair_key(m.left, m.right), MergeRank{static_cast<int32_t>(k), m.id});
     TT_CHECK(inserted, where, ": duplicate merge (", m.left, ", ", m.right, ") at ranks ",
              it->second.rank, " and ", k);
+    assign(m.id, what);
     vocab_[m.id] = vocab_[m.left] + vocab_[m.right];
   }
   for (std::size_t s = 0; s < specials_.size(); ++s) {
@@ -285,6 +265,21 @@ Tokenizer Tokenizer::load(const std::string& path) {
 
 // ----- GPT-2's files ------------------------------------------------------------------------
 
+std::string gpt2_token_text(std::string_view bytes) {
+  const std::array<char32_t, 256> table = gpt2_bytes_to_unicode();
+  std::string s;
+  for (unsigned char b : bytes) {
+    const char32_t cp = table[b];  // < 0x800: one or two UTF-8 bytes
+    if (cp < 0x80) {
+      s.push_back(static_cast<char>(cp));
+    } else {
+      s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+  return s;
+}
+
 Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
                                const std::string& vocab_bpe_path) {
   const std::string where_json = "Tokenizer::load_gpt2: '" + encoder_json_path + "'";
@@ -312,7 +307,6 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
     return it->second;
   };
 
-  const std::array<char32_t, 256> byte_to_cp = gpt2_bytes_to_unicode();
   std::array<int32_t, 256> byte_ids{};
   std::vector<bool> covered;
   auto cover = [&](int32_t id) {
@@ -320,7 +314,7 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
     covered[id] = true;
   };
   for (int b = 0; b < 256; ++b) {
-    byte_ids[b] = lookup(utf8_encode(byte_to_cp[b]), where_json, detail::str("byte ", b));
+    byte_ids[b] = lookup(gpt2_token_text(std::string(1, static_cast<char>(b))), where_json, detail::str("byte ", b));
     cover(byte_ids[b]);
   }
 

@@ -82,6 +82,10 @@ void bpe_merge_word(std::vector<int32_t>& ids, const MergeRanks& ranks);
 /// So every byte is a visible, non-space character and "Ġ" (U+0120) stands for ' ' (0x20).
 std::array<char32_t, 256> gpt2_bytes_to_unicode();
 
+/// How GPT-2's files write a token: its bytes through gpt2_bytes_to_unicode(), as UTF-8
+/// (e.g. " the" -> "Ġthe"). The keys of encoder.json and the words of vocab.bpe.
+std::string gpt2_token_text(std::string_view bytes);
+
 /// GPT-2's pre-tokenization pattern: contractions, letters, numbers, other symbols (each with
 /// an optional leading space), then whitespace.
 inline constexpr std::string_view kGpt2Pattern =
