@@ -22,7 +22,7 @@ std::vector<BpeMerge> learn_bpe_merges(std::vector<BpeWord> words, int32_t first
   // their new ones. The best pair comes from a max-heap with lazy deletion: an entry whose
   // count no longer matches `counts` is stale and skipped (a fresh one was pushed when the
   // count changed).
-  std::unordered_map<uint64_t, int64_t> counts;             // pair -> weighted count
+  std::unordered_map<uint64_t, int64_t> counts;              // pair -> weighted count
   std::unordered_map<uint64_t, std::vector<int32_t>> where;  // pair -> words (maybe stale)
   std::vector<uint64_t> touched;                             // pairs whose count changed
   auto add_pairs = [&](int32_t w, int64_t sign) {

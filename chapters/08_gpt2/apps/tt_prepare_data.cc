@@ -102,7 +102,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // Prints "label: done/total (pct%)" each time another 10% is done.
 class Progress {
  public:
-  explicit Progress(std::string label) : label_(std::move(label)), t0_(std::chrono::steady_clock::now()) {}
+  explicit Progress(std::string label)
+      : label_(std::move(label)), t0_(std::chrono::steady_clock::now()) {}
   void operator()(int64_t done, int64_t total) {
     const int64_t tenth = total > 0 ? done * 10 / total : 10;
     if (tenth > last_tenth_) {
@@ -200,7 +201,8 @@ int run(const Options& o) {
     for (std::size_t i = 0; i < docs.size(); ++i) {
       if (!is_val[i]) trainer.add_text(docs[i]);
     }
-    std::fprintf(stderr, "pre-tokenized: %lld pre-tokens, %lld distinct (%.2f s); training %d ids\n",
+    std::fprintf(stderr,
+                 "pre-tokenized: %lld pre-tokens, %lld distinct (%.2f s); training %d ids\n",
                  static_cast<long long>(trainer.num_pretokens()),
                  static_cast<long long>(trainer.num_words()), seconds_since(t0), o.vocab_size);
     Progress progress("merges");

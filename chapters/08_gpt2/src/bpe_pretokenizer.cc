@@ -10,8 +10,8 @@ namespace {
 
 std::string pcre2_message(int code) {
   std::string buf(256, '\0');
-  const int n = pcre2_get_error_message(code, reinterpret_cast<PCRE2_UCHAR*>(buf.data()),
-                                        buf.size());
+  const int n =
+      pcre2_get_error_message(code, reinterpret_cast<PCRE2_UCHAR*>(buf.data()), buf.size());
   buf.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   return buf;
 }
@@ -51,8 +51,12 @@ Pretokenizer::~Pretokenizer() = default;
 Pretokenizer::Pretokenizer(Pretokenizer&&) noexcept = default;
 Pretokenizer& Pretokenizer::operator=(Pretokenizer&&) noexcept = default;
 
-bool Pretokenizer::jit() const { return impl_->jit; }
-const std::string& Pretokenizer::pattern() const { return impl_->pattern; }
+bool Pretokenizer::jit() const {
+  return impl_->jit;
+}
+const std::string& Pretokenizer::pattern() const {
+  return impl_->pattern;
+}
 
 void Pretokenizer::for_each(std::string_view text,
                             const std::function<void(std::string_view)>& fn) const {

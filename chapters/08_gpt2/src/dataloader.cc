@@ -37,8 +37,8 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, DataLoaderOp
       windows_.push_back({static_cast<int32_t>(shards_.size() - 1), start});
     }
   }
-  TT_CHECK(!windows_.empty(), "DataLoader: no shard holds B*T+1 = ", B * T + 1,
-           " tokens (B=", B, ", T=", T, "); tokens per shard: ", sizes);
+  TT_CHECK(!windows_.empty(), "DataLoader: no shard holds B*T+1 = ", B * T + 1, " tokens (B=", B,
+           ", T=", T, "); tokens per shard: ", sizes);
   start_epoch();
 }
 

@@ -17,8 +17,8 @@ Batch make_batch(const TokenShard& shard, int64_t start, int64_t batch_size, int
   TT_CHECK(B > 0 && T > 0, "make_batch: batch_size and seq_len must be positive, got B=", B,
            " T=", T);
   TT_CHECK(start >= 0 && start + B * T + 1 <= shard.num_tokens(), "make_batch: '", shard.path(),
-           "': the window [", start, ", ", start + B * T + 1, ") of B*T+1 tokens (B=", B,
-           ", T=", T, ") does not fit in the shard's ", shard.num_tokens(), " tokens");
+           "': the window [", start, ", ", start + B * T + 1, ") of B*T+1 tokens (B=", B, ", T=", T,
+           ") does not fit in the shard's ", shard.num_tokens(), " tokens");
   Batch batch{empty({B, T}, {.dtype = DType::kInt64}), empty({B, T}, {.dtype = DType::kInt64})};
   TT_TODO("ch08.4",
           "make_batch: inputs[b][t] = shard.token(start + b*T + t), targets[b][t] = the token "

@@ -47,7 +47,9 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::madvise(p, size_, MADV_SEQUENTIAL);  // a hint only; failure is harmless
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
@@ -96,16 +98,16 @@ TokenShard::TokenShard(const std::string& path, int64_t vocab_size)
              " at offset 4 (magic ", kMagicU32, " needs version ", kVersionU32, ")");
     token_size_ = 4;
   } else {
-    TT_THROW("TokenShard: '", path, "': wrong magic ", magic, " at offset 0 (expected ",
-             kMagicU16, " or ", kMagicU32, "): not a token shard");
+    TT_THROW("TokenShard: '", path, "': wrong magic ", magic, " at offset 0 (expected ", kMagicU16,
+             " or ", kMagicU32, "): not a token shard");
   }
   TT_CHECK(count >= 0, "TokenShard: '", path, "': negative token count ", count, " at offset 8");
   num_tokens_ = count;
   const int64_t expected = kHeaderBytes + num_tokens_ * token_size_;
   TT_CHECK(static_cast<int64_t>(file_.size()) == expected, "TokenShard: '", path,
            "': the header (offset 8) says ", num_tokens_, " tokens of ", token_size_,
-           " bytes, i.e. a file of ", expected, " bytes, but the file has ", file_.size(),
-           " bytes", static_cast<int64_t>(file_.size()) < expected ? " (truncated)" : "");
+           " bytes, i.e. a file of ", expected, " bytes, but the file has ", file_.size(), " bytes",
+           static_cast<int64_t>(file_.size()) < expected ? " (truncated)" : "");
 }
 
 int64_t TokenShard::token(int64_t i) const {
@@ -130,8 +132,8 @@ void write_shard(const std::string& path, std::span<const int32_t> tokens, int64
   using namespace shard_format;
   TT_CHECK(vocab_size > 0, "write_shard: '", path, "': vocab_size must be positive, got ",
            vocab_size);
-  TT_CHECK(tokens.size() <= static_cast<std::size_t>(INT32_MAX), "write_shard: '", path, "': ",
-           tokens.size(), " tokens do not fit the header's int32 count");
+  TT_CHECK(tokens.size() <= static_cast<std::size_t>(INT32_MAX), "write_shard: '", path,
+           "': ", tokens.size(), " tokens do not fit the header's int32 count");
   const bool u16 = vocab_size <= kMaxU16Vocab;
   const int token_size = u16 ? 2 : 4;
   std::vector<uint8_t> buf(static_cast<std::size_t>(kHeaderBytes) + tokens.size() * token_size, 0);

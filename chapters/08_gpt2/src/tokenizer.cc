@@ -28,7 +28,9 @@ std::string read_file(const std::string& path, const std::string& op) {
 void put_u32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
-void put_i32(std::string& out, int32_t v) { put_u32(out, static_cast<uint32_t>(v)); }
+void put_i32(std::string& out, int32_t v) {
+  put_u32(out, static_cast<uint32_t>(v));
+}
 
 // Reads the fields of a saved tokenizer in order; every failure names the file and offset.
 class FieldReader {
@@ -41,7 +43,8 @@ class FieldReader {
   uint32_t u32(const char* what) {
     need(4, what);
     uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
     pos_ += 4;
     return v;
   }
@@ -85,16 +88,15 @@ Tokenizer::Tokenizer(Unchecked, const std::array<int32_t, 256>& byte_ids,
       merges_(std::move(merges)),
       specials_(std::move(specials)),
       pretokenizer_(make_pretokenizer(pattern, where)) {
-  const int64_t vocab = 256 + static_cast<int64_t>(merges_.size()) +
-                        static_cast<int64_t>(specials_.size());
+  const int64_t vocab =
+      256 + static_cast<int64_t>(merges_.size()) + static_cast<int64_t>(specials_.size());
   TT_CHECK(vocab <= std::numeric_limits<int32_t>::max(), where, ": vocabulary of ", vocab,
            " ids does not fit int32");
   // Who owns each id, for the "assigned twice" message.
   std::vector<std::string> owner(static_cast<std::size_t>(vocab));
   auto assign = [&](int32_t id, const std::string& what) {
-    TT_CHECK(id >= 0 && id < vocab, where, ": ", what, " has id ", id,
-             ", out of range [0, ", vocab, ") (256 bytes + ", merges_.size(), " merges + ",
-             specials_.size(), " special tokens)");
+    TT_CHECK(id >= 0 && id < vocab, where, ": ", what, " has id ", id, ", out of range [0, ", vocab,
+             ") (256 bytes + ", merges_.size(), " merges + ", specials_.size(), " special tokens)");
     TT_CHECK(owner[id].empty(), where, ": id ", id, " is assigned twice: to ", owner[id],
              " and to ", what);
     owner[id] = what;
@@ -110,8 +112,8 @@ Tokenizer::Tokenizer(Unchecked, const std::array<int32_t, 256>& byte_ids,
     const std::string what = detail::str("merge ", k, " (", m.left, ", ", m.right, ")");
     for (int32_t part : {m.left, m.right}) {
       // A merge may only combine tokens that exist before it: bytes or earlier merges.
-      TT_CHECK(part >= 0 && part < vocab && !owner[part].empty(),
-               where, ": ", what, " uses id ", part, ", which is not a byte or an earlier merge");
+      TT_CHECK(part >= 0 && part < vocab && !owner[part].empty(), where, ": ", what, " uses id ",
+               part, ", which is not a byte or an earlier merge");
     }
     const auto [it, inserted] =
         ranks_.emplace(bpe_pair_key(m.left, m.right), MergeRank{static_cast<int32_t>(k), m.id});
@@ -159,7 +161,8 @@ std::vector<int32_t> Tokenizer::encode_with_specials(std::string_view text) cons
     for (const SpecialToken& sp : specials_) {
       const std::size_t at = text.find(sp.text, pos);
       if (at == std::string_view::npos) continue;
-      if (best == nullptr || at < best_at || (at == best_at && sp.text.size() > best->text.size())) {
+      if (best == nullptr || at < best_at ||
+          (at == best_at && sp.text.size() > best->text.size())) {
         best = &sp;
         best_at = at;
       }
@@ -195,8 +198,8 @@ int32_t Tokenizer::special_id(std::string_view text) const {
     if (sp.text == text) return sp.id;
     known += (known.empty() ? "'" : ", '") + sp.text + "'";
   }
-  TT_THROW("Tokenizer::special_id: no special token '", text, "' (special tokens: ",
-           known.empty() ? "none" : known, ")");
+  TT_THROW("Tokenizer::special_id: no special token '", text,
+           "' (special tokens: ", known.empty() ? "none" : known, ")");
 }
 
 // ----- saved format -------------------------------------------------------------------------
@@ -295,15 +298,14 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
   for (const auto& [key, value] : encoder.items()) {
     TT_CHECK(value.is_number_integer(), where_json, ": the id of '", key, "' is not an integer");
     const int64_t id = value.get<int64_t>();
-    TT_CHECK(id >= 0 && id < std::numeric_limits<int32_t>::max(), where_json, ": id ", id,
-             " of '", key, "' is out of range");
+    TT_CHECK(id >= 0 && id < std::numeric_limits<int32_t>::max(), where_json, ": id ", id, " of '",
+             key, "' is out of range");
     ids.emplace(key, static_cast<int32_t>(id));
   }
   auto lookup = [&](const std::string& token, const std::string& where,
                     const std::string& context) {
     const auto it = ids.find(token);
-    TT_CHECK(it != ids.end(), where, ": ", context, ": token '", token,
-             "' is not in encoder.json");
+    TT_CHECK(it != ids.end(), where, ": ", context, ": token '", token, "' is not in encoder.json");
     return it->second;
   };
 
@@ -314,7 +316,8 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
     covered[id] = true;
   };
   for (int b = 0; b < 256; ++b) {
-    byte_ids[b] = lookup(gpt2_token_text(std::string(1, static_cast<char>(b))), where_json, detail::str("byte ", b));
+    byte_ids[b] = lookup(gpt2_token_text(std::string(1, static_cast<char>(b))), where_json,
+                         detail::str("byte ", b));
     cover(byte_ids[b]);
   }
 
@@ -345,13 +348,13 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
   // in encoder.json is its text.
   std::vector<SpecialToken> specials;
   for (const auto& [token, id] : ids) {
-    if (static_cast<std::size_t>(id) >= covered.size() || !covered[id]) specials.push_back({token, id});
+    if (static_cast<std::size_t>(id) >= covered.size() || !covered[id])
+      specials.push_back({token, id});
   }
   std::sort(specials.begin(), specials.end(),
             [](const SpecialToken& a, const SpecialToken& b) { return a.id < b.id; });
   return Tokenizer(Unchecked{}, byte_ids, std::move(merges), std::move(specials), kGpt2Pattern,
-                   "Tokenizer::load_gpt2: '" + encoder_json_path + "' + '" + vocab_bpe_path +
-                       "'");
+                   "Tokenizer::load_gpt2: '" + encoder_json_path + "' + '" + vocab_bpe_path + "'");
 }
 
 // ----- training -----------------------------------------------------------------------------
@@ -380,7 +383,8 @@ Tokenizer BpeTrainer::train(int32_t vocab_size, const ProgressFn& progress) cons
     w.count = count;
     words.push_back(std::move(w));
   }
-  std::vector<BpeMerge> merges = learn_bpe_merges(std::move(words), 256, vocab_size - 257, progress);
+  std::vector<BpeMerge> merges =
+      learn_bpe_merges(std::move(words), 256, vocab_size - 257, progress);
   std::array<int32_t, 256> byte_ids{};
   for (int b = 0; b < 256; ++b) byte_ids[b] = b;
   const int32_t eot = 256 + static_cast<int32_t>(merges.size());

@@ -1,6 +1,8 @@
 // Test-local helpers of chapter 08: temporary directories, raw file writes, GPT-2 vocab lookup.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +60,20 @@ inline std::string random_bytes(Generator& gen, std::size_t n) {
   std::string s(n, '\0');
   for (char& c : s) c = static_cast<char>(gen.next_u64() & 0xFF);
   return s;
+}
+
+/// Overwrites 4 bytes of `data` at `at` with `v` in little-endian order (patching file headers).
+inline void put_le32(std::string& data, std::size_t at, int32_t v) {
+  for (int i = 0; i < 4; ++i) {
+    data[at + i] = static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xFF);
+  }
+}
+
+/// Byte ids of a trained tokenizer: byte b has id b.
+inline std::array<int32_t, 256> identity_bytes() {
+  std::array<int32_t, 256> ids{};
+  for (int b = 0; b < 256; ++b) ids[b] = b;
+  return ids;
 }
 
 /// Directory holding GPT-2's encoder.json and vocab.bpe: $TT_GPT2_VOCAB_DIR, else

@@ -8,12 +8,6 @@
 namespace tt {
 namespace {
 
-std::array<int32_t, 256> identity_bytes() {
-  std::array<int32_t, 256> ids{};
-  for (int b = 0; b < 256; ++b) ids[b] = b;
-  return ids;
-}
-
 std::vector<int32_t> bytes_of(std::string_view s) {
   return std::vector<int32_t>(reinterpret_cast<const uint8_t*>(s.data()),
                               reinterpret_cast<const uint8_t*>(s.data()) + s.size());
@@ -50,9 +44,9 @@ TEST(Ch08_2_MergeWord, RepeatedPairsMergeLeftToRight) {
 
 // A small hand-made tokenizer: " t", "th", "he", "the", " the", "in", "ing".
 Tokenizer small_tokenizer() {
-  std::vector<BpeMerge> merges = {{'t', 'h', 256},  {'h', 'e', 257}, {256, 'e', 258},
-                                  {' ', 258, 259},  {'i', 'n', 260}, {260, 'g', 261}};
-  return Tokenizer(identity_bytes(), merges, {{"<|endoftext|>", 262}});
+  std::vector<BpeMerge> merges = {{'t', 'h', 256}, {'h', 'e', 257}, {256, 'e', 258},
+                                  {' ', 258, 259}, {'i', 'n', 260}, {260, 'g', 261}};
+  return Tokenizer(ch08_test::identity_bytes(), merges, {{"<|endoftext|>", 262}});
 }
 
 TEST(Ch08_2_Encode, UsesTheMergesPerPretoken) {
@@ -83,7 +77,7 @@ TEST(Ch08_2_Encode, RoundTripOnRandomBytes) {
     }
   }
   merges.push_back({256, 256, next++});
-  const Tokenizer tok(identity_bytes(), merges, {{"<|endoftext|>", next}});
+  const Tokenizer tok(ch08_test::identity_bytes(), merges, {{"<|endoftext|>", next}});
   Generator gen(2024);
   for (std::size_t n = 0; n <= 300; n += (n < 20 ? 1 : 13)) {
     std::string s = ch08_test::random_bytes(gen, n);
@@ -112,6 +106,9 @@ TEST(Ch08_3_BytesToUnicode, Gpt2Table) {
   const std::set<char32_t> distinct(t.begin(), t.end());
   EXPECT_EQ(distinct.size(), 256u);
   EXPECT_EQ(*distinct.rbegin(), char32_t{323});
+  // The form of tokens in encoder.json / vocab.bpe.
+  EXPECT_EQ(gpt2_token_text(" the"), "\xc4\xa0the");  // "Ġthe"
+  EXPECT_EQ(gpt2_token_text("\n"), "\xc4\x8a");       // "Ċ"
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ std::vector<BpeMerge> naive_merges(std::vector<BpeWord> words, int32_t first_id,
   while (static_cast<int64_t>(merges.size()) < n) {
     std::map<std::pair<int32_t, int32_t>, int64_t> counts;  // ordered: ties -> smallest pair
     for (const auto& w : words) {
-      for (std::size_t i = 0; i + 1 < w.ids.size(); ++i) counts[{w.ids[i], w.ids[i + 1]}] += w.count;
+      for (std::size_t i = 0; i + 1 < w.ids.size(); ++i)
+        counts[{w.ids[i], w.ids[i + 1]}] += w.count;
     }
     std::pair<int32_t, int32_t> best{};
     int64_t best_count = 0;

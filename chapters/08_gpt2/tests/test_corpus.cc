@@ -26,7 +26,8 @@ TEST(Ch08_Corpus, FortuneEntries) {
 
 TEST(Ch08_Corpus, ParagraphsAndFiles) {
   const std::string text = "para one\nstill one\n\n\n  \npara two\n";
-  EXPECT_EQ(split_documents(text, DocumentFormat::kAuto), (Docs{"para one\nstill one\n", "para two\n"}));
+  EXPECT_EQ(split_documents(text, DocumentFormat::kAuto),
+            (Docs{"para one\nstill one\n", "para two\n"}));
   EXPECT_EQ(split_documents(text, DocumentFormat::kFile), (Docs{text}));
   EXPECT_EQ(split_documents(" \n\n", DocumentFormat::kFile), Docs{});
   EXPECT_EQ(parse_document_format("paragraph"), DocumentFormat::kParagraph);

@@ -83,8 +83,8 @@ TEST(Ch08_DataLoader, ShuffleIsSeededAndVisitsEveryWindowOnce) {
   TempDir dir;
   const std::vector<std::string> paths = {counting_shard(dir, "a.bin", 401, 0),
                                           counting_shard(dir, "b.bin", 201, 10000)};
-  const DataLoaderOptions opts{.batch_size = 2, .seq_len = 5, .vocab_size = 50257,
-                               .shuffle = true, .seed = 42};
+  const DataLoaderOptions opts{
+      .batch_size = 2, .seq_len = 5, .vocab_size = 50257, .shuffle = true, .seed = 42};
   DataLoader a(paths, opts);
   DataLoader b(paths, opts);
   const int64_t n = a.batches_per_epoch();
@@ -108,8 +108,8 @@ TEST(Ch08_DataLoader, ShuffleIsSeededAndVisitsEveryWindowOnce) {
   EXPECT_NE(epoch0, expected);
   EXPECT_NE(epoch0, epoch1);
   // Another seed, another order; reset() replays the first one.
-  DataLoader c(paths, {.batch_size = 2, .seq_len = 5, .vocab_size = 50257, .shuffle = true,
-                       .seed = 43});
+  DataLoader c(paths,
+               {.batch_size = 2, .seq_len = 5, .vocab_size = 50257, .shuffle = true, .seed = 43});
   EXPECT_NE(first_tokens(c, n), epoch0);
   a.reset();
   EXPECT_EQ(first_tokens(a, n), epoch0);
@@ -125,9 +125,9 @@ TEST(Ch08_DataLoader, Errors) {
   EXPECT_TT_ERROR(DataLoader({tiny}, {.batch_size = 1, .seq_len = 4}), "vocab_size");
   EXPECT_TT_ERROR(DataLoader({}, {.batch_size = 1, .seq_len = 4, .vocab_size = 10}), "no shard");
   ch08_test::write_bytes(dir.file("bad.bin"), std::string(2048, 'x'));
-  EXPECT_TT_ERROR(DataLoader({tiny, dir.file("bad.bin")},
-                             {.batch_size = 1, .seq_len = 2, .vocab_size = 50257}),
-                  "bad.bin", "wrong magic");
+  EXPECT_TT_ERROR(
+      DataLoader({tiny, dir.file("bad.bin")}, {.batch_size = 1, .seq_len = 2, .vocab_size = 50257}),
+      "bad.bin", "wrong magic");
   Generator gen(1);
   EXPECT_TT_ERROR(uniform_below(gen, 0), "uniform_below");
   for (int i = 0; i < 100; ++i) EXPECT_LT(uniform_below(gen, 7), 7u);

@@ -42,7 +42,7 @@ TEST(Ch08_Gpt2Tokenizer, VocabularyAndSpecialToken) {
   EXPECT_EQ(tok.vocab_size(), 50257);
   EXPECT_EQ(tok.merges().size(), 50000u);
   EXPECT_EQ(tok.eot_id(), 50256);
-  EXPECT_EQ(tok.token_bytes(220), " ");  // "Ġ"
+  EXPECT_EQ(tok.token_bytes(220), " ");   // "Ġ"
   EXPECT_EQ(tok.token_bytes(198), "\n");  // "Ċ"
   EXPECT_EQ(tok.byte_ids()['!'], 0);
   EXPECT_EQ(tok.encode_with_specials("Hello<|endoftext|>"), (std::vector<int32_t>{15496, 50256}));
@@ -66,8 +66,10 @@ TEST(Ch08_Gpt2Tokenizer, RoundTripOnAnyBytes) {
   }
   // Invalid UTF-8 next to text: a lone continuation byte, a truncated sequence, an overlong
   // encoding, a UTF-16 surrogate encoded in UTF-8, bytes 0xFE/0xFF.
-  for (std::string s : {"ab\x80" "cd", "x\xe2\x82", "\xc0\xaf slash", "\xed\xa0\x80 surrogate",
-                        "\xfe\xff BOM-ish", "caf\xc3", " \xff\xff\xff  \xf0\x9f\x8d"}) {
+  for (std::string s : {"ab\x80"
+                        "cd",
+                        "x\xe2\x82", "\xc0\xaf slash", "\xed\xa0\x80 surrogate", "\xfe\xff BOM-ish",
+                        "caf\xc3", " \xff\xff\xff  \xf0\x9f\x8d"}) {
     EXPECT_EQ(tok.decode(tok.encode(s)), s);
   }
 }

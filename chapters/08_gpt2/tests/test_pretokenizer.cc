@@ -25,7 +25,9 @@ TEST(Ch08_Pretokenizer, Gpt2Pieces) {
 
 TEST(Ch08_Pretokenizer, InvalidUtf8BecomesItsOwnPiece) {
   const Pretokenizer pre;
-  EXPECT_EQ(pre.split("ab\xff\xfe" "cd"), (Pieces{"ab", "\xff\xfe", "cd"}));
+  EXPECT_EQ(pre.split("ab\xff\xfe"
+                      "cd"),
+            (Pieces{"ab", "\xff\xfe", "cd"}));
   EXPECT_EQ(pre.split("\x80"), (Pieces{"\x80"}));
   EXPECT_EQ(pre.split("ok \xe2\x82"), (Pieces{"ok", " ", "\xe2\x82"}));
   // Any bytes: the pieces are non-empty and concatenate to the input.

@@ -11,12 +11,9 @@ using ch08_test::write_bytes;
 
 int32_t header_int(const std::string& data, int i) {
   uint32_t v = 0;
-  for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(static_cast<uint8_t>(data[4 * i + b])) << (8 * b);
+  for (int b = 0; b < 4; ++b)
+    v |= static_cast<uint32_t>(static_cast<uint8_t>(data[4 * i + b])) << (8 * b);
   return static_cast<int32_t>(v);
-}
-
-void put_i32(std::string& data, std::size_t at, int32_t v) {
-  for (int i = 0; i < 4; ++i) data[at + i] = static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xFF);
 }
 
 TEST(Ch08_Shards, Uint16RoundTripWithLlmcHeader) {
@@ -66,24 +63,25 @@ TEST(Ch08_Shards, RejectsBadShards) {
   EXPECT_TT_ERROR(TokenShard(dir.file("none.bin"), 10), "none.bin", "cannot open");
   EXPECT_TT_ERROR(open_patched([](std::string& d) { d.clear(); }), "s.bin", "truncated header",
                   "0 bytes");
-  EXPECT_TT_ERROR(open_patched([](std::string& d) { d.resize(1000); }), "s.bin",
-                  "truncated header", "1000 bytes");
-  EXPECT_TT_ERROR(open_patched([](std::string& d) { put_i32(d, 0, 12345); }), "s.bin",
+  EXPECT_TT_ERROR(open_patched([](std::string& d) { d.resize(1000); }), "s.bin", "truncated header",
+                  "1000 bytes");
+  EXPECT_TT_ERROR(open_patched([](std::string& d) { ch08_test::put_le32(d, 0, 12345); }), "s.bin",
                   "wrong magic 12345", "offset 0");
-  EXPECT_TT_ERROR(open_patched([](std::string& d) { put_i32(d, 4, 2); }), "s.bin",
+  EXPECT_TT_ERROR(open_patched([](std::string& d) { ch08_test::put_le32(d, 4, 2); }), "s.bin",
                   "unsupported version 2", "offset 4");
   EXPECT_TT_ERROR(open_patched([](std::string& d) { d.pop_back(); }), "s.bin", "4 tokens",
                   "1031 bytes", "truncated");
   EXPECT_TT_ERROR(open_patched([](std::string& d) { d += "xx"; }), "s.bin", "4 tokens",
                   "1034 bytes");
-  EXPECT_TT_ERROR(open_patched([](std::string& d) { put_i32(d, 8, 5); }), "s.bin", "offset 8",
-                  "5 tokens");
-  EXPECT_TT_ERROR(open_patched([](std::string& d) { put_i32(d, 8, -1); }), "s.bin",
+  EXPECT_TT_ERROR(open_patched([](std::string& d) { ch08_test::put_le32(d, 8, 5); }), "s.bin",
+                  "offset 8", "5 tokens");
+  EXPECT_TT_ERROR(open_patched([](std::string& d) { ch08_test::put_le32(d, 8, -1); }), "s.bin",
                   "negative token count");
   // Token values are checked when read: token 3 (value 4) at byte offset 1024 + 2*3.
   const TokenShard small_vocab = open_patched([](std::string&) {}, 4);
   EXPECT_EQ(small_vocab.token(2), 3);
-  EXPECT_TT_ERROR(small_vocab.token(3), "s.bin", "token 4 at offset 1030", ">= the vocabulary size 4");
+  EXPECT_TT_ERROR(small_vocab.token(3), "s.bin", "token 4 at offset 1030",
+                  ">= the vocabulary size 4");
   EXPECT_TT_ERROR(small_vocab.validate_tokens(), "offset 1030");
   // The writer refuses tokens outside the vocabulary.
   EXPECT_TT_ERROR(write_shard(dir.file("w.bin"), std::vector<int32_t>{1, 10}, 10), "w.bin",

@@ -10,15 +10,9 @@ using ch08_test::read_bytes;
 using ch08_test::TempDir;
 using ch08_test::write_bytes;
 
-std::array<int32_t, 256> identity_bytes() {
-  std::array<int32_t, 256> ids{};
-  for (int b = 0; b < 256; ++b) ids[b] = b;
-  return ids;
-}
-
 // 256 bytes + 3 merges + 2 specials = 261 ids.
 Tokenizer sample() {
-  return Tokenizer(identity_bytes(), {{'a', 'b', 256}, {256, 'c', 257}, {' ', 257, 258}},
+  return Tokenizer(ch08_test::identity_bytes(), {{'a', 'b', 256}, {256, 'c', 257}, {' ', 257, 258}},
                    {{"<|endoftext|>", 259}, {"<|pad|>", 260}});
 }
 
@@ -35,10 +29,6 @@ struct Layout {
     specials = merges + 3 * 12;
   }
 };
-
-void put_i32(std::string& data, std::size_t at, int32_t v) {
-  for (int i = 0; i < 4; ++i) data[at + i] = static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xFF);
-}
 
 TEST(Ch08_TokenizerFile, SaveLoadRoundTrip) {
   TempDir dir;
@@ -72,29 +62,32 @@ TEST(Ch08_TokenizerFile, RejectsBadFiles) {
 
   EXPECT_TT_ERROR(Tokenizer::load(dir.file("absent.ttbpe")), "absent.ttbpe", "cannot open");
   EXPECT_TT_ERROR(load_patched([](std::string& d) { d[0] = 'X'; }), "tok.ttbpe", "wrong magic");
-  EXPECT_TT_ERROR(load_patched([](std::string& d) { put_i32(d, 8, 2); }), "tok.ttbpe",
+  EXPECT_TT_ERROR(load_patched([](std::string& d) { ch08_test::put_le32(d, 8, 2); }), "tok.ttbpe",
                   "unsupported version 2");
   EXPECT_TT_ERROR(load_patched([](std::string& d) { d += "junk"; }), "tok.ttbpe",
                   "4 unexpected trailing bytes");
   // A merge id out of range, a duplicate pair, an id used twice, a merge of an unknown token.
-  EXPECT_TT_ERROR(load_patched([&](std::string& d) { put_i32(d, at.merges + 8, 5000); }),
-                  "tok.ttbpe", "merge 0", "5000", "out of range [0, 261)");
+  EXPECT_TT_ERROR(
+      load_patched([&](std::string& d) { ch08_test::put_le32(d, at.merges + 8, 5000); }),
+      "tok.ttbpe", "merge 0", "5000", "out of range [0, 261)");
   EXPECT_TT_ERROR(load_patched([&](std::string& d) {
-                    put_i32(d, at.merges + 12, 'a');
-                    put_i32(d, at.merges + 16, 'b');
+                    ch08_test::put_le32(d, at.merges + 12, 'a');
+                    ch08_test::put_le32(d, at.merges + 16, 'b');
                   }),
                   "tok.ttbpe", "duplicate merge (97, 98) at ranks 0 and 1");
-  EXPECT_TT_ERROR(load_patched([&](std::string& d) { put_i32(d, at.merges + 12 + 8, 256); }),
-                  "tok.ttbpe", "id 256 is assigned twice");
-  EXPECT_TT_ERROR(load_patched([&](std::string& d) { put_i32(d, at.merges, 258); }), "tok.ttbpe",
-                  "merge 0", "not a byte or an earlier merge");
-  EXPECT_TT_ERROR(load_patched([&](std::string& d) { put_i32(d, at.byte_ids + 4, 0); }),
+  EXPECT_TT_ERROR(
+      load_patched([&](std::string& d) { ch08_test::put_le32(d, at.merges + 12 + 8, 256); }),
+      "tok.ttbpe", "id 256 is assigned twice");
+  EXPECT_TT_ERROR(load_patched([&](std::string& d) { ch08_test::put_le32(d, at.merges, 258); }),
+                  "tok.ttbpe", "merge 0", "not a byte or an earlier merge");
+  EXPECT_TT_ERROR(load_patched([&](std::string& d) { ch08_test::put_le32(d, at.byte_ids + 4, 0); }),
                   "tok.ttbpe", "id 0 is assigned twice");
-  EXPECT_TT_ERROR(load_patched([&](std::string& d) { put_i32(d, at.specials, -3); }), "tok.ttbpe",
-                  "special token '<|endoftext|>'", "-3");
-  EXPECT_TT_ERROR(load_patched([&](std::string& d) { put_i32(d, at.num_merges, 1 << 30); }),
-                  "tok.ttbpe", "truncated");
-  EXPECT_TT_ERROR(load_patched([&](std::string& d) { put_i32(d, at.pattern_len, 3); }),
+  EXPECT_TT_ERROR(load_patched([&](std::string& d) { ch08_test::put_le32(d, at.specials, -3); }),
+                  "tok.ttbpe", "special token '<|endoftext|>'", "-3");
+  EXPECT_TT_ERROR(
+      load_patched([&](std::string& d) { ch08_test::put_le32(d, at.num_merges, 1 << 30); }),
+      "tok.ttbpe", "truncated");
+  EXPECT_TT_ERROR(load_patched([&](std::string& d) { ch08_test::put_le32(d, at.pattern_len, 3); }),
                   "tok.ttbpe");
   // Proper prefixes of the file are rejected as truncated: every length through the header,
   // then lengths that cut every merge and special token somewhere, and the last byte.
@@ -110,7 +103,7 @@ TEST(Ch08_TokenizerFile, RejectsBadFiles) {
 }
 
 TEST(Ch08_TokenizerFile, ConstructorChecks) {
-  const auto bytes = identity_bytes();
+  const auto bytes = ch08_test::identity_bytes();
   EXPECT_TT_ERROR(Tokenizer(bytes, {{'a', 'b', 256}, {'a', 'b', 257}}, {}), "duplicate merge");
   EXPECT_TT_ERROR(Tokenizer(bytes, {{'a', 'b', 300}}, {}), "out of range [0, 257)");
   EXPECT_TT_ERROR(Tokenizer(bytes, {{'a', 999, 256}}, {}), "uses id 999");

@@ -30,8 +30,7 @@ struct BpeMerge {
 
 /// Key of a pair of token ids in hash maps: (left << 32) | right.
 inline uint64_t bpe_pair_key(int32_t left, int32_t right) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-         static_cast<uint32_t>(right);
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
 /// What encoding needs to know about a merge: its rank (priority; lower merges first) and the id
@@ -100,8 +99,11 @@ class Pretokenizer {
  public:
   /// Compiles `pattern`; throws tt::Error with PCRE2's message and offset when it is invalid.
   explicit Pretokenizer(std::string_view pattern = kGpt2Pattern);
+  /// Frees the compiled pattern.
   ~Pretokenizer();
+  /// Takes over the compiled pattern of another pre-tokenizer.
   Pretokenizer(Pretokenizer&&) noexcept;
+  /// Replaces this pattern by the compiled pattern of another pre-tokenizer.
   Pretokenizer& operator=(Pretokenizer&&) noexcept;
 
   /// The pre-tokens of `text` (views into it), in order; they concatenate to `text`.

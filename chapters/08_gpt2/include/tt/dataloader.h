@@ -31,11 +31,11 @@ Batch make_batch(const TokenShard& shard, int64_t start, int64_t batch_size, int
 
 /// Options of a DataLoader.
 struct DataLoaderOptions {
-  int64_t batch_size = 4;     ///< B: rows per batch
-  int64_t seq_len = 64;       ///< T: tokens per row
-  int64_t vocab_size = 0;     ///< every token must be < vocab_size (required, > 0)
-  bool shuffle = false;       ///< visit the windows in a seeded random order
-  uint64_t seed = 1337;       ///< seed of the shuffle
+  int64_t batch_size = 4;  ///< B: rows per batch
+  int64_t seq_len = 64;    ///< T: tokens per row
+  int64_t vocab_size = 0;  ///< every token must be < vocab_size (required, > 0)
+  bool shuffle = false;    ///< visit the windows in a seeded random order
+  uint64_t seed = 1337;    ///< seed of the shuffle
 };
 
 /// Iterates over the windows of one or more shards, forever, epoch after epoch.

@@ -23,13 +23,13 @@ namespace tt {
 
 /// Constants of the shard format.
 namespace shard_format {
-inline constexpr int64_t kHeaderInts = 256;                ///< header size in int32
-inline constexpr int64_t kHeaderBytes = kHeaderInts * 4;   ///< header size in bytes (1024)
-inline constexpr int32_t kMagicU16 = 20240520;             ///< llm.c GPT-2 shards: uint16 tokens
-inline constexpr int32_t kVersionU16 = 1;                  ///< version paired with kMagicU16
-inline constexpr int32_t kMagicU32 = 20240801;             ///< llm.c LLaMA-3 shards: uint32 tokens
-inline constexpr int32_t kVersionU32 = 7;                  ///< version paired with kMagicU32
-inline constexpr int64_t kMaxU16Vocab = 65536;             ///< uint16 tokens need vocab <= this
+inline constexpr int64_t kHeaderInts = 256;               ///< header size in int32
+inline constexpr int64_t kHeaderBytes = kHeaderInts * 4;  ///< header size in bytes (1024)
+inline constexpr int32_t kMagicU16 = 20240520;            ///< llm.c GPT-2 shards: uint16 tokens
+inline constexpr int32_t kVersionU16 = 1;                 ///< version paired with kMagicU16
+inline constexpr int32_t kMagicU32 = 20240801;            ///< llm.c LLaMA-3 shards: uint32 tokens
+inline constexpr int32_t kVersionU32 = 7;                 ///< version paired with kMagicU32
+inline constexpr int64_t kMaxU16Vocab = 65536;            ///< uint16 tokens need vocab <= this
 }  // namespace shard_format
 
 /// A read-only memory map of a whole file (RAII: unmapped and closed on destruction). Pages are

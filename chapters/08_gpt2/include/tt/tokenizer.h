@@ -91,8 +91,7 @@ class Tokenizer {
  private:
   struct Unchecked {};
   Tokenizer(Unchecked, const std::array<int32_t, 256>& byte_ids, std::vector<BpeMerge> merges,
-            std::vector<SpecialToken> specials, std::string_view pattern,
-            const std::string& where);
+            std::vector<SpecialToken> specials, std::string_view pattern, const std::string& where);
 
   std::array<int32_t, 256> byte_ids_{};
   std::vector<BpeMerge> merges_;
