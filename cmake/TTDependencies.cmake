@@ -4,6 +4,11 @@ find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+# Chapter 08 (tokenizer): PCRE2 for GPT-2's pre-tokenization regex (Debian libpcre2-dev) and
+# nlohmann-json for GPT-2's encoder.json (Debian nlohmann-json3-dev).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_package(nlohmann_json 3.2 REQUIRED)
 
 # CUDA: AUTO turns it on when nvcc is found. When it is on, every CUDA source is compiled
 # (so a CPU-only CI machine with nvcc still proves the CUDA code builds); CUDA tests skip at
