@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tt/cuda_block_reduce.h"  // Pack, aligned16
 #include "tt/cuda_device.h"
 #include "tt/cuda_ops.h"
 #include "tt/dispatcher.h"
@@ -43,19 +44,12 @@ struct DivOp {
   }
 };
 
-/// 16 bytes of T (4 floats, 2 doubles, 2 int64): the widest load one thread can issue. The
-/// alignment makes the compiler emit one 128-bit load (LDG.E.128) instead of 4 scalar ones.
-template <typename T>
-struct alignas(16) Pack {
-  T v[16 / sizeof(T)];
-};
-
 // out[i] = op(a[i], b[i]) over contiguous, 16-byte-aligned operands: thread t of the grid
 // handles packs t, t + stride, ... and then at most one of the n % V tail elements.
 template <typename T, typename Op>
 __global__ void binary_vec16_kernel(T* out, const T* a, const T* b, int64_t n, Op op) {
 #if TT_SOLUTION
-  constexpr int V = 16 / sizeof(T);
+  constexpr int V = kPackSize<T>;
   const int64_t start = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t n_packs = n / V;
@@ -114,9 +108,6 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
     const T* pa = static_cast<const T*>(a.data_ptr());
     const T* pb = static_cast<const T*>(b.data_ptr());
 #if TT_SOLUTION
-    const auto aligned16 = [](const void* p) {
-      return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-    };
     if (a.is_contiguous() && b.is_contiguous() && aligned16(o) && aligned16(pa) && aligned16(pb)) {
       const int64_t packs = n / (16 / static_cast<int64_t>(sizeof(T)));
       // At least one thread per tail element: the tail (< V elements) is handled by threads 0..

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tt/cuda_block_reduce.h"  // Pack, aligned16
 #include "tt/cuda_device.h"
 #include "tt/cuda_ops.h"
 #include "tt/dispatcher.h"
@@ -46,13 +47,6 @@ struct DivOp {
       return x / y;
     }
   }
-};
-
-/// 16 bytes of T (4 floats, 2 doubles, 2 int64): the widest load one thread can issue. The
-/// alignment makes the compiler emit one 128-bit load (LDG.E.128) instead of 4 scalar ones.
-template <typename T>
-struct alignas(16) Pack {
-  T v[16 / sizeof(T)];
 };
 
 // out[i] = op(a[i], b[i]) over contiguous, 16-byte-aligned operands: thread t of the grid
