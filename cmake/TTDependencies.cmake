@@ -4,6 +4,8 @@ find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+# nlohmann-json (Debian nlohmann-json3-dev): chapter 05 reads reference_data/ch05/MANIFEST.json.
+find_package(nlohmann_json 3.2 REQUIRED)
 
 # CUDA: AUTO turns it on when nvcc is found. When it is on, every CUDA source is compiled
 # (so a CPU-only CI machine with nvcc still proves the CUDA code builds); CUDA tests skip at
