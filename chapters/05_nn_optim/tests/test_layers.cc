@@ -37,7 +37,7 @@ TEST(Ch05_Layers, LinearInitIsSeededAndBounded) {
   for (float w : a.weight.to_vector<float>()) EXPECT_LE(std::abs(w), 0.25f);  // 1/sqrt(16)
   Linear no_bias(4, 4, false, g1);
   EXPECT_FALSE(no_bias.bias.defined());
-  EXPECT_EQ(no_bias.parameters().size(), 1u);
+  EXPECT_EQ(no_bias.own_parameters().size(), 1u);
 }
 
 TEST(Ch05_Layers, LayerNormEmbeddingGelu) {
@@ -59,7 +59,7 @@ TEST(Ch05_Layers, LayerNormEmbeddingGelu) {
 
   GELU g;
   EXPECT_TENSOR_NEAR(g(tensor({0.f})), tensor({0.f}), 0, 0);
-  EXPECT_TRUE(g.parameters().empty());
+  EXPECT_TRUE(g.own_parameters().empty());
 }
 
 TEST(Ch05_Layers, SequentialModuleListMlp) {
