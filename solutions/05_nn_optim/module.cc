@@ -143,15 +143,7 @@ Module& Module::to(Device device) {
   return *this;
 }
 
-void Module::zero_grad(bool set_to_none) {
-  for (const Tensor& p : parameters()) {
-    if (set_to_none) {
-      p.set_grad(Tensor());
-    } else if (p.grad().defined()) {
-      p.grad().fill_(0.0);
-    }
-  }
-}
+void Module::zero_grad(bool set_to_none) { zero_grad_(parameters(), set_to_none); }
 
 StateDict Module::state_dict() const {
   StateDict out = named_parameters();
@@ -185,6 +177,16 @@ std::string Module::to_string() const {
   }
   os << ')';
   return os.str();
+}
+
+void zero_grad_(const std::vector<Tensor>& params, bool set_to_none) {
+  for (const Tensor& p : params) {
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else if (p.grad().defined()) {
+      p.grad().fill_(0.0);
+    }
+  }
 }
 
 void move_to_device_(const std::vector<Tensor>& tensors, Device device) {

@@ -77,15 +77,7 @@ void Optimizer::step() {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
-  for (const ParamGroup& group : groups_) {
-    for (const Tensor& p : group.params) {
-      if (set_to_none) {
-        p.set_grad(Tensor());
-      } else if (p.grad().defined()) {
-        p.grad().fill_(0.0);
-      }
-    }
-  }
+  for (const ParamGroup& group : groups_) nn::zero_grad_(group.params, set_to_none);
 }
 
 void Optimizer::to(Device device) {

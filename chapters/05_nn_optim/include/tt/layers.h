@@ -81,22 +81,8 @@ class GELU : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
-/// Runs its children one after the other: forward(x) = child_n(... child_1(x)). Children are
-/// named "0", "1", ...
-class Sequential : public Module {
- public:
-  /// An empty sequence.
-  Sequential() : Module("Sequential") {}
-  /// Appends a module and returns it.
-  template <typename M>
-  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
-    return register_module(std::to_string(named_children().size()), std::move(module));
-  }
-  /// Feeds x through every child in order.
-  Tensor forward(const Tensor& x) override;
-};
-
-/// An indexable list of modules (GPT-2's blocks "h.0", "h.1", ...); it has no forward.
+/// An indexable list of modules (GPT-2's blocks "h.0", "h.1", ...), named "0", "1", ...; it
+/// has no forward.
 class ModuleList : public Module {
  public:
   /// An empty list.
@@ -114,9 +100,23 @@ class ModuleList : public Module {
   template <typename M>
   M& at(std::size_t i) const {
     auto* m = dynamic_cast<M*>(&(*this)[i]);
-    TT_CHECK(m != nullptr, "ModuleList::at: module ", i, " is a ", (*this)[i].type_name());
+    TT_CHECK(m != nullptr, type_name(), "::at: module ", i, " is a ", (*this)[i].type_name());
     return *m;
   }
+
+ protected:
+  /// For subclasses that are lists with another type name.
+  explicit ModuleList(std::string type_name) : Module(std::move(type_name)) {}
+};
+
+/// A ModuleList whose forward runs its children one after the other:
+/// forward(x) = child_n(... child_1(x)).
+class Sequential : public ModuleList {
+ public:
+  /// An empty sequence.
+  Sequential() : ModuleList("Sequential") {}
+  /// Feeds x through every child in order.
+  Tensor forward(const Tensor& x) override;
 };
 
 /// GPT-2's feed-forward block: c_fc (dim -> hidden), GELU, c_proj (hidden -> out).

@@ -144,6 +144,9 @@ class Module {
 /// Storages shared by several tensors are moved once; undefined tensors are skipped.
 void move_to_device_(const std::vector<Tensor>& tensors, Device device);
 
+/// Clears the gradient of each tensor: undefined when `set_to_none`, else zeros (when defined).
+void zero_grad_(const std::vector<Tensor>& params, bool set_to_none = true);
+
 /// Validates `state` against `targets` and only then copies: every target name must be in
 /// `state` (unless !strict), every key of `state` must be a target (unless !strict), no key may
 /// appear twice, and each pair must have the same shape and dtype. On any problem it throws one
