@@ -132,7 +132,9 @@ Module& Module::to(Device device) {
   return *this;
 }
 
-void Module::zero_grad(bool set_to_none) { zero_grad_(parameters(), set_to_none); }
+void Module::zero_grad(bool set_to_none) {
+  zero_grad_(parameters(), set_to_none);
+}
 
 StateDict Module::state_dict() const {
   StateDict out = named_parameters();
