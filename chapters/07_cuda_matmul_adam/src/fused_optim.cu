@@ -3,8 +3,9 @@
 //   cmake --build --preset learner --target check-ch07
 // Generated from solutions/07_cuda_matmul_adam/fused_optim.cu by tools/sync_starters (maintainers: edit that file instead).
 // ============================================================================================
-// Chapter 07 exercises ch07.5 (the AdamW element update) and ch07.6 (the deterministic global
-// gradient norm). The multi-tensor machinery around them is given.
+// Chapter 07 exercises ch07.5 (the AdamW element update) and ch07.6 (the deterministic sum of
+// squares behind gradient clipping). The multi-tensor machinery around them, "sgd_step" and
+// "scale_" are given. All four kernels are registered under chapter 05's names and signatures.
 //
 // Why "multi-tensor apply": GPT-2 small has ~150 parameter tensors. One AdamW launch per tensor
 // (PyTorch's for-each-free path) means ~150 launches of a few microseconds each, most of them
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tt/cuda_block_reduce.h"  // aligned16, block_allreduce
 #include "tt/cuda_device.h"
 #include "tt/dispatcher.h"
 #include "tt/fused_optim.h"
@@ -31,9 +33,9 @@ TT_HOST_DEVICE void adamw_update(float& p, float g, float& m, float& v,
                                  const AdamWCoefficients& c) {
 #if !defined(__CUDA_ARCH__)
   TT_TODO("ch07.5",
-          "AdamW element update: p *= 1 - lr*wd; m = b1*m + one_minus_beta1*g; "
-          "v = b2*v + one_minus_beta2*g*g; "
-          "p -= (lr / bias_correction1) * m / (sqrt(v) / bias_correction2_sqrt + eps)");
+          "AdamW element update: p = p * decay; m = m * beta1 + one_minus_beta1 * g; "
+          "v = v * beta2 + one_minus_beta2 * g * g; "
+          "p = p + neg_step_size * m / (sqrtf(v) / bias_correction2_sqrt + eps)");
 #endif
 }
 
@@ -68,10 +70,6 @@ struct MultiTensorTable {
   int64_t num_chunks = 0;
   int device = 0;
 };
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
 
 /// Validates `lists` (same length; tensor i of each list: defined, contiguous float32 of one
 /// numel, all on one CUDA device), builds the table on the host and copies it to the device.
@@ -160,37 +158,60 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// ----- clipping (given) ---------------------------------------------------------------------
+// ----- SGD and scaling (given) -------------------------------------------------------------------
+
+/// The constants of one SGD step, rounded to float once (chapter 05's CPU kernel does the same).
+struct SgdCoefficients {
+  float lr, momentum, weight_decay, keep;  // keep = 1 - dampening
+  bool nesterov, first_step, has_momentum;
+};
+
+/// Chapter 05's SGD update of one element, in its order: d = g + wd p; b = d (first step) or
+/// b = mu b + (1 - dampening) d; d = d + mu b (Nesterov) or d = b; p = p - lr d.
+__device__ void sgd_update(float& p, float g, float* b, const SgdCoefficients& c) {
+  float d = g;
+  if (c.weight_decay != 0.0f) d = d + c.weight_decay * p;
+  if (c.has_momentum) {
+    *b = c.first_step ? d : *b * c.momentum + c.keep * d;
+    d = c.nesterov ? d + c.momentum * *b : *b;
+  }
+  p = p - c.lr * d;
+}
 
 __global__ void __launch_bounds__(kThreads)
-    scale_by_norm_kernel(const MtEntry* __restrict__ entries, const MtChunk* __restrict__ chunks,
-                         int64_t num_chunks, const float* __restrict__ norm, float max_norm) {
-  const float scale = max_norm / (*norm + 1e-6f);
-  if (!(scale < 1.0f)) return;  // nothing to clip (a NaN norm leaves the grads untouched too)
+    sgd_kernel(const MtEntry* __restrict__ entries, const MtChunk* __restrict__ chunks,
+               int64_t num_chunks, SgdCoefficients c) {
   for (int64_t ci = blockIdx.x; ci < num_chunks; ci += gridDim.x) {
     const MtChunk ch = chunks[ci];
-    float* g = entries[ch.entry].ptr[0];
-    const int64_t end = std::min(ch.begin + kMultiTensorChunk, entries[ch.entry].numel);
-    for (int64_t i = ch.begin + threadIdx.x; i < end; i += blockDim.x) g[i] *= scale;
+    const MtEntry e = entries[ch.entry];
+    const int64_t end = std::min(ch.begin + kMultiTensorChunk, e.numel);
+    for (int64_t i = ch.begin + threadIdx.x; i < end; i += blockDim.x) {
+      sgd_update(e.ptr[0][i], e.ptr[1][i], c.has_momentum ? e.ptr[2] + i : nullptr, c);
+    }
   }
 }
 
-
-void check_norm_tensor(const char* op, const Tensor& norm) {
-  TT_CHECK(norm.defined() && norm.numel() == 1 && norm.dtype() == DType::kFloat32 &&
-               norm.device().is_cuda(),
-           op, ": the norm must be a one-element float32 CUDA tensor, got ",
-           norm.defined() ? norm.describe() : std::string("an undefined tensor"));
+/// x *= factor for every element of every tensor of the table.
+__global__ void __launch_bounds__(kThreads)
+    scale_kernel(const MtEntry* __restrict__ entries, const MtChunk* __restrict__ chunks,
+                 int64_t num_chunks, float factor) {
+  for (int64_t ci = blockIdx.x; ci < num_chunks; ci += gridDim.x) {
+    const MtChunk ch = chunks[ci];
+    float* x = entries[ch.entry].ptr[0];
+    const int64_t end = std::min(ch.begin + kMultiTensorChunk, entries[ch.entry].numel);
+    for (int64_t i = ch.begin + threadIdx.x; i < end; i += blockDim.x) x[i] = x[i] * factor;
+  }
 }
+
 
 }  // namespace
 
 // ----- host wrappers ----------------------------------------------------------------------------
 
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
-                const AdamWConfig& config, int64_t step) {
-  const AdamWCoefficients c = adamw_coefficients(config, step);
+                const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                const optim::AdamWStepArgs& args) {
+  const AdamWCoefficients c = adamw_coefficients(args);
   {
     // Exercises throw only on the host: one update there makes an unfinished ch07.5 fail here,
     // before the launch, instead of leaving the parameters silently unchanged on the GPU.
@@ -198,8 +219,8 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
     adamw_update(p, 0.0f, m, v, c);
   }
   if (params.empty()) return;
-  const MultiTensorTable t = make_table("adamw_step", {&params, &grads, &exp_avg, &exp_avg_sq},
-                                        {"params", "grads", "exp_avg", "exp_avg_sq"});
+  const MultiTensorTable t = make_table("adamw_step", {&params, &grads, &exp_avgs, &exp_avg_sqs},
+                                        {"params", "grads", "exp_avgs", "exp_avg_sqs"});
   if (t.num_chunks == 0) return;
   DeviceGuard guard(t.device);
   adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
@@ -207,30 +228,53 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   TT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
-void grad_norm(const Tensor& out, const std::vector<Tensor>& grads) {
-  TT_TODO("ch07.6",
-          "global grad norm: make_table; pass 1 writes one sum of squares per chunk (grid-stride "
-          "over chunks, block_sum tree, no atomics) into a partials tensor; pass 2 (one block) "
-          "adds the partials in double and writes sqrt into out");
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+              const std::vector<Tensor>& momentum_buffers, const optim::SgdStepArgs& args) {
+  if (params.empty()) return;
+  const bool has_momentum = !momentum_buffers.empty();
+  TT_CHECK(has_momentum == (args.momentum != 0), "sgd_step: momentum ", args.momentum,
+           " needs one momentum buffer per parameter (or none when 0), got ",
+           momentum_buffers.size(), " for ", params.size(), " parameters");
+  const MultiTensorTable t = has_momentum
+                                 ? make_table("sgd_step", {&params, &grads, &momentum_buffers},
+                                              {"params", "grads", "momentum_buffers"})
+                                 : make_table("sgd_step", {&params, &grads}, {"params", "grads"});
+  if (t.num_chunks == 0) return;
+  const SgdCoefficients c{static_cast<float>(args.lr),
+                          static_cast<float>(args.momentum),
+                          static_cast<float>(args.weight_decay),
+                          static_cast<float>(1.0 - args.dampening),
+                          args.nesterov,
+                          args.first_step,
+                          has_momentum};
+  DeviceGuard guard(t.device);
+  sgd_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
+                                                               c);
+  TT_CUDA_CHECK_LAUNCH("sgd_kernel");
 }
 
-void clip_grads(const std::vector<Tensor>& grads, const Tensor& total_norm, double max_norm) {
-  check_norm_tensor("clip_grads", total_norm);
-  TT_CHECK(max_norm > 0, "clip_grads: max_norm must be > 0, got ", max_norm);
-  if (grads.empty()) return;
-  const MultiTensorTable t = make_table("clip_grads", {&grads}, {"grads"});
+double sum_of_squares(const std::vector<Tensor>& tensors) {
+  TT_TODO("ch07.6",
+          "sum of squares: make_table (it validates the tensors); pass 1 writes one double sum of "
+          "squares per chunk (grid-stride over chunks, block_allreduce, no atomics) into a "
+          "partials tensor; pass 2 (one block) adds the partials in a fixed order into a 0-d "
+          "float64 tensor; return its item()");
+}
+
+void scale_(const std::vector<Tensor>& tensors, double factor) {
+  if (tensors.empty()) return;
+  const MultiTensorTable t = make_table("scale_", {&tensors}, {"tensors"});
   if (t.num_chunks == 0) return;
-  TT_CHECK(total_norm.device().index == t.device, "clip_grads: total_norm ", total_norm.describe(),
-           " is not on the device of the grads (cuda:", t.device, ")");
   DeviceGuard guard(t.device);
-  scale_by_norm_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(
-      t.entries, t.chunks, t.num_chunks, total_norm.data<float>(), static_cast<float>(max_norm));
-  TT_CUDA_CHECK_LAUNCH("scale_by_norm_kernel");
+  scale_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
+                                                                 static_cast<float>(factor));
+  TT_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
 TT_REGISTER_KERNEL("adamw_step", DeviceType::kCUDA, adamw_step);
-TT_REGISTER_KERNEL("grad_norm", DeviceType::kCUDA, grad_norm);
-TT_REGISTER_KERNEL("clip_grads", DeviceType::kCUDA, clip_grads);
+TT_REGISTER_KERNEL("sgd_step", DeviceType::kCUDA, sgd_step);
+TT_REGISTER_KERNEL("sum_of_squares", DeviceType::kCUDA, sum_of_squares);
+TT_REGISTER_KERNEL("scale_", DeviceType::kCUDA, scale_);
 
 }  // namespace cuda
 }  // namespace tt

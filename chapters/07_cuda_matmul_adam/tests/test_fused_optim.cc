@@ -1,36 +1,48 @@
-// Exercises ch07.5 (AdamW element update) and ch07.6 (global grad norm), and the given fused
-// multi-tensor AdamW and clipping kernels.
+// Exercises ch07.5 (AdamW element update) and ch07.6 (deterministic sum of squares), and the
+// given fused multi-tensor kernels, all registered under chapter 05's optimizer kernel names.
 //  * adamw_update on the host against the AdamW formula evaluated in double (no GPU needed);
-//  * "adamw_step" on the GPU against the same element update run on the host, element by
-//    element (1e-6), over tensors of awkward sizes (1, 3, chunk - 1, chunk, chunk + 1, ...) and
-//    a misaligned one (scalar path), for several steps;
-//  * "grad_norm" against a float64 CPU sum, bitwise-equal on repeated runs; "clip_grads".
+//  * "adamw_step", "sgd_step", "scale_" on the GPU against chapter 05's CPU kernels on the same
+//    tensors (1e-6: the device may contract a*b + c into one FMA where the host rounds twice),
+//    over tensors of awkward sizes (1, 3, chunk - 1, chunk, chunk + 1, ...) and a misaligned one
+//    (scalar path), for several steps;
+//  * "sum_of_squares" against the CPU kernel (both in double: 1e-12 relative), bitwise-equal on
+//    repeated runs;
+//  * tt::optim::AdamW, SGD and clip_grad_norm_ on CUDA parameters against the same on the CPU.
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cuda_matmul_test_util.h"
 #include "tt/dispatcher.h"
 #include "tt/fused_optim.h"
+#include "tt/optim.h"
 
 namespace tt {
 namespace {
 
+using optim::AdamWStepArgs;
+using optim::SgdStepArgs;
 using test07::CudaMatmulTest;
 using test07::random_tensor;
 using test07::strided_view;
 
+/// AdamW arguments with PyTorch's default betas and eps.
+AdamWStepArgs adamw_args(double lr, double weight_decay, int64_t step) {
+  return {lr, 0.9, 0.999, 1e-8, weight_decay, step};
+}
+
 TEST(Ch07_AdamWCoefficients, BiasCorrectionsAndChecks) {
-  AdamWConfig c;
-  c.beta1 = 0.5;
-  c.beta2 = 0.75;
-  const AdamWCoefficients k = adamw_coefficients(c, 2);
-  EXPECT_FLOAT_EQ(k.bias_correction1, 0.75f);                    // 1 - 0.5^2
-  EXPECT_FLOAT_EQ(k.bias_correction2_sqrt, std::sqrt(0.4375f));  // sqrt(1 - 0.75^2)
-  EXPECT_FLOAT_EQ(k.lr, 1e-3f);
-  EXPECT_TT_ERROR(adamw_coefficients(c, 0), "step", ">= 1");
-  c.beta2 = 1.0;
-  EXPECT_TT_ERROR(adamw_coefficients(c, 1), "betas");
+  AdamWStepArgs a{1e-3, 0.5, 0.75, 1e-8, 0.01, 2};
+  const AdamWCoefficients k = adamw_coefficients(a);
+  EXPECT_FLOAT_EQ(k.neg_step_size, static_cast<float>(-1e-3 / 0.75));  // 1 - 0.5^2
+  EXPECT_FLOAT_EQ(k.bias_correction2_sqrt, std::sqrt(0.4375f));        // sqrt(1 - 0.75^2)
+  EXPECT_FLOAT_EQ(k.decay, static_cast<float>(1 - 1e-5));
+  a.step = 0;
+  EXPECT_TT_ERROR(adamw_coefficients(a), "step", ">= 1");
+  a.step = 1;
+  a.beta2 = 1.0;
+  EXPECT_TT_ERROR(adamw_coefficients(a), "betas");
 }
 
 #if TT_WITH_CUDA
@@ -38,22 +50,19 @@ TEST(Ch07_AdamWCoefficients, BiasCorrectionsAndChecks) {
 struct RefState {
   double p, m = 0, v = 0;
 };
-void reference_adamw(RefState& s, double g, const AdamWConfig& c, int64_t step) {
-  s.p *= 1 - c.lr * c.weight_decay;
-  s.m = c.beta1 * s.m + (1 - c.beta1) * g;
-  s.v = c.beta2 * s.v + (1 - c.beta2) * g * g;
-  const double bc1 = 1 - std::pow(c.beta1, static_cast<double>(step));
-  const double bc2 = 1 - std::pow(c.beta2, static_cast<double>(step));
-  s.p -= c.lr / bc1 * s.m / (std::sqrt(s.v) / std::sqrt(bc2) + c.eps);
+void reference_adamw(RefState& s, double g, const AdamWStepArgs& a) {
+  s.p *= 1 - a.lr * a.weight_decay;
+  s.m = a.beta1 * s.m + (1 - a.beta1) * g;
+  s.v = a.beta2 * s.v + (1 - a.beta2) * g * g;
+  const double bc1 = 1 - std::pow(a.beta1, static_cast<double>(a.step));
+  const double bc2 = 1 - std::pow(a.beta2, static_cast<double>(a.step));
+  s.p -= a.lr / bc1 * s.m / (std::sqrt(s.v) / std::sqrt(bc2) + a.eps);
 }
 
 TEST(Ch07_5_AdamWUpdate, FirstStepMovesByLearningRate) {
   // With m = v = 0, the bias-corrected first step is lr * g / (|g| + eps) = lr * sign(g),
   // after the decay p *= 1 - lr * wd.
-  AdamWConfig c;
-  c.lr = 0.1;
-  c.weight_decay = 0.5;
-  const AdamWCoefficients k = adamw_coefficients(c, 1);
+  const AdamWCoefficients k = adamw_coefficients(adamw_args(0.1, 0.5, 1));
   float p = 2.0f, m = 0.0f, v = 0.0f;
   adamw_update(p, -3.0f, m, v, k);
   EXPECT_NEAR(p, 2.0 * (1 - 0.05) + 0.1, 1e-6) << "p after one step with g = -3";
@@ -62,9 +71,6 @@ TEST(Ch07_5_AdamWUpdate, FirstStepMovesByLearningRate) {
 }
 
 TEST(Ch07_5_AdamWUpdate, TenStepsMatchDoubleReference) {
-  AdamWConfig c;
-  c.lr = 3e-3;
-  c.weight_decay = 0.1;
   Generator gen(7);
   for (int e = 0; e < 20; ++e) {
     const float p0 = static_cast<float>(gen.next_normal());
@@ -73,8 +79,9 @@ TEST(Ch07_5_AdamWUpdate, TenStepsMatchDoubleReference) {
     for (int64_t step = 1; step <= 10; ++step) {
       // gradients of every scale, including 0 (pure decay) and tiny values (eps matters)
       const double g = step == 4 ? 0.0 : gen.next_normal() * std::pow(10.0, e % 5 - 3);
-      adamw_update(p, static_cast<float>(g), m, v, adamw_coefficients(c, step));
-      reference_adamw(ref, g, c, step);
+      const AdamWStepArgs a = adamw_args(3e-3, 0.1, step);
+      adamw_update(p, static_cast<float>(g), m, v, adamw_coefficients(a));
+      reference_adamw(ref, g, a);
       ASSERT_NEAR(p, ref.p, 1e-6 * (1 + std::abs(ref.p))) << "element " << e << " step " << step;
       ASSERT_NEAR(m, ref.m, 1e-6 * (1 + std::abs(ref.m))) << "element " << e << " step " << step;
       ASSERT_NEAR(v, ref.v, 1e-6 * (1 + std::abs(ref.v))) << "element " << e << " step " << step;
@@ -82,17 +89,18 @@ TEST(Ch07_5_AdamWUpdate, TenStepsMatchDoubleReference) {
   }
 }
 
-TEST(Ch07_6_GradNorm, ValidatesBeforeLaunching) {
+TEST(Ch07_6_SumOfSquares, ValidatesBeforeLaunching) {
   // Runs without a GPU: CPU tensors must be rejected with a clear message.
-  const Tensor out = zeros({});
-  EXPECT_TT_ERROR(cuda::grad_norm(out, {ones({3})}), "grad_norm", "CUDA");
+  EXPECT_TT_ERROR(cuda::sum_of_squares({ones({3})}), "sum_of_squares", "CUDA");
 }
 
 // ----- on the GPU ----------------------------------------------------------------------------
 
 using Ch07_5_CudaAdamW = CudaMatmulTest;
-using Ch07_6_CudaGradNorm = CudaMatmulTest;
-using Ch07_CudaClipGrads = CudaMatmulTest;
+using Ch07_6_CudaSumOfSquares = CudaMatmulTest;
+using Ch07_CudaSgd = CudaMatmulTest;
+using Ch07_CudaScale = CudaMatmulTest;
+using Ch07_CudaOptimizers = CudaMatmulTest;
 
 /// Tensor sizes around the chunk boundaries of the multi-tensor kernels.
 std::vector<int64_t> awkward_sizes() {
@@ -100,129 +108,171 @@ std::vector<int64_t> awkward_sizes() {
   return {1, 3, 4, 5, c - 1, c, c + 1, 3 * c + 7, 1000};
 }
 
-/// One CUDA tensor per size (seeded), plus a misaligned view (offset 1 float) at the end.
+/// One float32 CPU tensor per size (seeded, times `scale`), plus a misaligned view (offset 1
+/// float) at the end.
 std::vector<Tensor> make_tensors(uint64_t seed, double scale = 1.0) {
   std::vector<Tensor> ts;
   for (int64_t n : awkward_sizes()) {
-    ts.push_back(
-        random_tensor({n}, DType::kFloat64, seed++).to(DType::kFloat32).to(Device::cuda()));
+    std::vector<double> v = random_tensor({n}, DType::kFloat64, seed++).to_vector<double>();
+    for (double& x : v) x *= scale;
+    ts.push_back(from_vector(v, {n}).to(DType::kFloat32));
   }
-  const Tensor base = random_tensor({1 + 4099}, DType::kFloat32, seed).to(Device::cuda());
+  const Tensor base = random_tensor({1 + 4099}, DType::kFloat32, seed);
   ts.push_back(strided_view(base, {4099}, {1}, 1));
-  if (scale != 1.0) {
-    for (Tensor& t : ts) {
-      const std::vector<float> v = t.to_vector<float>();
-      std::vector<float> s(v.size());
-      for (std::size_t i = 0; i < v.size(); ++i) s[i] = static_cast<float>(v[i] * scale);
-      t.copy_(from_vector(s, t.shape()));
-    }
-  }
   return ts;
 }
 
-TEST_F(Ch07_5_CudaAdamW, MatchesHostUpdateOverSteps) {
-  std::vector<Tensor> params = make_tensors(100), m, v;
-  for (const Tensor& p : params) {
-    m.push_back(zeros(p.shape(), {DType::kFloat32, Device::cuda()}));
-    v.push_back(zeros(p.shape(), {DType::kFloat32, Device::cuda()}));
+/// The tensors of `ts` on `device`, keeping the misaligned view of the last one (a copy of its
+/// base, viewed at the same offset).
+std::vector<Tensor> on(Device device, const std::vector<Tensor>& ts) {
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i + 1 < ts.size(); ++i) out.push_back(ts[i].to(device));
+  const Tensor& last = ts.back();
+  const Tensor base = strided_view(last, {last.numel() + 1}, {1}, -1).to(device);
+  out.push_back(strided_view(base, last.shape(), {1}, 1));
+  return out;
+}
+
+/// Zeroed tensors shaped like `ts`, on `device`.
+std::vector<Tensor> zeros_like_all(const std::vector<Tensor>& ts, Device device) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(zeros(t.shape(), {t.dtype(), device}));
+  return out;
+}
+
+/// Every tensor of `gpu` equals the one of `cpu` within atol = rtol = tol.
+void expect_all_near(const std::vector<Tensor>& gpu, const std::vector<Tensor>& cpu,
+                     const char* what, double tol) {
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (std::size_t t = 0; t < gpu.size(); ++t) {
+    SCOPED_TRACE(std::string(what) + " " + std::to_string(t) + " " + cpu[t].describe());
+    EXPECT_TENSOR_NEAR(gpu[t].to(Device::cpu()), cpu[t], tol, tol);
   }
-  // Host copies of the state, updated with the same element function.
-  std::vector<std::vector<float>> hp, hm, hv;
-  for (const Tensor& p : params) {
-    hp.push_back(p.to_vector<float>());
-    hm.emplace_back(hp.back().size(), 0.0f);
-    hv.emplace_back(hp.back().size(), 0.0f);
-  }
-  AdamWConfig config;
-  config.lr = 1e-2;
-  config.weight_decay = 0.1;
+}
+
+TEST_F(Ch07_5_CudaAdamW, MatchesCpuKernelOverSteps) {
+  const std::vector<Tensor> init = make_tensors(100);
+  const Device gpu = Device::cuda(), host = Device::cpu();
+  std::vector<Tensor> p_gpu = on(gpu, init), p_cpu = on(host, init);
+  std::vector<Tensor> m_gpu = zeros_like_all(init, gpu), v_gpu = zeros_like_all(init, gpu);
+  std::vector<Tensor> m_cpu = zeros_like_all(init, host), v_cpu = zeros_like_all(init, host);
   for (int64_t step = 1; step <= 3; ++step) {
     const std::vector<Tensor> grads = make_tensors(200 + 50 * static_cast<uint64_t>(step), 0.1);
-    call_kernel<AdamWKernel>("adamw_step", Device::cuda(), params, grads, m, v, config, step);
-    const AdamWCoefficients k = adamw_coefficients(config, step);
-    for (std::size_t t = 0; t < params.size(); ++t) {
-      const std::vector<float> g = grads[t].to_vector<float>();
-      for (std::size_t i = 0; i < g.size(); ++i)
-        adamw_update(hp[t][i], g[i], hm[t][i], hv[t][i], k);
-    }
+    const AdamWStepArgs a = adamw_args(1e-2, 0.1, step);
+    call_kernel<optim::AdamWStepKernel>("adamw_step", gpu, p_gpu, on(gpu, grads), m_gpu, v_gpu, a);
+    call_kernel<optim::AdamWStepKernel>("adamw_step", host, p_cpu, grads, m_cpu, v_cpu, a);
   }
-  for (std::size_t t = 0; t < params.size(); ++t) {
-    SCOPED_TRACE("tensor " + std::to_string(t) + " " + params[t].describe());
-    // The device may contract a*b + c into one FMA where the host rounds twice: a few ulps.
-    EXPECT_TENSOR_NEAR(params[t].to(Device::cpu()), from_vector(hp[t], params[t].shape()), 1e-6,
-                       1e-6);
-    EXPECT_TENSOR_NEAR(m[t].to(Device::cpu()), from_vector(hm[t], params[t].shape()), 1e-6, 1e-6);
-    EXPECT_TENSOR_NEAR(v[t].to(Device::cpu()), from_vector(hv[t], params[t].shape()), 1e-6, 1e-6);
-  }
+  expect_all_near(p_gpu, p_cpu, "param", 1e-6);
+  expect_all_near(m_gpu, m_cpu, "exp_avg", 1e-6);
+  expect_all_near(v_gpu, v_cpu, "exp_avg_sq", 1e-6);
 }
 
 TEST_F(Ch07_5_CudaAdamW, RejectsMismatchedLists) {
   const Tensor p = zeros({4}, {DType::kFloat32, Device::cuda()});
   const Tensor q = zeros({5}, {DType::kFloat32, Device::cuda()});
-  const AdamWConfig c;
-  EXPECT_TT_ERROR(cuda::adamw_step({p}, {p, p}, {p}, {p}, c, 1), "adamw_step", "grads",
-                  "2 tensors");
-  EXPECT_TT_ERROR(cuda::adamw_step({p}, {q}, {p}, {p}, c, 1), "adamw_step", "grads[0]");
-  EXPECT_TT_ERROR(cuda::adamw_step({p}, {p}, {zeros({4})}, {p}, c, 1), "exp_avg[0]", "CUDA");
+  const AdamWStepArgs a = adamw_args(1e-3, 0.0, 1);
+  EXPECT_TT_ERROR(cuda::adamw_step({p}, {p, p}, {p}, {p}, a), "adamw_step", "grads", "2 tensors");
+  EXPECT_TT_ERROR(cuda::adamw_step({p}, {q}, {p}, {p}, a), "adamw_step", "grads[0]");
+  EXPECT_TT_ERROR(cuda::adamw_step({p}, {p}, {zeros({4})}, {p}, a), "exp_avgs[0]", "CUDA");
   const Tensor wide = zeros({4, 2}, {DType::kFloat32, Device::cuda()});
-  EXPECT_TT_ERROR(cuda::adamw_step({wide.transpose(0, 1)}, {wide}, {wide}, {wide}, c, 1),
-                  "params[0]", "contiguous");
+  EXPECT_TT_ERROR(cuda::adamw_step({wide.transpose(0, 1)}, {wide}, {wide}, {wide}, a), "params[0]",
+                  "contiguous");
+  const Tensor d = zeros({4}, {DType::kFloat64, Device::cuda()});
+  EXPECT_TT_ERROR(cuda::adamw_step({d}, {d}, {d}, {d}, a), "params[0]", "float32");
 }
 
-TEST_F(Ch07_6_CudaGradNorm, MatchesDoubleSumAndIsDeterministic) {
-  const std::vector<Tensor> grads = make_tensors(300);
-  double sum = 0;
-  for (const Tensor& g : grads) {
-    for (float x : g.to_vector<float>()) sum += static_cast<double>(x) * x;
-  }
-  const Tensor out = empty({}, {DType::kFloat32, Device::cuda()});
-  call_kernel<GradNormKernel>("grad_norm", Device::cuda(), out, grads);
-  const Tensor again = empty({}, {DType::kFloat32, Device::cuda()});
-  call_kernel<GradNormKernel>("grad_norm", Device::cuda(), again, grads);
-  // float partial sums of 256 terms per thread, then a tree: relative error well below 1e-5.
-  EXPECT_NEAR(out.item(), std::sqrt(sum), 1e-5 * std::sqrt(sum)) << "sum of squares " << sum;
-  EXPECT_EQ(out.item(), again.item()) << "two runs differ: the reduction is not deterministic";
+TEST_F(Ch07_6_CudaSumOfSquares, MatchesCpuAndIsDeterministic) {
+  const std::vector<Tensor> xs = make_tensors(300);
+  const std::vector<Tensor> xs_gpu = on(Device::cuda(), xs);
+  const double cpu = call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", Device::cpu(), xs);
+  const double gpu =
+      call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", Device::cuda(), xs_gpu);
+  const double again =
+      call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", Device::cuda(), xs_gpu);
+  // Both accumulate exact float products in double, in different orders: ~1e-16 relative each.
+  EXPECT_NEAR(gpu, cpu, 1e-12 * cpu);
+  EXPECT_EQ(gpu, again) << "two runs differ: the reduction is not deterministic";
 }
 
-TEST_F(Ch07_6_CudaGradNorm, EmptyAndZeroSized) {
-  const Tensor out = full({}, 7.0, {DType::kFloat32, Device::cuda()});
-  cuda::grad_norm(out, {});
-  EXPECT_EQ(out.item(), 0.0);
-  out.fill_(7.0);
-  cuda::grad_norm(out, {zeros({0}, {DType::kFloat32, Device::cuda()})});
-  EXPECT_EQ(out.item(), 0.0);
+TEST_F(Ch07_6_CudaSumOfSquares, EmptyAndZeroSized) {
+  EXPECT_EQ(cuda::sum_of_squares({}), 0.0);
+  EXPECT_EQ(cuda::sum_of_squares({zeros({0}, {DType::kFloat32, Device::cuda()})}), 0.0);
   const Tensor g = full({3}, 2.0, {DType::kFloat32, Device::cuda()});
-  cuda::grad_norm(out, {g, g});
-  EXPECT_NEAR(out.item(), std::sqrt(24.0), 1e-6);
+  EXPECT_EQ(cuda::sum_of_squares({g, g}), 24.0);
 }
 
-TEST_F(Ch07_CudaClipGrads, ScalesOnlyAboveMaxNorm) {
-  const std::vector<Tensor> grads = make_tensors(400);
-  std::vector<std::vector<float>> before;
-  for (const Tensor& g : grads) before.push_back(g.to_vector<float>());
-  const Tensor norm = empty({}, {DType::kFloat32, Device::cuda()});
-  cuda::grad_norm(norm, grads);
-  const double n = norm.item();
-  call_kernel<ClipGradsKernel>("clip_grads", Device::cuda(), grads, norm, 2.0 * n);
-  for (std::size_t t = 0; t < grads.size(); ++t) {
-    EXPECT_TENSOR_NEAR(grads[t].to(Device::cpu()), from_vector(before[t], grads[t].shape()), 0, 0)
-        << "max_norm above the norm: grads must be unchanged";
+TEST_F(Ch07_CudaScale, MatchesCpuKernelExactly) {
+  const std::vector<Tensor> xs = make_tensors(400);
+  const std::vector<Tensor> cpu = on(Device::cpu(), xs), gpu = on(Device::cuda(), xs);
+  call_kernel<optim::ScaleInplaceKernel>("scale_", Device::cpu(), cpu, 0.3);
+  call_kernel<optim::ScaleInplaceKernel>("scale_", Device::cuda(), gpu, 0.3);
+  expect_all_near(gpu, cpu, "tensor", 0.0);
+}
+
+TEST_F(Ch07_CudaSgd, MatchesCpuKernelOverSteps) {
+  struct Case {
+    const char* name;
+    double momentum, dampening, weight_decay;
+    bool nesterov;
+  };
+  for (const Case& c : {Case{"plain", 0, 0, 0, false}, Case{"momentum", 0.9, 0.1, 0.01, false},
+                        Case{"nesterov", 0.9, 0, 0.01, true}}) {
+    SCOPED_TRACE(c.name);
+    const std::vector<Tensor> init = make_tensors(500);
+    const Device gpu = Device::cuda(), host = Device::cpu();
+    std::vector<Tensor> p_gpu = on(gpu, init), p_cpu = on(host, init);
+    std::vector<Tensor> b_gpu, b_cpu;
+    if (c.momentum != 0) {
+      b_gpu = zeros_like_all(init, gpu);
+      b_cpu = zeros_like_all(init, host);
+    }
+    for (int64_t step = 1; step <= 3; ++step) {
+      const std::vector<Tensor> grads = make_tensors(600 + static_cast<uint64_t>(step), 0.1);
+      const SgdStepArgs a{0.05, c.momentum, c.dampening, c.weight_decay, c.nesterov, step == 1};
+      call_kernel<optim::SgdStepKernel>("sgd_step", gpu, p_gpu, on(gpu, grads), b_gpu, a);
+      call_kernel<optim::SgdStepKernel>("sgd_step", host, p_cpu, grads, b_cpu, a);
+    }
+    expect_all_near(p_gpu, p_cpu, "param", 1e-6);
+    expect_all_near(b_gpu, b_cpu, "momentum buffer", 1e-6);
   }
-  call_kernel<ClipGradsKernel>("clip_grads", Device::cuda(), grads, norm, 0.5 * n);
-  const float scale = static_cast<float>(0.5 * n) / (static_cast<float>(n) + 1e-6f);
-  for (std::size_t t = 0; t < grads.size(); ++t) {
-    std::vector<float> expected = before[t];
-    for (float& x : expected) x *= scale;
-    EXPECT_TENSOR_NEAR(grads[t].to(Device::cpu()), from_vector(expected, grads[t].shape()), 0,
-                       1e-6);
+}
+
+// tt::optim on CUDA parameters: the same front-end code, the CUDA kernels through the registry.
+TEST_F(Ch07_CudaOptimizers, AdamWSgdAndClippingMatchCpu) {
+  const std::vector<Tensor> init = make_tensors(700);
+  for (const char* name : {"AdamW", "SGD"}) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<Tensor>> params(2);  // [0] on the GPU, [1] on the CPU
+    std::vector<std::unique_ptr<optim::Optimizer>> opts;
+    for (int k = 0; k < 2; ++k) {
+      const Device d = k == 0 ? Device::cuda() : Device::cpu();
+      for (std::size_t i = 0; i + 1 < init.size(); ++i) {  // contiguous parameters only
+        params[k].push_back(init[i].to(d).clone().set_requires_grad(true));
+      }
+      if (std::string(name) == "AdamW") {
+        opts.push_back(std::make_unique<optim::AdamW>(params[k], optim::AdamWOptions{}));
+      } else {
+        opts.push_back(
+            std::make_unique<optim::SGD>(params[k], optim::SgdOptions{0.05, 0.9, 0, 0.01, true}));
+      }
+    }
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<Tensor> grads = make_tensors(800 + static_cast<uint64_t>(step), 10.0);
+      double norms[2];
+      for (int k = 0; k < 2; ++k) {
+        const Device d = k == 0 ? Device::cuda() : Device::cpu();
+        for (std::size_t i = 0; i < params[k].size(); ++i) params[k][i].set_grad(grads[i].to(d));
+        norms[k] = optim::clip_grad_norm_(params[k], 1.0);  // the norm is ~1e3: clipping scales
+        opts[static_cast<std::size_t>(k)]->step();
+      }
+      EXPECT_NEAR(norms[0], norms[1], 1e-12 * norms[1]) << "step " << step;
+    }
+    expect_all_near(params[0], params[1], "param", 1e-6);
   }
-  const Tensor after = empty({}, {DType::kFloat32, Device::cuda()});
-  cuda::grad_norm(after, grads);
-  EXPECT_NEAR(after.item(), 0.5 * n, 1e-5 * n) << "the clipped norm is max_norm";
 }
 
 #else
-// adamw_update, grad_norm and the fused kernels are defined in CUDA sources only.
+// adamw_update, sum_of_squares and the fused kernels are defined in CUDA sources only.
 TEST(Ch07_5_AdamWUpdate, FirstStepMovesByLearningRate) {
   GTEST_SKIP() << "built without CUDA";
 }
