@@ -189,6 +189,12 @@ __global__ void cross_entropy_backward_kernel(T* dx, const T* dloss, const T* x,
   }
 }
 
+// The number of targets that are not ignore_index, after checking them all on the host.
+int64_t count_targets(const char* op, const Tensor& targets, int64_t V, int64_t ignore_index) {
+  const std::vector<int64_t> t = host_indices(op, targets, V, ignore_index, "targets");
+  return std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
+}
+
 void check_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets,
                          std::initializer_list<const Tensor*> like_logits, const Tensor& lse) {
   TT_CHECK(logits.device().is_cuda() && logits.dim() == 2 && targets.dim() == 1 &&
@@ -326,10 +332,7 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& 
            "cuda::cross_entropy_forward: loss must be 0-d like logits ", logits.describe(),
            ", got ", loss.describe());
   const int64_t N = logits.size(0), V = logits.size(1);
-  const std::vector<int64_t> t =
-      host_indices("cross_entropy_forward", targets, V, ignore_index, "targets");
-  const auto count =
-      std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
+  const int64_t count = count_targets("cross_entropy_forward", targets, V, ignore_index);
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
   const Tensor tgt = targets.contiguous();
@@ -358,10 +361,7 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
       "cuda::cross_entropy_backward: dloss must hold one value like logits ", logits.describe(),
       ", got ", dloss.describe());
   const int64_t N = logits.size(0), V = logits.size(1);
-  const std::vector<int64_t> t =
-      host_indices("cross_entropy_backward", targets, V, ignore_index, "targets");
-  const auto count =
-      std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
+  const int64_t count = count_targets("cross_entropy_backward", targets, V, ignore_index);
   if (N * V == 0) return;
   const int dev = logits.device().index;
   DeviceGuard guard(dev);

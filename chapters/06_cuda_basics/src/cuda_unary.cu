@@ -23,34 +23,24 @@ namespace {
 
 // ----- element functions ---------------------------------------------------------------------
 
-struct NegFn {
+enum class Math { kNeg, kExp, kLog, kSqrt, kTanh };
+
+// The unary function K of one element.
+template <Math K>
+struct MathFn {
   template <typename T>
   __device__ T operator()(T x) const {
-    return -x;
-  }
-};
-struct ExpFn {
-  template <typename T>
-  __device__ T operator()(T x) const {
-    return std::exp(x);
-  }
-};
-struct LogFn {
-  template <typename T>
-  __device__ T operator()(T x) const {
-    return std::log(x);
-  }
-};
-struct SqrtFn {
-  template <typename T>
-  __device__ T operator()(T x) const {
-    return std::sqrt(x);
-  }
-};
-struct TanhFn {
-  template <typename T>
-  __device__ T operator()(T x) const {
-    return std::tanh(x);
+    if constexpr (K == Math::kNeg) {
+      return -x;
+    } else if constexpr (K == Math::kExp) {
+      return std::exp(x);
+    } else if constexpr (K == Math::kLog) {
+      return std::log(x);
+    } else if constexpr (K == Math::kSqrt) {
+      return std::sqrt(x);
+    } else {
+      return std::tanh(x);
+    }
   }
 };
 template <typename T>
@@ -210,19 +200,20 @@ void floating_unary(const char* op, const Tensor& out, const Tensor& a, F f) {
 }  // namespace
 
 void neg(const Tensor& out, const Tensor& a) {
-  dispatch_dtype(a.dtype(), "neg", [&]<typename T>() { unary_map<T>("neg", out, a, NegFn{}); });
+  dispatch_dtype(a.dtype(), "neg",
+                 [&]<typename T>() { unary_map<T>("neg", out, a, MathFn<Math::kNeg>{}); });
 }
 void exp(const Tensor& out, const Tensor& a) {
-  floating_unary("exp", out, a, ExpFn{});
+  floating_unary("exp", out, a, MathFn<Math::kExp>{});
 }
 void log(const Tensor& out, const Tensor& a) {
-  floating_unary("log", out, a, LogFn{});
+  floating_unary("log", out, a, MathFn<Math::kLog>{});
 }
 void sqrt(const Tensor& out, const Tensor& a) {
-  floating_unary("sqrt", out, a, SqrtFn{});
+  floating_unary("sqrt", out, a, MathFn<Math::kSqrt>{});
 }
 void tanh(const Tensor& out, const Tensor& a) {
-  floating_unary("tanh", out, a, TanhFn{});
+  floating_unary("tanh", out, a, MathFn<Math::kTanh>{});
 }
 
 void add_scalar(const Tensor& out, const Tensor& a, double s) {
