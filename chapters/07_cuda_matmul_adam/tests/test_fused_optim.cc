@@ -27,11 +27,6 @@ using test07::CudaMatmulTest;
 using test07::random_tensor;
 using test07::strided_view;
 
-/// AdamW arguments with PyTorch's default betas and eps.
-AdamWStepArgs adamw_args(double lr, double weight_decay, int64_t step) {
-  return {lr, 0.9, 0.999, 1e-8, weight_decay, step};
-}
-
 TEST(Ch07_AdamWCoefficients, BiasCorrectionsAndChecks) {
   AdamWStepArgs a{1e-3, 0.5, 0.75, 1e-8, 0.01, 2};
   const AdamWCoefficients k = adamw_coefficients(a);
@@ -46,6 +41,11 @@ TEST(Ch07_AdamWCoefficients, BiasCorrectionsAndChecks) {
 }
 
 #if TT_WITH_CUDA
+/// AdamW arguments with PyTorch's default betas and eps.
+AdamWStepArgs adamw_args(double lr, double weight_decay, int64_t step) {
+  return {lr, 0.9, 0.999, 1e-8, weight_decay, step};
+}
+
 /// PyTorch's AdamW step for one element, in double.
 struct RefState {
   double p, m = 0, v = 0;
