@@ -5,7 +5,8 @@ find_package(benchmark REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 # Chapter 08 (tokenizer): PCRE2 for GPT-2's pre-tokenization regex (Debian libpcre2-dev) and
-# nlohmann-json for GPT-2's encoder.json (Debian nlohmann-json3-dev).
+# nlohmann-json (Debian nlohmann-json3-dev) for GPT-2's encoder.json; chapter 05 also reads
+# reference_data/ch05/MANIFEST.json with it.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 find_package(nlohmann_json 3.2 REQUIRED)
