@@ -164,28 +164,8 @@ TEST(Ch05_Module, MoveToDeviceSwapsStorageOnce) {
   EXPECT_EQ(view.to_vector<float>(), (std::vector<float>{2, 3}));
 }
 
-TEST(Ch05_Module, ToCudaKeepsIdentityTiesAndGrads) {
-  TT_SKIP_IF_NO_CUDA();
-  if (!has_backend(DeviceType::kCUDA)) GTEST_SKIP() << "no CUDA backend registered";
-  Tree tree;
-  tree.first->w.set_grad(full({2, 3}, 0.5));
-  const std::vector<Tensor> before = tree.parameters();
-  Tensor tied = tree.head->own_parameters()[0].second;
-  tree.to(Device::cuda(0));
-  const std::vector<Tensor> after = tree.parameters();
-  ASSERT_EQ(after.size(), before.size());
-  for (std::size_t i = 0; i < after.size(); ++i) {
-    EXPECT_TRUE(after[i].is_same(before[i]));
-    EXPECT_TRUE(after[i].device().is_cuda());
-  }
-  EXPECT_TRUE(tied.device().is_cuda());  // the tie survives: one tensor
-  EXPECT_TRUE(tree.first->w.grad().device().is_cuda());
-  EXPECT_TRUE(tree.first->stat.device().is_cuda());
-  EXPECT_EQ(tree.first->w.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
-  tree.to(Device::cpu());
-  EXPECT_TRUE(tree.first->w.device().is_cpu());
-  EXPECT_EQ(tree.first->w.grad().to_vector<float>(), std::vector<float>(6, 0.5f));
-}
+// Module::to(Device::cuda(0)) is tested in chapter 06 (test_cuda_module.cc), the first chapter
+// whose tests link the CUDA backend.
 
 }  // namespace
 }  // namespace tt::nn
