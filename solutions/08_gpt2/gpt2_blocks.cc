@@ -1,6 +1,6 @@
 // The two exercises at the heart of GPT-2 (tt/gpt2.h): causal self-attention (ch08.5) and the
-// pre-norm transformer block (ch08.6), written with chapter 04's differentiable ops, so
-// autograd derives their backward passes.
+// pre-norm transformer block (ch08.6), written with chapter 04's differentiable ops and
+// chapter 05's layers, so autograd derives their backward passes.
 #include <cmath>
 
 #include "tt/functional.h"
@@ -35,20 +35,15 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t n_head) {
 #endif
 }
 
-Tensor block_forward(const BlockParams& p, const Tensor& x, int64_t n_head) {
+Tensor Block::forward(const Tensor& x) {
 #if TT_SOLUTION
-  const Tensor a = layernorm(x, p.ln_1_weight, p.ln_1_bias);
-  const Tensor attn = linear(causal_self_attention(linear(a, p.attn_weight, p.attn_bias), n_head),
-                             p.proj_weight, p.proj_bias);
-  const Tensor x1 = add(x, attn);
-  const Tensor m = layernorm(x1, p.ln_2_weight, p.ln_2_bias);
-  const Tensor mlp =
-      linear(gelu(linear(m, p.fc_weight, p.fc_bias)), p.fc_proj_weight, p.fc_proj_bias);
-  return add(x1, mlp);
+  const Tensor x1 = add(x, attn->forward(ln_1->forward(x)));
+  return add(x1, mlp->forward(ln_2->forward(x1)));
 #else
+  (void)x;
   TT_TODO("ch08.6",
-          "GPT-2 block: x + proj(attention(c_attn(ln_1(x)))), then x + fc_proj(gelu(fc(ln_2(x)))) "
-          "with linear(), layernorm(), gelu() and causal_self_attention()");
+          "GPT-2 block: x = x + attn(ln_1(x)), then x + mlp(ln_2(x)) (pre-norm residuals: each "
+          "sub-layer reads a normalized copy and adds its output to the residual stream)");
 #endif
 }
 

@@ -1,6 +1,6 @@
-// The GPT-2 model (tt/gpt2.h): configuration checks, parameter creation and initialization,
-// the forward pass around the blocks, the loss, and device moves. The attention and the block
-// are exercises (solutions/08_gpt2/gpt2_blocks.cc).
+// The GPT-2 model (tt/gpt2.h): configuration checks, the module tree and its initialization,
+// the forward pass around the blocks, and the loss. The attention and the block are exercises
+// (solutions/08_gpt2/gpt2_blocks.cc).
 #include <cmath>
 #include <sstream>
 
@@ -33,116 +33,72 @@ std::string GPT2Config::str() const {
   return os.str();
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  TT_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: x ",
-           x.describe(), " does not fit weight ", weight.describe(),
-           " (expected x [..., in] and weight [out, in])");
-  return add(matmul(x, transpose(weight, 0, 1)), bias);
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head_, Generator& gen)
+    : Module("CausalSelfAttention"), n_head(n_head_) {
+  c_attn = register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, true, gen));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, true, gen));
 }
 
-GPT2::GPT2(const GPT2Config& config, uint64_t seed) : config_(config) {
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  return c_proj->forward(causal_self_attention(c_attn->forward(x), n_head));
+}
+
+Block::Block(const GPT2Config& config, Generator& gen) : Module("Block") {
+  const int64_t C = config.n_embd;
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(C));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(C, config.n_head, gen));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(C));
+  mlp = register_module("mlp", std::make_shared<nn::MLP>(C, 4 * C, C, gen));
+}
+
+GPT2::GPT2(const GPT2Config& config, uint64_t seed) : Module("GPT2"), config_(config) {
   config_.validate();
-  Generator gen(seed);
   const int64_t C = config_.n_embd;
-  const double std = 0.02;
-  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
-  auto add_param = [&](std::string name, const Shape& shape, double scale, double fill) {
-    Tensor t = scale > 0 ? mul(randn(shape, gen), scale) : full(shape, fill);
-    t.set_requires_grad(true);
-    params_.push_back({std::move(name), t});
-  };
-  add_param("wte.weight", {config_.padded_vocab_size, C}, std, 0);
-  add_param("wpe.weight", {config_.block_size, C}, std, 0);
+  // The layers draw their default initialization from `gen`; init_gpt2_ then redraws every
+  // tensor with GPT-2's scheme from the same generator (all deterministic in the seed).
+  Generator gen(seed);
+  wte = register_module("wte", std::make_shared<nn::Embedding>(config_.padded_vocab_size, C, gen));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(config_.block_size, C, gen));
+  h = register_module("h", std::make_shared<nn::ModuleList>());
   for (int64_t l = 0; l < config_.n_layer; ++l) {
-    const std::string h = "h." + std::to_string(l) + ".";
-    add_param(h + "ln_1.weight", {C}, 0, 1.0);
-    add_param(h + "ln_1.bias", {C}, 0, 0.0);
-    add_param(h + "attn.c_attn.weight", {3 * C, C}, std, 0);
-    add_param(h + "attn.c_attn.bias", {3 * C}, 0, 0.0);
-    add_param(h + "attn.c_proj.weight", {C, C}, residual_std, 0);
-    add_param(h + "attn.c_proj.bias", {C}, 0, 0.0);
-    add_param(h + "ln_2.weight", {C}, 0, 1.0);
-    add_param(h + "ln_2.bias", {C}, 0, 0.0);
-    add_param(h + "mlp.c_fc.weight", {4 * C, C}, std, 0);
-    add_param(h + "mlp.c_fc.bias", {4 * C}, 0, 0.0);
-    add_param(h + "mlp.c_proj.weight", {C, 4 * C}, residual_std, 0);
-    add_param(h + "mlp.c_proj.bias", {C}, 0, 0.0);
+    blocks_.push_back(h->push_back(std::make_shared<Block>(config_, gen)).get());
   }
-  add_param("ln_f.weight", {C}, 0, 1.0);
-  add_param("ln_f.bias", {C}, 0, 0.0);
-  bind_blocks();
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(C));
+  nn::init_gpt2_(*this, config_.n_layer, gen);
 }
 
-void GPT2::bind_blocks() {
-  wte_ = parameter("wte.weight");
-  wpe_ = parameter("wpe.weight");
-  ln_f_weight_ = parameter("ln_f.weight");
-  ln_f_bias_ = parameter("ln_f.bias");
-  blocks_.clear();
-  for (int64_t l = 0; l < config_.n_layer; ++l) {
-    const std::string h = "h." + std::to_string(l) + ".";
-    blocks_.push_back({parameter(h + "ln_1.weight"), parameter(h + "ln_1.bias"),
-                       parameter(h + "attn.c_attn.weight"), parameter(h + "attn.c_attn.bias"),
-                       parameter(h + "attn.c_proj.weight"), parameter(h + "attn.c_proj.bias"),
-                       parameter(h + "ln_2.weight"), parameter(h + "ln_2.bias"),
-                       parameter(h + "mlp.c_fc.weight"), parameter(h + "mlp.c_fc.bias"),
-                       parameter(h + "mlp.c_proj.weight"), parameter(h + "mlp.c_proj.bias")});
-  }
-}
-
-const Tensor& GPT2::parameter(const std::string& name) const {
-  for (const auto& p : params_) {
-    if (p.name == name) return p.tensor;
+Tensor GPT2::parameter(const std::string& name) const {
+  for (const auto& [n, t] : named_parameters()) {
+    if (n == name) return t;
   }
   TT_THROW("GPT2::parameter: no parameter named '", name, "' (names look like wte.weight, ",
            "h.0.attn.c_attn.weight, ln_f.bias)");
 }
 
-int64_t GPT2::num_parameters() const {
-  int64_t n = 0;
-  for (const auto& p : params_) n += p.tensor.numel();
-  return n;
-}
-
-Tensor GPT2::forward(const Tensor& idx) const {
-  TT_CHECK(idx.dim() == 2 && idx.dtype() == DType::kInt64,
-           "GPT2::forward: idx must be int64 [B, T], got ", idx.describe());
+Tensor GPT2::forward(const Tensor& idx) {
+  TT_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64,
+           "GPT2::forward: idx must be int64 [B, T], got ",
+           idx.defined() ? idx.describe() : std::string("an undefined tensor"));
   const int64_t T = idx.size(1);
-  TT_CHECK(T <= config_.block_size, "GPT2::forward: sequence length T = ", T,
-           " exceeds block_size = ", config_.block_size);
+  TT_CHECK(T >= 1 && T <= config_.block_size, "GPT2::forward: sequence length T = ", T,
+           " must be in [1, block_size = ", config_.block_size, "]");
   const Tensor pos = arange(0, static_cast<double>(T), 1, {DType::kInt64, idx.device()});
-  Tensor x = add(embedding(wte_, idx), embedding(wpe_, pos));  // [B, T, C] + [T, C]
-  for (const auto& block : blocks_) x = block_forward(block, x, config_.n_head);
-  x = layernorm(x, ln_f_weight_, ln_f_bias_);
-  // The head is tied to the token embedding; padded rows of wte (>= V) are not predicted.
-  const Tensor head = config_.padded_vocab_size == config_.vocab_size
-                          ? wte_
-                          : slice(wte_, 0, 0, config_.vocab_size);
+  Tensor x = add(wte->forward(idx), wpe->forward(pos));  // [B, T, C] + [T, C]
+  for (Block* block : blocks_) x = block->forward(x);
+  x = ln_f->forward(x);
+  // The head is tied to the token embedding; padded rows of wte (>= V) are never predicted.
+  const Tensor& w = wte->weight;
+  const Tensor head =
+      config_.padded_vocab_size == config_.vocab_size ? w : slice(w, 0, 0, config_.vocab_size);
   return matmul(x, transpose(head, 0, 1));
 }
 
-Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) const {
-  TT_CHECK(targets.shape() == idx.shape(), "GPT2::loss: targets ", targets.describe(),
+Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
+  TT_CHECK(targets.defined() && targets.shape() == idx.shape(), "GPT2::loss: targets ",
+           targets.defined() ? targets.describe() : std::string("(undefined)"),
            " must have the shape of idx ", idx.describe());
   const Tensor logits = forward(idx);
   return cross_entropy(view(logits, {-1, config_.vocab_size}), targets.reshape({-1}));
-}
-
-void GPT2::to(Device device) {
-  for (auto& p : params_) {
-    if (p.tensor.device() == device) continue;
-    Tensor moved = p.tensor.to(device);
-    p.tensor.storage()->swap(*moved.storage());
-    p.tensor.set_grad(Tensor());
-  }
-}
-
-Device GPT2::device() const {
-  return wte_.device();
-}
-
-void GPT2::zero_grad() const {
-  for (const auto& p : params_) p.tensor.set_grad(Tensor());
 }
 
 }  // namespace tt::gpt2

@@ -13,11 +13,13 @@
 //   ln2b, fcw [L, 4C, C], fcb, fcprojw [L, C, 4C], fcprojb), then lnfw [C], lnfb [C].
 #include <algorithm>
 #include <array>
-#include <cstdio>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
+#include "tt/checkpoint.h"
 #include "tt/gpt2.h"
 #include "tt/todo.h"
 
@@ -70,7 +72,7 @@ GPT2Config read_llmc_header(const std::string& path) {
   return c;
 }
 
-GPT2 load_llmc(const std::string& path) {
+std::unique_ptr<GPT2> load_llmc(const std::string& path) {
   const GPT2Config config = read_llmc_header(path);
   std::vector<float> data(static_cast<std::size_t>(llmc_num_floats(config)));
   std::ifstream in(path, std::ios::binary);
@@ -78,9 +80,9 @@ GPT2 load_llmc(const std::string& path) {
   in.read(reinterpret_cast<char*>(data.data()),
           static_cast<std::streamsize>(data.size() * sizeof(float)));
   TT_CHECK(in, "load_llmc: reading the parameters of '", path, "' failed");
-  GPT2 model(config);
+  auto model = std::make_unique<GPT2>(config);
   for (const LlmcSlot& slot : llmc_layout(config)) {
-    const Tensor& p = model.parameter(slot.name);
+    const Tensor p = model->parameter(slot.name);
     TT_CHECK(p.shape() == slot.shape, "load_llmc: slot ", slot.name, " has shape ", slot.shape,
              " but the parameter is ", p.describe());
     std::copy_n(data.begin() + slot.offset, p.numel(), p.data<float>());
@@ -105,17 +107,10 @@ void save_llmc(const GPT2& model, const std::string& path) {
   h[5] = static_cast<int32_t>(c.n_head);
   h[6] = static_cast<int32_t>(c.n_embd);
   h[7] = static_cast<int32_t>(c.padded_vocab_size);
-  // Written to a temporary file first, then renamed: a crash never leaves a half-written model.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TT_CHECK(out, "save_llmc: cannot create '", tmp, "'");
-    out.write(reinterpret_cast<const char*>(h.data()), sizeof(h));
-    out.write(reinterpret_cast<const char*>(data.data()),
-              static_cast<std::streamsize>(data.size() * sizeof(float)));
-    TT_CHECK(out, "save_llmc: writing '", tmp, "' failed");
-  }
-  std::filesystem::rename(tmp, path);
+  std::vector<std::byte> bytes(sizeof(h) + data.size() * sizeof(float));
+  std::memcpy(bytes.data(), h.data(), sizeof(h));
+  std::memcpy(bytes.data() + sizeof(h), data.data(), data.size() * sizeof(float));
+  ckpt::write_file_atomic(path, bytes);  // a crash never leaves a half-written model
 }
 
 }  // namespace tt::gpt2

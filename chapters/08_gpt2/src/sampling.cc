@@ -30,9 +30,8 @@ int64_t sample_token(const Tensor& logits, const SamplingOptions& options, Gener
           "u = gen.next_uniform() * sum(p) and return the first i whose cumulative p exceeds u");
 }
 
-std::vector<int64_t> generate(const GPT2& model, std::vector<int64_t> prompt,
-                              int64_t max_new_tokens, const SamplingOptions& options,
-                              Generator& gen) {
+std::vector<int64_t> generate(GPT2& model, std::vector<int64_t> prompt, int64_t max_new_tokens,
+                              const SamplingOptions& options, Generator& gen) {
   TT_CHECK(!prompt.empty(), "generate: the prompt must hold at least one token");
   autograd::NoGradGuard no_grad;
   const int64_t window = model.config().block_size;

@@ -65,7 +65,7 @@ TEST(Ch08_5_AttentionReference, MatchesPyTorch) {
 class Ch08_GPT2Reference : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = std::make_unique<GPT2>(load_llmc(testing::reference_path("ch08/gpt2_tiny.bin")));
+    model_ = load_llmc(testing::reference_path("ch08/gpt2_tiny.bin"));
     idx_ = ref("gpt2_tiny_idx");
     targets_ = ref("gpt2_tiny_targets");
   }
@@ -89,10 +89,10 @@ TEST_F(Ch08_GPT2Reference, LogitsLossAndGradients) {
   expect_ref("gpt2_tiny_loss", loss);
   autograd::backward(loss);
   ASSERT_EQ(model_->named_parameters().size(), 28u);
-  for (const auto& p : model_->named_parameters()) {
-    std::string file = "gpt2_tiny_grad_" + p.name;
+  for (const auto& [name, param] : model_->named_parameters()) {
+    std::string file = "gpt2_tiny_grad_" + name;
     std::replace(file.begin(), file.end(), '.', '_');
-    expect_ref(file, p.tensor.grad());
+    expect_ref(file, param.grad());
   }
 }
 

@@ -15,10 +15,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tt/layers.h"
+#include "tt/module.h"
 #include "tt/tensor.h"
 
 namespace tt::gpt2 {
@@ -38,83 +41,73 @@ struct GPT2Config {
   std::string str() const;
 };
 
-/// One parameter with its name ("wte.weight", "h.3.attn.c_attn.weight", ...).
-struct NamedTensor {
-  std::string name;  ///< dotted name, as in GPT-2's PyTorch/HF checkpoints
-  Tensor tensor;     ///< the parameter (a leaf that requires grad)
-};
-
-/// The parameters of one transformer block (PyTorch Linear layout: weight [out, in]).
-struct BlockParams {
-  Tensor ln_1_weight;     ///< [C]
-  Tensor ln_1_bias;       ///< [C]
-  Tensor attn_weight;     ///< c_attn: [3C, C], rows q | k | v
-  Tensor attn_bias;       ///< [3C]
-  Tensor proj_weight;     ///< attention output projection c_proj: [C, C]
-  Tensor proj_bias;       ///< [C]
-  Tensor ln_2_weight;     ///< [C]
-  Tensor ln_2_bias;       ///< [C]
-  Tensor fc_weight;       ///< mlp.c_fc: [4C, C]
-  Tensor fc_bias;         ///< [4C]
-  Tensor fc_proj_weight;  ///< mlp.c_proj: [C, 4C]
-  Tensor fc_proj_bias;    ///< [C]
-};
-
-/// y = x @ weight^T + bias for x [..., in], weight [out, in], bias [out] (PyTorch's F.linear),
-/// differentiable. The transposed weight is a view; the matmul reads it column-major.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
-
 /// Causal self-attention of qkv [B, T, 3C] (q | k | v along the last dim) with `n_head` heads,
 /// before the output projection; returns y [B, T, C] (exercise ch08.5):
 /// \f[ y_h = \mathrm{softmax}\!\left(\frac{q_h k_h^\top}{\sqrt{hs}} + M\right) v_h, \qquad
 ///     M_{ij} = -\infty \text{ for } j > i, \f]
-/// heads split from and merged back into C. Throws tt::Error when 3C is not divisible into
-/// n_head heads.
+/// heads split from and merged back into C. Throws tt::Error when qkv is not [B, T, 3C] with C
+/// divisible by n_head.
 Tensor causal_self_attention(const Tensor& qkv, int64_t n_head);
 
-/// One pre-norm transformer block on x [B, T, C] (exercise ch08.6):
-/// \f$ x \mathrel{+}= \mathrm{proj}(\mathrm{attn}(\mathrm{ln_1}(x))) \f$, then
-/// \f$ x \mathrel{+}= \mathrm{fc\_proj}(\mathrm{gelu}(\mathrm{fc}(\mathrm{ln_2}(x)))) \f$.
-Tensor block_forward(const BlockParams& p, const Tensor& x, int64_t n_head);
-
-/// A GPT-2 language model. Parameters are created on the CPU in float32; to(device) moves them.
-class GPT2 {
+/// The attention layer: c_attn (C -> 3C), causal_self_attention, c_proj (C -> C).
+class CausalSelfAttention : public nn::Module {
  public:
-  /// A model with GPT-2's initialization, seeded: N(0, 0.02) for matrices and embeddings,
-  /// N(0, 0.02 / sqrt(2L)) for the two residual projections, zero biases, unit LayerNorm
-  /// weights.
-  GPT2(const GPT2Config& config, uint64_t seed = 1337);
+  /// Layers for C = n_embd channels in n_head heads, weights drawn from `gen` (GPT2 redraws
+  /// them with its own initialization).
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, Generator& gen);
+  /// c_proj(causal_self_attention(c_attn(x), n_head)) for x [B, T, C].
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<nn::Linear> c_attn;  ///< [3C, C]: rows q | k | v
+  std::shared_ptr<nn::Linear> c_proj;  ///< [C, C]: output projection (a residual projection)
+  int64_t n_head;                      ///< number of heads
+};
+
+/// A pre-norm transformer block.
+class Block : public nn::Module {
+ public:
+  /// The block of a model with `config`, weights drawn from `gen`.
+  Block(const GPT2Config& config, Generator& gen);
+  /// x + attn(ln_1(x)), then x + mlp(ln_2(x)) (exercise ch08.6): each sub-layer reads a
+  /// normalized copy of the residual stream and adds its output back to it.
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<nn::LayerNorm> ln_1;        ///< before attention
+  std::shared_ptr<CausalSelfAttention> attn;  ///< attention
+  std::shared_ptr<nn::LayerNorm> ln_2;        ///< before the MLP
+  std::shared_ptr<nn::MLP> mlp;               ///< c_fc (C -> 4C), GELU, c_proj (4C -> C)
+};
+
+/// A GPT-2 language model (an nn::Module): named parameters wte.weight, wpe.weight,
+/// h.<l>.ln_1.weight, h.<l>.attn.c_attn.weight, ..., ln_f.bias, in llm.c's order by layer.
+/// lm_head is wte.weight itself (tied), so it is not a separate parameter.
+class GPT2 : public nn::Module {
+ public:
+  /// A model with GPT-2's initialization drawn from Generator(seed) (nn::init_gpt2_):
+  /// N(0, 0.02) for matrices and embeddings, N(0, 0.02 / sqrt(2L)) for the residual projections
+  /// (c_proj), zero biases, unit LayerNorm weights. float32 on the CPU; to(device) moves it.
+  explicit GPT2(const GPT2Config& config, uint64_t seed = 1337);
 
   /// The configuration.
   const GPT2Config& config() const { return config_; }
-  /// Every parameter with its name, in llm.c's order by layer (wte, wpe, h.0.ln_1.weight, ...,
-  /// ln_f.bias). lm_head is not listed: it is wte (tied weights).
-  const std::vector<NamedTensor>& named_parameters() const { return params_; }
-  /// The parameter called `name`; throws tt::Error listing a few names when there is none.
-  const Tensor& parameter(const std::string& name) const;
-  /// Total number of parameter elements (wte counted once).
-  int64_t num_parameters() const;
-  /// The parameters of block `l`.
-  const BlockParams& block(int64_t l) const { return blocks_.at(static_cast<std::size_t>(l)); }
-
-  /// Logits [B, T, V] for int64 tokens idx [B, T] (T <= block_size, tokens < V).
-  Tensor forward(const Tensor& idx) const;
-  /// Mean cross-entropy of forward(idx) against int64 targets [B, T] (a 0-d tensor).
-  Tensor loss(const Tensor& idx, const Tensor& targets) const;
-
-  /// Moves every parameter to `device` in place (the tensors keep their identity).
-  void to(Device device);
+  /// The parameter called `name`; throws tt::Error when there is none.
+  Tensor parameter(const std::string& name) const;
   /// Device of the parameters.
-  Device device() const;
-  /// Clears every parameter's gradient.
-  void zero_grad() const;
+  Device device() const { return wte->weight.device(); }
+
+  /// Logits [B, T, V] for int64 tokens idx [B, T] (T <= block_size, tokens < Vp).
+  Tensor forward(const Tensor& idx) override;
+  /// Mean cross-entropy of forward(idx) against int64 targets [B, T] (a 0-d tensor).
+  Tensor loss(const Tensor& idx, const Tensor& targets);
+
+  std::shared_ptr<nn::Embedding> wte;   ///< token embedding [Vp, C], also the lm_head
+  std::shared_ptr<nn::Embedding> wpe;   ///< position embedding [maxT, C]
+  std::shared_ptr<nn::ModuleList> h;    ///< the L blocks
+  std::shared_ptr<nn::LayerNorm> ln_f;  ///< final LayerNorm
 
  private:
-  void bind_blocks();
   GPT2Config config_;
-  std::vector<NamedTensor> params_;
-  std::vector<BlockParams> blocks_;
-  Tensor wte_, wpe_, ln_f_weight_, ln_f_bias_;
+  std::vector<Block*> blocks_;
 };
 
 // ----- llm.c checkpoints -----------------------------------------------------------------------
@@ -149,8 +142,8 @@ int64_t llmc_num_floats(const GPT2Config& config);
 /// naming the file and what is wrong.
 GPT2Config read_llmc_header(const std::string& path);
 
-/// Loads an llm.c float32 model file (e.g. gpt2_124M.bin) into a new model.
-GPT2 load_llmc(const std::string& path);
+/// Loads an llm.c float32 model file (e.g. gpt2_124M.bin) into a new model (on the CPU).
+std::unique_ptr<GPT2> load_llmc(const std::string& path);
 
 /// Writes `model` as an llm.c float32 model file (version 3) that llm.c can load.
 void save_llmc(const GPT2& model, const std::string& path);

@@ -28,8 +28,7 @@ int64_t sample_token(const Tensor& logits, const SamplingOptions& options, Gener
 /// Appends `max_new_tokens` sampled tokens to `prompt` (non-empty) and returns the whole
 /// sequence. Each step feeds the last block_size tokens to the model under NoGradGuard, so
 /// memory stays flat however many tokens are generated.
-std::vector<int64_t> generate(const GPT2& model, std::vector<int64_t> prompt,
-                              int64_t max_new_tokens, const SamplingOptions& options,
-                              Generator& gen);
+std::vector<int64_t> generate(GPT2& model, std::vector<int64_t> prompt, int64_t max_new_tokens,
+                              const SamplingOptions& options, Generator& gen);
 
 }  // namespace tt::gpt2
