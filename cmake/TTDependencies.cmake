@@ -4,6 +4,11 @@ find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+# Chapter 08 (tokenizer): PCRE2 for GPT-2's pre-tokenization regex (Debian libpcre2-dev) and
+# nlohmann-json for GPT-2's encoder.json (Debian nlohmann-json3-dev).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_package(nlohmann_json 3.2 REQUIRED)
 
 # CUDA: AUTO turns it on when nvcc is found. When it is on, every CUDA source is compiled
 # (so a CPU-only CI machine with nvcc still proves the CUDA code builds); CUDA tests skip at
@@ -29,6 +34,11 @@ if(NOT TT_ENABLE_CUDA STREQUAL "OFF")
       endif()
     endif()
     enable_language(CUDA)
+    # CMake 3.25 knows nvcc's dialect flags only up to C++17; nvcc >= 12 accepts -std=c++20.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)

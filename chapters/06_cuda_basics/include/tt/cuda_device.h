@@ -1,0 +1,115 @@
+/// @file cuda_device.h
+/// @brief The CUDA runtime as this project uses it: error checks that name the failing call,
+/// the device guard, the one stream per device, launch sizing, and the memory allocators.
+///
+/// Only for CUDA builds (TT_WITH_CUDA): it includes the CUDA runtime API. Code that must also
+/// build without CUDA uses Tensor::to(Device::cuda()) and the kernel registry instead.
+///
+/// **Streams.** All work of a device — kernels, copies, memsets — goes to one stream per device,
+/// which is the *legacy default stream* (`cudaStreamLegacy`) of that device. Reasons: (1) one
+/// stream orders everything, so the caching allocator may hand a freed block to the next
+/// kernel without events; (2) the legacy stream synchronizes with every other blocking stream,
+/// so libraries that use their own default (cuBLAS handles, NCCL, a user's `cudaMemcpy`)
+/// interleave correctly without extra synchronization; (3) the same code works whether or not
+/// it is compiled with `--default-stream per-thread`, because the handle is named explicitly.
+/// The price is no overlap of copies with kernels, which this project does not need yet;
+/// stream() is the one place to change when it does.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tt/backend.h"
+#include "tt/caching_allocator.h"
+
+namespace tt::cuda {
+
+/// "CUDA error <name> (<description>) in <expr> at <file>:<line>", e.g.
+/// "CUDA error cudaErrorMemoryAllocation (out of memory) in cudaMalloc(&p, n) at x.cu:12".
+std::string error_message(cudaError_t code, const char* expr, const char* file, int line);
+
+namespace detail {
+/// Throws tt::Error with error_message(code, expr, file, line). Clears the runtime's
+/// last-error state first, so one failure is not reported again by the next check.
+[[noreturn]] void throw_cuda_error(cudaError_t code, const char* expr, const char* file, int line);
+}  // namespace detail
+
+/// Number of CUDA devices (0 without a driver or GPU; never throws).
+int device_count();
+
+/// Throws tt::Error naming `op` when `index` is not a valid CUDA device number.
+void check_device_index(int index, const char* op);
+
+/// Makes `index` the current device for the lifetime of the guard and restores the previous
+/// current device afterwards (CUDA's current device is per host thread).
+class DeviceGuard {
+ public:
+  /// Switches to device `index` (no call when it already is current); throws on a bad index.
+  explicit DeviceGuard(int index);
+  /// Restores the device that was current at construction.
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+/// The stream all work of device `index` runs on: the legacy default stream (see the file
+/// comment for why). Valid for the current device; use it under a DeviceGuard.
+cudaStream_t stream(int index);
+
+/// Number of streaming multiprocessors of device `index` (cached after the first query).
+int multiprocessor_count(int index);
+
+/// Threads per block of the element-wise and reduction kernels of this chapter.
+inline constexpr int kBlockThreads = 256;
+
+/// Blocks for a grid-stride loop over `n` work items with `threads` threads per block: enough
+/// to cover `n`, at most what fills device `index` once (SMs x 2048 / threads resident
+/// threads), and at least 1. Each thread then loops over items i, i + gridDim*blockDim, ...
+unsigned grid_size(int64_t n, int threads, int index);
+
+/// Turns the caching allocator on (the default) or off for allocations made after this call
+/// (each Storage frees into the allocator it came from, so switching is always safe). Off means
+/// one cudaMalloc/cudaFree per tensor: slower, but compute-sanitizer then sees every tensor's
+/// exact bounds. The environment variable TT_CUDA_CACHING=0 switches it off at start.
+void set_caching_enabled(bool enabled);
+/// True when new CUDA allocations go through the caching allocator.
+bool caching_enabled();
+/// The caching allocator of device `index`.
+CachingAllocator& caching_allocator(int index);
+/// Statistics of the allocator new allocations of device `index` currently go to.
+AllocatorStats memory_stats(int index);
+/// Returns the cached blocks of every device to the driver (cudaFree).
+void empty_cache();
+/// Waits for all work queued on device `index`.
+void synchronize(int index);
+
+}  // namespace tt::cuda
+
+/// Evaluates a CUDA runtime call and throws tt::Error naming the error, the call text, the file
+/// and the line when it does not return cudaSuccess:
+/// `TT_CUDA_CHECK(cudaMalloc(&p, n));`
+#define TT_CUDA_CHECK(expr)                                                             \
+  do {                                                                                  \
+    const cudaError_t tt_cuda_status_ = (expr);                                         \
+    if (tt_cuda_status_ != cudaSuccess) [[unlikely]] {                                  \
+      ::tt::cuda::detail::throw_cuda_error(tt_cuda_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                   \
+  } while (0)
+
+/// Checks the launch that was just made, naming the kernel (a string literal):
+/// `kernel<<<grid, block, 0, stream>>>(...); TT_CUDA_CHECK_LAUNCH("binary_vec16_kernel");`.
+/// A bad configuration (too many threads, too much shared memory) is reported here. Errors
+/// raised while the kernel runs surface at the next synchronizing call; run with
+/// CUDA_LAUNCH_BLOCKING=1 to make every launch synchronous and pin such errors to their launch.
+#define TT_CUDA_CHECK_LAUNCH(kernel_name)                                                       \
+  do {                                                                                          \
+    const cudaError_t tt_cuda_status_ = cudaGetLastError();                                     \
+    if (tt_cuda_status_ != cudaSuccess) [[unlikely]] {                                          \
+      ::tt::cuda::detail::throw_cuda_error(tt_cuda_status_, "launch of " kernel_name, __FILE__, \
+                                           __LINE__);                                           \
+    }                                                                                           \
+  } while (0)

@@ -1,0 +1,124 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 06_cuda_basics. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch06
+// Generated from solutions/06_cuda_basics/cuda_elementwise.cu by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// Chapter 06 exercise ch06.2: the binary element-wise CUDA kernels ("add", "sub", "mul", "div"),
+// a vectorized path for contiguous aligned operands and a strided path for everything else.
+#include <cstdint>
+#include <type_traits>
+
+#include "tt/cuda_device.h"
+#include "tt/cuda_ops.h"
+#include "tt/dispatcher.h"
+#include "tt/ops.h"
+#include "tt/strided_indexer.h"
+#include "tt/todo.h"
+
+namespace tt::cuda {
+
+namespace {
+
+struct AddOp {
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    return x + y;
+  }
+};
+struct SubOp {
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    return x - y;
+  }
+};
+struct MulOp {
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    return x * y;
+  }
+};
+struct DivOp {
+  template <typename T>
+  __device__ T operator()(T x, T y) const {
+    if constexpr (std::is_integral_v<T>) {
+      return y == 0 ? T(0) : x / y;  // integer division by zero is undefined behaviour in C++
+    } else {
+      return x / y;
+    }
+  }
+};
+
+/// 16 bytes of T (4 floats, 2 doubles, 2 int64): the widest load one thread can issue. The
+/// alignment makes the compiler emit one 128-bit load (LDG.E.128) instead of 4 scalar ones.
+template <typename T>
+struct alignas(16) Pack {
+  T v[16 / sizeof(T)];
+};
+
+// out[i] = op(a[i], b[i]) over contiguous, 16-byte-aligned operands: thread t of the grid
+// handles packs t, t + stride, ... and then at most one of the n % V tail elements.
+template <typename T, typename Op>
+__global__ void binary_vec16_kernel(T* out, const T* a, const T* b, int64_t n, Op op) {
+  __trap();  // unreachable: the host wrapper throws TODO ch06.2 before launching
+}
+
+// out[i] = op(a[off_a(i)], b[off_b(i)]) for any strides (grid-stride loop; Index is uint32_t
+// or int64_t, see dispatch_index_type).
+template <typename T, typename Op, typename Index>
+__global__ void binary_strided_kernel(T* out, const T* a, const T* b, Index n, StridedIndexer idx,
+                                      Op op) {
+  __trap();  // unreachable: the host wrapper throws TODO ch06.2 before launching
+}
+
+// The host wrapper shared by the four ops: checks, device guard, path choice, launch.
+template <typename Op>
+void launch_binary(const char* name, const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
+  for (const Tensor* t : {&out, &a, &b}) {
+    TT_CHECK(t->device() == out.device() && out.device().is_cuda() && t->dtype() == out.dtype() &&
+                 t->shape() == out.shape(),
+             "cuda::", name,
+             ": expected out, a and b on one CUDA device with one dtype and shape, "
+             "got out ",
+             out.describe(), ", a ", a.describe(), ", b ", b.describe());
+  }
+  TT_CHECK(out.is_contiguous(), "cuda::", name, ": out must be contiguous, got strides ",
+           out.strides());
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const int dev = out.device().index;
+  DeviceGuard guard(dev);
+  dispatch_dtype(out.dtype(), name, [&]<typename T>() {
+    T* o = static_cast<T*>(out.data_ptr());
+    const T* pa = static_cast<const T*>(a.data_ptr());
+    const T* pb = static_cast<const T*>(b.data_ptr());
+    (void)o, (void)pa, (void)pb;
+    TT_TODO("ch06.2",
+            "CUDA binary kernels: when a and b are contiguous and all pointers 16-byte aligned, "
+            "launch binary_vec16_kernel (Pack<T> loads, grid-stride over n / V packs, then the "
+            "tail); otherwise binary_strided_kernel with make_strided_indexer(out.shape(), "
+            "a.strides(), b.strides()) and dispatch_index_type(n); grid_size(), kBlockThreads, stream(dev), "
+            "TT_CUDA_CHECK_LAUNCH");
+  });
+}
+
+}  // namespace
+
+void add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  launch_binary("add", out, a, b, AddOp{});
+}
+void sub(const Tensor& out, const Tensor& a, const Tensor& b) {
+  launch_binary("sub", out, a, b, SubOp{});
+}
+void mul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  launch_binary("mul", out, a, b, MulOp{});
+}
+void div(const Tensor& out, const Tensor& a, const Tensor& b) {
+  launch_binary("div", out, a, b, DivOp{});
+}
+
+TT_REGISTER_KERNEL("add", DeviceType::kCUDA, cuda::add);
+TT_REGISTER_KERNEL("sub", DeviceType::kCUDA, cuda::sub);
+TT_REGISTER_KERNEL("mul", DeviceType::kCUDA, cuda::mul);
+TT_REGISTER_KERNEL("div", DeviceType::kCUDA, cuda::div);
+
+}  // namespace tt::cuda
