@@ -10,6 +10,7 @@
 #include "tt/gpt2.h"
 #include "tt/npy_tensor.h"
 #include "tt/reference_data.h"
+#include "tt/train.h"
 
 namespace tt::gpt2 {
 namespace {
@@ -98,6 +99,26 @@ TEST_F(Ch08_GPT2Reference, LogitsLossAndGradients) {
 
 TEST_F(Ch08_GPT2Reference, LossMethodMatchesPyTorch) {
   expect_ref("gpt2_tiny_loss", model_->loss(idx_, targets_));
+}
+
+TEST_F(Ch08_GPT2Reference, TenAdamWStepsMatchPyTorch) {
+  // The script's run: AdamW lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on
+  // matrices only, global clipping at 1.0, the same batch every step; losses[i] is the loss
+  // before step i.
+  optim::AdamWOptions o;
+  o.lr = 1e-3;
+  o.beta1 = 0.9;
+  o.beta2 = 0.95;
+  o.eps = 1e-8;
+  optim::AdamW opt(param_groups(*model_, 0.1), o);
+  std::vector<float> losses;
+  for (int step = 0; step < 10; ++step) {
+    const TrainStepResult r =
+        train_step(*model_, opt, [&] { return Batch{idx_, targets_}; }, {1, 1.0});
+    ASSERT_TRUE(r.finite);
+    losses.push_back(static_cast<float>(r.loss));
+  }
+  expect_ref("gpt2_tiny_adamw_losses", from_vector(losses, {10}));
 }
 
 }  // namespace
