@@ -2,12 +2,9 @@
 // trip, malformed files), attention causality, the pre-norm block, sampling, generation without
 // memory growth, the training step (accumulation, clipping, NaN guard) and exact resume.
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 
-#include <unistd.h>
-
+#include "ch08_test_util.h"
 #include "tt/autograd.h"
 #include "tt/checkpoint.h"
 #include "tt/functional.h"
@@ -18,8 +15,6 @@
 
 namespace tt::gpt2 {
 namespace {
-
-namespace fs = std::filesystem;
 
 GPT2Config tiny_config() {
   GPT2Config c;
@@ -45,11 +40,6 @@ Batch fixed_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
     }
   }
   return {from_vector(x, {B, T}), from_vector(y, {B, T})};
-}
-
-std::string temp_path(const std::string& name) {
-  return (fs::temp_directory_path() / ("tt_ch08_" + std::to_string(::getpid()) + "_" + name))
-      .string();
 }
 
 // ----- configuration and parameters ------------------------------------------------------------
@@ -115,64 +105,52 @@ TEST(Ch08_9_LlmcLayout, OffsetsFollowLlmcOrder) {
 
 TEST(Ch08_9_LlmcLayout, SaveLoadRoundTripIsByteExact) {
   const std::string src = testing::reference_path("ch08/gpt2_tiny.bin");
-  const std::string copy = temp_path("roundtrip.bin");
+  const ch08_test::TempDir dir;
+  const std::string copy = dir.file("roundtrip.bin");
   const auto model = load_llmc(src);
   save_llmc(*model, copy);
-  std::ifstream a(src, std::ios::binary), b(copy, std::ios::binary);
-  const std::string bytes_a((std::istreambuf_iterator<char>(a)), {});
-  const std::string bytes_b((std::istreambuf_iterator<char>(b)), {});
-  fs::remove(copy);
+  const std::string bytes_a = ch08_test::read_bytes(src), bytes_b = ch08_test::read_bytes(copy);
   EXPECT_EQ(bytes_a.size(), bytes_b.size());
   EXPECT_TRUE(bytes_a == bytes_b) << "save_llmc(load_llmc(f)) differs from f";
 }
 
-/// Writes an llm.c-like file with the given header fields and `floats` parameters.
-std::string write_llmc(const std::string& name, std::vector<int32_t> header, int64_t floats) {
-  header.resize(256, 0);
-  const std::string path = temp_path(name);
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(header.data()), 1024);
-  const std::vector<float> zeros(static_cast<std::size_t>(floats), 0.f);
-  out.write(reinterpret_cast<const char*>(zeros.data()),
-            static_cast<std::streamsize>(zeros.size() * sizeof(float)));
-  return path;
+/// An llm.c-like file: a header with `fields` (then zeros) and `floats` zero parameters.
+std::string llmc_bytes(const std::vector<int32_t>& fields, int64_t floats) {
+  std::string bytes(static_cast<std::size_t>(1024 + 4 * floats), '\0');
+  for (std::size_t i = 0; i < fields.size(); ++i) ch08_test::put_le32(bytes, 4 * i, fields[i]);
+  return bytes;
 }
 
 TEST(Ch08_LlmcHeader, RejectsMalformedFiles) {
   const GPT2Config c = tiny_config();
   const int64_t n = llmc_num_floats(c);
   const std::vector<int32_t> good = {kLlmcMagic, 3, 16, 50, 2, 2, 16, 64};
-  const std::string ok = write_llmc("ok.bin", good, n);
-  EXPECT_EQ(read_llmc_header(ok).str(), c.str());
-  fs::remove(ok);
+  const ch08_test::TempDir dir;
+  const std::string f = dir.file("model.bin");
+  ch08_test::write_bytes(f, llmc_bytes(good, n));
+  EXPECT_EQ(read_llmc_header(f).str(), c.str());
 
   std::vector<int32_t> h = good;
   h[0] = 12345;
-  const std::string magic = write_llmc("magic.bin", h, n);
-  EXPECT_TT_ERROR(read_llmc_header(magic), "magic", "12345");
-  fs::remove(magic);
+  ch08_test::write_bytes(f, llmc_bytes(h, n));
+  EXPECT_TT_ERROR(read_llmc_header(f), "magic", "12345");
 
   h = good;
   h[1] = 5;
-  const std::string version = write_llmc("version.bin", h, n);
-  EXPECT_TT_ERROR(read_llmc_header(version), "version 5", "bfloat16");
-  fs::remove(version);
+  ch08_test::write_bytes(f, llmc_bytes(h, n));
+  EXPECT_TT_ERROR(read_llmc_header(f), "version 5", "bfloat16");
 
-  const std::string truncated = write_llmc("truncated.bin", good, n - 1);
-  EXPECT_TT_ERROR(read_llmc_header(truncated), "bytes", "needs");
-  fs::remove(truncated);
+  ch08_test::write_bytes(f, llmc_bytes(good, n - 1));
+  EXPECT_TT_ERROR(read_llmc_header(f), "bytes", "needs");
 
   h = good;
   h[5] = 3;  // C = 16 not divisible by 3 heads
-  const std::string heads = write_llmc("heads.bin", h, n);
-  EXPECT_TT_ERROR(read_llmc_header(heads), "invalid header", "n_head");
-  fs::remove(heads);
+  ch08_test::write_bytes(f, llmc_bytes(h, n));
+  EXPECT_TT_ERROR(read_llmc_header(f), "invalid header", "n_head");
 
-  const std::string tiny = temp_path("short.bin");
-  std::ofstream(tiny) << "GPT";
-  EXPECT_TT_ERROR(read_llmc_header(tiny), "shorter than");
-  fs::remove(tiny);
-  EXPECT_TT_ERROR(read_llmc_header(temp_path("missing.bin")), "cannot open");
+  ch08_test::write_bytes(f, "GPT");
+  EXPECT_TT_ERROR(read_llmc_header(f), "shorter than");
+  EXPECT_TT_ERROR(read_llmc_header(dir.file("missing.bin")), "cannot open");
 }
 
 // ----- attention and block ---------------------------------------------------------------------
@@ -345,7 +323,8 @@ TEST(Ch08_Train, ResumeFromCheckpointIsExact) {
     for (int s = 0; s < 6; ++s)
       straight.push_back(train_step(m, *opt, [&] { return batches(i); }, {2, 1.0}).loss);
   }
-  const std::string path = temp_path("resume.ttckpt");
+  const ch08_test::TempDir dir;
+  const std::string path = dir.file("resume.ttckpt");
   std::vector<double> resumed;
   int64_t i = 0;
   {
@@ -363,7 +342,6 @@ TEST(Ch08_Train, ResumeFromCheckpointIsExact) {
     for (int s = 0; s < 3; ++s)
       resumed.push_back(train_step(m, *opt, [&] { return batches(i); }, {2, 1.0}).loss);
   }
-  fs::remove(path);
   ASSERT_EQ(resumed.size(), straight.size());
   for (std::size_t s = 0; s < straight.size(); ++s) EXPECT_EQ(resumed[s], straight[s]) << s;
 }
