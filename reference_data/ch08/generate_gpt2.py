@@ -24,9 +24,9 @@ MANIFEST (this folder) has one line per file, paths relative to reference_data/:
 
     <file> sha256=<hex> dtype=<dtype> torch=<version> seed=<seed> atol=<a> rtol=<r>
 """
-import hashlib
 import math
 import os
+import sys
 
 import numpy as np
 import torch
@@ -35,6 +35,8 @@ import torch.nn.functional as F
 SEED = 1234
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)  # reference_data/
+sys.path.insert(0, ROOT)
+from generate import write_manifest  # noqa: E402  (the MANIFEST writer of chapter 04's script)
 
 # The tiny model and the training run the tests repeat.
 L, C, NH, V, MAXT, B, T = 2, 64, 4, 512, 32, 4, 32
@@ -202,23 +204,13 @@ def main():
             os.remove(os.path.join(HERE, f))
     gpt2_cases()
     attention_cases()
-    lines = ["# Reference data of chapter 08, written by reference_data/ch08/generate_gpt2.py "
-             "(do not edit).",
-             "# <file> sha256=<hex> dtype=<dtype> torch=<version> seed=<seed> atol=<a> rtol=<r>",
-             f"# model: L={L} C={C} NH={NH} V={V} maxT={MAXT}; batch B={B} T={T}; AdamW "
-             f"lr={ADAMW['lr']} betas={ADAMW['betas'][0]},{ADAMW['betas'][1]} "
-             f"eps={ADAMW['eps']} weight_decay={ADAMW['weight_decay']} (matrices only) "
-             f"clip={CLIP} steps={STEPS}"]
-    total = 0
-    for rel, dtype, atol, rtol in sorted(manifest):
-        data = open(os.path.join(ROOT, rel), "rb").read()
-        total += len(data)
-        lines.append(f"{rel} sha256={hashlib.sha256(data).hexdigest()} dtype={dtype} "
-                     f"torch={torch.__version__} seed={SEED} atol={atol:g} rtol={rtol:g}")
-    with open(os.path.join(HERE, "MANIFEST"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(f"wrote {len(manifest)} files ({total} bytes) and ch08/MANIFEST")
-
+    write_manifest(os.path.join(HERE, "MANIFEST"),
+                   ["# Reference data of chapter 08, written by reference_data/ch08/generate_gpt2.py"
+                    " (do not edit).",
+                    f"# model: L={L} C={C} NH={NH} V={V} maxT={MAXT}; batch B={B} T={T}; AdamW "
+                    f"lr={ADAMW['lr']} betas={ADAMW['betas'][0]},{ADAMW['betas'][1]} "
+                    f"eps={ADAMW['eps']} weight_decay={ADAMW['weight_decay']} (matrices only) "
+                    f"clip={CLIP} steps={STEPS}"], manifest, SEED)
 
 if __name__ == "__main__":
     main()
