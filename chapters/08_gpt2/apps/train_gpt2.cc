@@ -25,6 +25,7 @@
 #include "tt/autograd.h"
 #include "tt/backend.h"
 #include "tt/checkpoint.h"
+#include "tt/cli.h"
 #include "tt/csv.h"
 #include "tt/cuda_probe.h"
 #include "tt/dataloader.h"
@@ -66,105 +67,56 @@ struct Options {
   int64_t max_seconds = 0;  // stop early after this many seconds (0: no limit)
 };
 
-[[noreturn]] void usage(int code) {
-  std::fprintf(
-      code == 0 ? stdout : stderr, "%s",
-      "usage: train_gpt2 [options]\n"
-      "data and output:\n"
-      "  --data DIR            shards and tokenizer from tt_prepare_data (data/fortunes)\n"
-      "  --out DIR             run directory: train.csv, loss.png, checkpoint, model.bin\n"
-      "  --device D            auto | cpu | cuda (auto: cuda when a GPU and the CUDA\n"
-      "                        backend exist)\n"
-      "  --threads N           CPU threads (default: OMP_NUM_THREADS or all cores)\n"
-      "model:\n"
-      "  --layers L --heads NH --channels C   (4, 4, 128)\n"
-      "  --block-size N        longest context (default: T)\n"
-      "  --init-llmc FILE      start from an llm.c model file (e.g. gpt2_124M.bin)\n"
-      "batch and schedule:\n"
-      "  --B N --T N           micro-batch rows and sequence length (16, 64)\n"
-      "  --total-batch N       tokens per optimizer step, a multiple of B*T; the rest\n"
-      "                        is gradient accumulation (default B*T)\n"
-      "  --steps N             optimizer steps (300)\n"
-      "  --lr X --min-lr-frac F --warmup N   AdamW peak lr, cosine floor as a fraction\n"
-      "                        of it, warmup steps (1e-3, 0.1, 20)\n"
-      "  --weight-decay X --clip X --beta1 X --beta2 X   (0.1, 1.0, 0.9, 0.95)\n"
-      "  --seed N              model init, data order and sampling (1337)\n"
-      "  --max-seconds N       stop (and save) after N seconds of training\n"
-      "evaluation, sampling, checkpoints:\n"
-      "  --eval-every N --eval-batches N      validation loss (50, 8)\n"
-      "  --sample-every N      also sample every N steps (default: start, middle, end)\n"
-      "  --sample-tokens N --temperature X --top-k K   (48, 0.8, 40)\n"
-      "  --checkpoint-every N  save <out>/checkpoint.ttckpt every N steps (and at the end)\n"
-      "  --resume              continue from <out>/checkpoint.ttckpt (exactly: same\n"
-      "                        batches, same results as an uninterrupted run)\n"
-      "  --log-every N         print a log line every N steps (1)\n"
-      "  --peak-tflops X       peak FLOP/s for MFU (default on a GPU: 67, H100 FP32)\n");
-  std::exit(code);
-}
+const char* const kUsage =
+    "usage: train_gpt2 [options]\n"
+    "data and output:\n"
+    "  --data DIR            shards and tokenizer from tt_prepare_data (data/fortunes)\n"
+    "  --out DIR             run directory: train.csv, loss.png, checkpoint, model.bin\n"
+    "  --device D            auto | cpu | cuda (auto: cuda when a GPU and the CUDA\n"
+    "                        backend exist)\n"
+    "  --threads N           CPU threads (default: OMP_NUM_THREADS or all cores)\n"
+    "model:\n"
+    "  --layers L --heads NH --channels C   (4, 4, 128)\n"
+    "  --block-size N        longest context (default: T)\n"
+    "  --init-llmc FILE      start from an llm.c model file (e.g. gpt2_124M.bin)\n"
+    "batch and schedule:\n"
+    "  --B N --T N           micro-batch rows and sequence length (16, 64)\n"
+    "  --total-batch N       tokens per optimizer step, a multiple of B*T; the rest\n"
+    "                        is gradient accumulation (default B*T)\n"
+    "  --steps N             optimizer steps (300)\n"
+    "  --lr X --min-lr-frac F --warmup N   AdamW peak lr, cosine floor as a fraction\n"
+    "                        of it, warmup steps (1e-3, 0.1, 20)\n"
+    "  --weight-decay X --clip X --beta1 X --beta2 X   (0.1, 1.0, 0.9, 0.95)\n"
+    "  --seed N              model init, data order and sampling (1337)\n"
+    "  --max-seconds N       stop (and save) after N seconds of training\n"
+    "evaluation, sampling, checkpoints:\n"
+    "  --eval-every N --eval-batches N      validation loss (50, 8)\n"
+    "  --sample-every N      also sample every N steps (default: start, middle, end)\n"
+    "  --sample-tokens N --temperature X --top-k K   (48, 0.8, 40)\n"
+    "  --checkpoint-every N  save <out>/checkpoint.ttckpt every N steps (and at the end)\n"
+    "  --resume              continue from <out>/checkpoint.ttckpt (exactly: same\n"
+    "                        batches, same results as an uninterrupted run)\n"
+    "  --log-every N         print a log line every N steps (1)\n"
+    "  --peak-tflops X       peak FLOP/s for MFU (default on a GPU: 67, H100 FP32)\n";
 
 Options parse(int argc, char** argv) {
   Options o;
-  std::map<std::string, std::string*> strings = {{"--data", &o.data},
-                                                 {"--out", &o.out},
-                                                 {"--device", &o.device},
-                                                 {"--init-llmc", &o.init_llmc}};
-  std::map<std::string, int64_t*> ints = {{"--layers", &o.n_layer},
-                                          {"--heads", &o.n_head},
-                                          {"--channels", &o.n_embd},
-                                          {"--block-size", &o.block_size},
-                                          {"--B", &o.B},
-                                          {"--T", &o.T},
-                                          {"--total-batch", &o.total_batch},
-                                          {"--steps", &o.steps},
-                                          {"--warmup", &o.warmup},
-                                          {"--eval-every", &o.eval_every},
-                                          {"--eval-batches", &o.eval_batches},
-                                          {"--sample-every", &o.sample_every},
-                                          {"--sample-tokens", &o.sample_tokens},
-                                          {"--top-k", &o.top_k},
-                                          {"--checkpoint-every", &o.checkpoint_every},
-                                          {"--log-every", &o.log_every},
-                                          {"--max-seconds", &o.max_seconds}};
-  std::map<std::string, double*> doubles = {{"--lr", &o.lr},
-                                            {"--min-lr-frac", &o.min_lr_frac},
-                                            {"--weight-decay", &o.weight_decay},
-                                            {"--clip", &o.clip},
-                                            {"--beta1", &o.beta1},
-                                            {"--beta2", &o.beta2},
-                                            {"--temperature", &o.temperature},
-                                            {"--peak-tflops", &o.peak_tflops}};
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") usage(0);
-    if (arg == "--resume") {
-      o.resume = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "train_gpt2: %s needs a value\n", arg.c_str());
-      usage(2);
-    }
-    const std::string value = argv[++i];
-    try {
-      if (auto s = strings.find(arg); s != strings.end()) {
-        *s->second = value;
-      } else if (auto n = ints.find(arg); n != ints.end()) {
-        *n->second = std::stoll(value);
-      } else if (auto d = doubles.find(arg); d != doubles.end()) {
-        *d->second = std::stod(value);
-      } else if (arg == "--seed") {
-        o.seed = std::stoull(value);
-      } else if (arg == "--threads") {
-        o.threads = std::stoi(value);
-      } else {
-        std::fprintf(stderr, "train_gpt2: unknown option %s\n", arg.c_str());
-        usage(2);
-      }
-    } catch (const std::logic_error&) {
-      std::fprintf(stderr, "train_gpt2: %s: '%s' is not a number\n", arg.c_str(), value.c_str());
-      usage(2);
-    }
-  }
+  ArgParser args("train_gpt2", kUsage);
+  args.option("--data", &o.data).option("--out", &o.out).option("--device", &o.device);
+  args.option("--threads", &o.threads).option("--init-llmc", &o.init_llmc);
+  args.option("--layers", &o.n_layer).option("--heads", &o.n_head).option("--channels", &o.n_embd);
+  args.option("--block-size", &o.block_size).option("--B", &o.B).option("--T", &o.T);
+  args.option("--total-batch", &o.total_batch).option("--steps", &o.steps);
+  args.option("--lr", &o.lr).option("--min-lr-frac", &o.min_lr_frac);
+  args.option("--warmup", &o.warmup).option("--weight-decay", &o.weight_decay);
+  args.option("--clip", &o.clip).option("--beta1", &o.beta1).option("--beta2", &o.beta2);
+  args.option("--seed", &o.seed).option("--max-seconds", &o.max_seconds);
+  args.option("--eval-every", &o.eval_every).option("--eval-batches", &o.eval_batches);
+  args.option("--sample-every", &o.sample_every).option("--sample-tokens", &o.sample_tokens);
+  args.option("--temperature", &o.temperature).option("--top-k", &o.top_k);
+  args.option("--checkpoint-every", &o.checkpoint_every).flag("--resume", &o.resume);
+  args.option("--log-every", &o.log_every).option("--peak-tflops", &o.peak_tflops);
+  args.parse(argc, argv);
   if (o.total_batch == 0) o.total_batch = o.B * o.T;
   if (o.block_size == 0) o.block_size = o.T;
   TT_CHECK(o.B > 0 && o.T > 0 && o.steps > 0, "train_gpt2: --B, --T and --steps must be > 0");
