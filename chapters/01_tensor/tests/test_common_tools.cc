@@ -65,7 +65,7 @@ TEST(Common_Progress, EtaAndText) {
   EXPECT_EQ(format_duration(-1), "?");
 }
 
-TEST(Common_Progress, NonTerminalPrintsEveryTenPercent) {
+TEST(Common_Progress, NonTerminalPrintsAtStartAndEveryTenPercent) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
   {
@@ -77,7 +77,7 @@ TEST(Common_Progress, NonTerminalPrintsEveryTenPercent) {
   int lines = 0;
   for (int c; (c = std::fgetc(f)) != EOF;) lines += c == '\n';
   std::fclose(f);
-  EXPECT_EQ(lines, 10);  // 10%, 20%, ..., 100%
+  EXPECT_EQ(lines, 11);  // the first update, then 10%, 20%, ..., 100%
 }
 
 TEST(Common_Csv, WritesQuotesAndAppends) {
