@@ -1,5 +1,6 @@
 // The training step (exercise ch08.8), evaluation, parameter groups and FLOPs (tt/train.h).
 #include <cmath>
+#include <vector>
 
 #include "tt/autograd.h"
 #include "tt/functional.h"
@@ -8,7 +9,8 @@
 
 namespace tt::gpt2 {
 
-TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
+TrainStepResult train_step(optim::Optimizer& optimizer,
+                           const std::function<Tensor(const Batch&)>& loss_of,
                            const std::function<Batch()>& next_batch,
                            const TrainStepOptions& options) {
   TT_CHECK(options.grad_accum_steps >= 1, "train_step: grad_accum_steps must be >= 1, got ",
@@ -16,28 +18,41 @@ TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
 #if TT_SOLUTION
   TrainStepResult r;
   optimizer.zero_grad();
-  const Device device = model.device();
   const double scale = 1.0 / static_cast<double>(options.grad_accum_steps);
   for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
     const Batch batch = next_batch();
-    const Tensor loss = model.loss(batch.inputs.to(device), batch.targets.to(device));
+    const Tensor loss = loss_of(batch);
     r.loss += loss.item() * scale;
     r.tokens += batch.inputs.numel();
     // d(mean over micro-batches)/dp = sum of d(loss_i / n)/dp: backward adds into .grad.
     autograd::backward(mul(loss, scale));
   }
+  std::vector<Tensor> params;
+  for (const auto& group : optimizer.param_groups()) {
+    params.insert(params.end(), group.params.begin(), group.params.end());
+  }
   const double max_norm = options.max_grad_norm > 0 ? options.max_grad_norm : INFINITY;
-  r.grad_norm = optim::clip_grad_norm_(model.parameters(), max_norm);
+  r.grad_norm = optim::clip_grad_norm_(params, max_norm);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (r.finite) optimizer.step();  // never let NaN/Inf reach the weights
   return r;
 #else
-  (void)model, (void)optimizer, (void)next_batch;
+  (void)optimizer, (void)loss_of, (void)next_batch;
   TT_TODO("ch08.8",
-          "training step: optimizer.zero_grad(); for each micro-batch: loss = model.loss(...) on "
-          "the model's device, backward(loss / grad_accum_steps); grad_norm = "
-          "optim::clip_grad_norm_(params, max_grad_norm); step only when loss and norm are finite");
+          "training step: optimizer.zero_grad(); per micro-batch: loss = loss_of(next_batch()), "
+          "add loss.item()/n to the mean, backward(loss / n); clip_grad_norm_ over the "
+          "optimizer's param_groups(); optimizer.step() only when loss and norm are finite");
 #endif
+}
+
+TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
+                           const std::function<Batch()>& next_batch,
+                           const TrainStepOptions& options) {
+  const Device device = model.device();
+  return train_step(
+      optimizer,
+      [&](const Batch& b) { return model.loss(b.inputs.to(device), b.targets.to(device)); },
+      next_batch, options);
 }
 
 double evaluate(GPT2& model, const std::function<Batch()>& next_batch, int64_t num_batches) {

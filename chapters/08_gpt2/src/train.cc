@@ -5,6 +5,7 @@
 // ============================================================================================
 // The training step (exercise ch08.8), evaluation, parameter groups and FLOPs (tt/train.h).
 #include <cmath>
+#include <vector>
 
 #include "tt/autograd.h"
 #include "tt/functional.h"
@@ -13,16 +14,27 @@
 
 namespace tt::gpt2 {
 
-TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
+TrainStepResult train_step(optim::Optimizer& optimizer,
+                           const std::function<Tensor(const Batch&)>& loss_of,
                            const std::function<Batch()>& next_batch,
                            const TrainStepOptions& options) {
   TT_CHECK(options.grad_accum_steps >= 1, "train_step: grad_accum_steps must be >= 1, got ",
            options.grad_accum_steps);
-  (void)model, (void)optimizer, (void)next_batch;
+  (void)optimizer, (void)loss_of, (void)next_batch;
   TT_TODO("ch08.8",
-          "training step: optimizer.zero_grad(); for each micro-batch: loss = model.loss(...) on "
-          "the model's device, backward(loss / grad_accum_steps); grad_norm = "
-          "optim::clip_grad_norm_(params, max_grad_norm); step only when loss and norm are finite");
+          "training step: optimizer.zero_grad(); per micro-batch: loss = loss_of(next_batch()), "
+          "add loss.item()/n to the mean, backward(loss / n); clip_grad_norm_ over the "
+          "optimizer's param_groups(); optimizer.step() only when loss and norm are finite");
+}
+
+TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
+                           const std::function<Batch()>& next_batch,
+                           const TrainStepOptions& options) {
+  const Device device = model.device();
+  return train_step(
+      optimizer,
+      [&](const Batch& b) { return model.loss(b.inputs.to(device), b.targets.to(device)); },
+      next_batch, options);
 }
 
 double evaluate(GPT2& model, const std::function<Batch()>& next_batch, int64_t num_batches) {

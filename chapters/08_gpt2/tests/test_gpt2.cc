@@ -260,6 +260,30 @@ TEST(Ch08_Generate, NoGraphAndNoMemoryGrowth) {
 
 // ----- training --------------------------------------------------------------------------------
 
+TEST(Ch08_8_TrainStep, AveragesMicroBatchGradients) {
+  // loss_i = sum(p * x_i): the step's gradient is the mean of the x_i, and SGD with lr 1 moves
+  // p by exactly minus that mean. Built with given code only (the first TODO met is ch08.8).
+  const Tensor p = from_vector(std::vector<float>{1.f, 2.f, 3.f}).set_requires_grad(true);
+  optim::SgdOptions so;
+  so.lr = 1.0;
+  optim::SGD opt(std::vector<Tensor>{p}, so);
+  const std::vector<Tensor> xs = {from_vector(std::vector<float>{1.f, 0.f, 4.f}),
+                                  from_vector(std::vector<float>{3.f, 2.f, 0.f})};
+  int calls = 0;
+  const TrainStepResult r = train_step(
+      opt, [&](const Batch& b) { return sum(mul(p, b.inputs)); },
+      [&] {
+        return Batch{xs[static_cast<std::size_t>(calls++)], Tensor()};
+      },
+      {2, 0.0});
+  EXPECT_EQ(calls, 2);
+  EXPECT_NEAR(r.loss, (13.0 + 7.0) / 2, 1e-6);  // mean of 1+0+12 and 3+4+0
+  EXPECT_NEAR(r.grad_norm, std::sqrt(2.0 * 2.0 + 1.0 + 2.0 * 2.0), 1e-6);  // |(2, 1, 2)|
+  EXPECT_EQ(r.tokens, 6);
+  EXPECT_TENSOR_NEAR(p, from_vector(std::vector<float>{-1.f, 1.f, 1.f}), 1e-6, 0);
+  EXPECT_EQ(opt.step_count(), 1);
+}
+
 TEST(Ch08_8_TrainStep, AccumulationEqualsOneBigBatch) {
   // Two micro-batches of 2 rows with accumulation give the gradient of the 4-row batch.
   const Batch big = fixed_batch(4, 8, 50, 1);

@@ -27,11 +27,20 @@ struct TrainStepResult {
   int64_t tokens = 0;    ///< tokens processed (B * T * grad_accum_steps)
 };
 
-/// One optimizer step (exercise ch08.8): zero the gradients; for each of grad_accum_steps
-/// micro-batches from `next_batch`, compute the loss on the model's device and backpropagate
-/// loss / grad_accum_steps (so the summed gradient is the gradient of the mean loss); clip the
-/// global gradient norm; and only if the loss and the norm are finite, call optimizer.step().
-/// The learning rate is whatever the optimizer holds (apply a schedule before calling).
+/// One optimizer step for any model (exercise ch08.8): zero the gradients of the optimizer's
+/// parameters; for each of grad_accum_steps micro-batches from `next_batch`, compute
+/// `loss_of(batch)` (a 0-d tensor) and backpropagate loss / grad_accum_steps (so the summed
+/// gradient is the gradient of the mean loss); clip the global gradient norm of the optimizer's
+/// parameters; and only if the mean loss and the norm are finite, call optimizer.step().
+/// `tokens` counts batch.inputs elements. The learning rate is whatever the optimizer holds
+/// (apply a schedule before calling).
+TrainStepResult train_step(optim::Optimizer& optimizer,
+                           const std::function<Tensor(const Batch&)>& loss_of,
+                           const std::function<Batch()>& next_batch,
+                           const TrainStepOptions& options);
+
+/// The training step of a GPT-2: train_step with loss_of(batch) = model.loss of the batch moved
+/// to the model's device.
 TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
                            const std::function<Batch()>& next_batch,
                            const TrainStepOptions& options);
