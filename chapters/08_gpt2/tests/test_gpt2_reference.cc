@@ -113,8 +113,11 @@ TEST_F(Ch08_GPT2Reference, TenAdamWStepsMatchPyTorch) {
   optim::AdamW opt(param_groups(*model_, 0.1), o);
   std::vector<float> losses;
   for (int step = 0; step < 10; ++step) {
-    const TrainStepResult r =
-        train_step(*model_, opt, [&] { return Batch{idx_, targets_}; }, {1, 1.0});
+    const TrainStepResult r = train_step(*model_, opt,
+                                         [&] {
+                                           return Batch{idx_, targets_};
+                                         },
+                                         {1, 1.0});
     ASSERT_TRUE(r.finite);
     losses.push_back(static_cast<float>(r.loss));
   }
