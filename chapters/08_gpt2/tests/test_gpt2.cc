@@ -17,14 +17,12 @@ namespace tt::gpt2 {
 namespace {
 
 GPT2Config tiny_config() {
-  GPT2Config c;
-  c.block_size = 16;
-  c.vocab_size = 50;
-  c.padded_vocab_size = 64;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  return c;
+  return {.block_size = 16,
+          .vocab_size = 50,
+          .padded_vocab_size = 64,
+          .n_layer = 2,
+          .n_head = 2,
+          .n_embd = 16};
 }
 
 /// A deterministic batch of tokens < V built with given code only.
