@@ -305,9 +305,14 @@ int run(const Options& o) {
       std::fflush(stdout);
     }
   };
-  auto wants_sample = [&](int64_t step) {  // step = completed steps
-    if (o.sample_every > 0 && step % o.sample_every == 0) return true;
-    return step == 0 || step == o.steps / 2 || step == o.steps;
+  // Samples at the start, the middle and the end: the middle is half the steps, or half of
+  // --max-seconds when the time limit comes first.
+  bool middle_done = false;
+  auto wants_sample = [&](int64_t step, double elapsed, bool last) {  // step: completed steps
+    if (last || (o.sample_every > 0 && step % o.sample_every == 0)) return true;
+    const bool middle = step >= o.steps / 2 || (o.max_seconds > 0 && 2 * elapsed > o.max_seconds);
+    if (middle && !middle_done) return middle_done = true;
+    return false;
   };
 
   if (start == 0) {
@@ -358,8 +363,9 @@ int run(const Options& o) {
       bar.println(line);
     }
     bar.update(step - start, "loss " + fmt("%.3f", r.loss));
-    if (wants_sample(step)) sample_now(step, &bar);
-    const bool out_of_time = o.max_seconds > 0 && total.elapsed_s() > o.max_seconds;
+    const double elapsed = total.elapsed_s();
+    const bool out_of_time = o.max_seconds > 0 && elapsed > o.max_seconds;
+    if (wants_sample(step, elapsed, step == o.steps || out_of_time)) sample_now(step, &bar);
     if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == o.steps ||
         out_of_time) {
       ckpt::save_checkpoint(ckpt_path, *model, &opt);
