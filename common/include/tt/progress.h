@@ -11,9 +11,9 @@
 namespace tt {
 
 /// Draws `label [#########.........]  45/100  2.1 it/s  ETA 26s  <status>` on one terminal
-/// line, redrawn in place with '\r'. When the stream is not a terminal (a log file, CI) it prints
-/// a plain line only every `every_percent` percent, so logs stay short. Drawing is rate-limited
-/// (at most ~10 redraws per second) and costs nothing measurable per update.
+/// line, redrawn in place (carriage return). When the stream is not a terminal (a log file, CI) it
+/// prints a plain line only every `every_percent` percent, so logs stay short. Drawing is
+/// rate-limited (at most ~10 redraws per second) and costs nothing measurable per update.
 /// @code
 /// tt::ProgressBar bar(steps, "train");
 /// for (int64_t s = 0; s < steps; ++s) { work(); bar.update(s + 1, "loss 2.31"); }
@@ -40,7 +40,8 @@ class ProgressBar {
   /// Estimated seconds left after `done` of `total` units took `elapsed` seconds (linear
   /// extrapolation; 0 when done >= total, negative when nothing is done yet).
   static double eta_seconds(int64_t done, int64_t total, double elapsed);
-  /// The bar text for a state, without '\r' or newline (used by update; public for tests).
+  /// The bar text for a state, without carriage return or newline (used by update; public for
+  /// tests).
   std::string render(int64_t done, const std::string& status, double elapsed) const;
 
  private:

@@ -79,7 +79,7 @@ class Block : public nn::Module {
 };
 
 /// A GPT-2 language model (an nn::Module): named parameters wte.weight, wpe.weight,
-/// h.<l>.ln_1.weight, h.<l>.attn.c_attn.weight, ..., ln_f.bias, in llm.c's order by layer.
+/// h.0.ln_1.weight, h.0.attn.c_attn.weight, ..., ln_f.bias, in llm.c's order by layer.
 /// lm_head is wte.weight itself (tied), so it is not a separate parameter.
 class GPT2 : public nn::Module {
  public:
