@@ -137,8 +137,8 @@ def main() -> int:
                         fh.write(f"{x} {y}\n")
                     fh.write("\n\n")
             png = out / f"{family}.png"
-            script = (f'set terminal pngcairo size 900,520; set output "{png}";'
-                      f'set title "{family}"; set logscale x 2; set xlabel "problem size (elements)";'
+            script = (f'set terminal pngcairo noenhanced size 900,520; set output "{png}";'
+                      f'set title "{family}"; set logscale x 2; set xlabel "size (product of the size arguments)";'
                       f'set ylabel "{unit}"; set key left top; set grid;'
                       f'plot for [i=0:{len(series) - 1}] "{dat}" index i using 1:2 with linespoints title columnheader(1)')
             subprocess.run(["gnuplot", "-e", script], check=True)
@@ -154,7 +154,7 @@ def main() -> int:
                 for family, (args, x) in sorted(best.items()):
                     fh.write(f'"{family}" {x}\n')
             png = out / "cuda_speedup.png"
-            script = (f'set terminal pngcairo size 900,520; set output "{png}";'
+            script = (f'set terminal pngcairo noenhanced size 900,520; set output "{png}";'
                       'set title "CUDA speed-up over CPU (largest size)"; set style fill solid;'
                       'set boxwidth 0.6; set logscale y; set ylabel "x"; set xtics rotate by -30; set grid ytics;'
                       f'plot "{dat}" using 0:2:xtic(1) with boxes notitle')

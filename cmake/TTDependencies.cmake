@@ -5,9 +5,14 @@ find_package(benchmark REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 # Chapter 08 (tokenizer): PCRE2 for GPT-2's pre-tokenization regex (Debian libpcre2-dev) and
-# nlohmann-json for GPT-2's encoder.json (Debian nlohmann-json3-dev).
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# nlohmann-json (Debian nlohmann-json3-dev) for GPT-2's encoder.json; chapter 05 also reads
+# reference_data/ch05/MANIFEST.json with it.
+# PCRE2 is found by header and library name (no pkg-config needed): target TT::pcre2.
+find_path(TT_PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+find_library(TT_PCRE2_LIBRARY NAMES pcre2-8 REQUIRED)
+add_library(TT::pcre2 UNKNOWN IMPORTED)
+set_target_properties(TT::pcre2 PROPERTIES IMPORTED_LOCATION "${TT_PCRE2_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${TT_PCRE2_INCLUDE_DIR}")
 find_package(nlohmann_json 3.2 REQUIRED)
 
 # CUDA: AUTO turns it on when nvcc is found. When it is on, every CUDA source is compiled

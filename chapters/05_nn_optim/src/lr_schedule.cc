@@ -1,0 +1,32 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 05_nn_optim. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch05
+// Generated from solutions/05_nn_optim/lr_schedule.cc by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// Chapter 05 exercise ch05.5: linear warmup followed by cosine decay to a floor.
+#include <cmath>
+#include <numbers>
+
+#include "tt/optim.h"
+#include "tt/todo.h"
+
+namespace tt::optim {
+
+WarmupCosineLR::WarmupCosineLR(double max_lr, double min_lr, int64_t warmup_steps,
+                               int64_t total_steps)
+    : max_lr_(max_lr), min_lr_(min_lr), warmup_steps_(warmup_steps), total_steps_(total_steps) {
+  TT_CHECK(max_lr >= min_lr && min_lr >= 0, "WarmupCosineLR: need max_lr >= min_lr >= 0, got ",
+           max_lr, " and ", min_lr);
+  TT_CHECK(warmup_steps >= 0 && total_steps > warmup_steps,
+           "WarmupCosineLR: need total_steps > warmup_steps >= 0, got ", total_steps, " and ",
+           warmup_steps);
+}
+
+double WarmupCosineLR::lr(int64_t step) const {
+  TT_CHECK(step >= 0, "WarmupCosineLR::lr: step must be >= 0, got ", step);
+  TT_TODO("ch05.5",
+          "WarmupCosineLR::lr: max_lr*(s+1)/W while s < W; min_lr from s >= S; in between "
+          "min + 0.5*(1 + cos(pi*(s-W)/(S-W)))*(max - min)");
+}
+
+}  // namespace tt::optim

@@ -1,0 +1,73 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 05_nn_optim. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch05
+// Generated from solutions/05_nn_optim/optim_kernels.cc by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// Chapter 05 exercises ch05.2 (the SGD update) and ch05.3 (the AdamW update): the CPU kernels
+// "sgd_step" and "adamw_step". The front-ends (optim.cc) have checked that every list entry j
+// has params[j], grads[j] and its state with the same shape, dtype and device, all contiguous.
+// The helper kernels "sum_of_squares" and "scale_" of gradient clipping are given.
+#include <cmath>
+
+#include "tt/dispatcher.h"
+#include "tt/optim.h"
+#include "tt/todo.h"
+
+namespace tt::cpu {
+
+using optim::AdamWStepArgs;
+using optim::SgdStepArgs;
+
+/// CPU kernel "sgd_step" (exercise ch05.2), the arithmetic of torch.optim.SGD per element:
+/// d = g + wd p; b = d (first step) or b = mu b + (1 - dampening) d; d = d + mu b (Nesterov)
+/// or d = b; p = p - lr d.
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+              const std::vector<Tensor>& momentum_buffers, const SgdStepArgs& args) {
+  TT_TODO("ch05.2",
+          "SGD step: per element d = g + wd*p; with momentum b = d on the first step, else "
+          "b = mu*b + (1-dampening)*d; d = nesterov ? d + mu*b : b; then p -= lr*d");
+}
+
+/// CPU kernel "adamw_step" (exercise ch05.3), the arithmetic of torch.optim.AdamW per element
+/// (same operation order, in T): p *= 1 - lr wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+/// p -= (lr / (1-b1^t)) m / (sqrt(v) / sqrt(1-b2^t) + eps).
+void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                const AdamWStepArgs& args) {
+  TT_TODO("ch05.3",
+          "AdamW step: p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; "
+          "p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)");
+}
+
+/// CPU kernel "sum_of_squares": sum of t^2 over all tensors, in list then element order, in
+/// double.
+double sum_of_squares(const std::vector<Tensor>& tensors) {
+  double total = 0;
+  for (const Tensor& t : tensors) {
+    dispatch_floating(t.dtype(), "sum_of_squares", [&]<typename T>() {
+      const T* x = t.data<T>();
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+        total += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      }
+    });
+  }
+  return total;
+}
+
+/// CPU kernel "scale_": t *= factor for every tensor.
+void scale_(const std::vector<Tensor>& tensors, double factor) {
+  for (const Tensor& t : tensors) {
+    dispatch_floating(t.dtype(), "scale_", [&]<typename T>() {
+      T* x = t.data<T>();
+      const T f = static_cast<T>(factor);
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) x[i] = x[i] * f;
+    });
+  }
+}
+
+TT_REGISTER_KERNEL("sgd_step", DeviceType::kCPU, sgd_step);
+TT_REGISTER_KERNEL("adamw_step", DeviceType::kCPU, adamw_step);
+TT_REGISTER_KERNEL("sum_of_squares", DeviceType::kCPU, sum_of_squares);
+TT_REGISTER_KERNEL("scale_", DeviceType::kCPU, scale_);
+
+}  // namespace tt::cpu

@@ -1,0 +1,120 @@
+// Chapter 05 exercises ch05.2 (the SGD update) and ch05.3 (the AdamW update): the CPU kernels
+// "sgd_step" and "adamw_step". The front-ends (optim.cc) have checked that every list entry j
+// has params[j], grads[j] and its state with the same shape, dtype and device, all contiguous.
+// The helper kernels "sum_of_squares" and "scale_" of gradient clipping are given.
+#include <cmath>
+
+#include "tt/dispatcher.h"
+#include "tt/optim.h"
+#include "tt/todo.h"
+
+namespace tt::cpu {
+
+using optim::AdamWStepArgs;
+using optim::SgdStepArgs;
+
+/// CPU kernel "sgd_step" (exercise ch05.2), the arithmetic of torch.optim.SGD per element:
+/// d = g + wd p; b = d (first step) or b = mu b + (1 - dampening) d; d = d + mu b (Nesterov)
+/// or d = b; p = p - lr d.
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+              const std::vector<Tensor>& momentum_buffers, const SgdStepArgs& args) {
+#if TT_SOLUTION
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    dispatch_floating(params[j].dtype(), "sgd_step", [&]<typename T>() {
+      T* p = params[j].data<T>();
+      const T* g = grads[j].data<T>();
+      T* buf = momentum_buffers.empty() ? nullptr : momentum_buffers[j].data<T>();
+      const T lr = static_cast<T>(args.lr), mu = static_cast<T>(args.momentum);
+      const T wd = static_cast<T>(args.weight_decay);
+      const T keep = static_cast<T>(1.0 - args.dampening);
+      const int64_t n = params[j].numel();
+      for (int64_t i = 0; i < n; ++i) {
+        T d = g[i];
+        if (args.weight_decay != 0) d = d + wd * p[i];
+        if (buf != nullptr) {
+          buf[i] = args.first_step ? d : buf[i] * mu + keep * d;
+          d = args.nesterov ? d + mu * buf[i] : buf[i];
+        }
+        p[i] = p[i] - lr * d;
+      }
+    });
+  }
+#else
+  TT_TODO("ch05.2",
+          "SGD step: per element d = g + wd*p; with momentum b = d on the first step, else "
+          "b = mu*b + (1-dampening)*d; d = nesterov ? d + mu*b : b; then p -= lr*d");
+#endif
+}
+
+/// CPU kernel "adamw_step" (exercise ch05.3), the arithmetic of torch.optim.AdamW per element
+/// (same operation order, in T): p *= 1 - lr wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+/// p -= (lr / (1-b1^t)) m / (sqrt(v) / sqrt(1-b2^t) + eps).
+void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                const AdamWStepArgs& args) {
+#if TT_SOLUTION
+  // Scalars are computed once in double, like PyTorch's Python-side arithmetic.
+  const double bias_correction1 = 1.0 - std::pow(args.beta1, static_cast<double>(args.step));
+  const double bias_correction2 = 1.0 - std::pow(args.beta2, static_cast<double>(args.step));
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    dispatch_floating(params[j].dtype(), "adamw_step", [&]<typename T>() {
+      T* p = params[j].data<T>();
+      const T* g = grads[j].data<T>();
+      T* m = exp_avgs[j].data<T>();
+      T* v = exp_avg_sqs[j].data<T>();
+      const T decay = static_cast<T>(1.0 - args.lr * args.weight_decay);
+      const T b1 = static_cast<T>(args.beta1), b2 = static_cast<T>(args.beta2);
+      const T one_minus_b1 = static_cast<T>(1.0 - args.beta1);
+      const T one_minus_b2 = static_cast<T>(1.0 - args.beta2);
+      const T neg_step_size = static_cast<T>(-args.lr / bias_correction1);
+      const T bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
+      const T eps = static_cast<T>(args.eps);
+      const int64_t n = params[j].numel();
+      for (int64_t i = 0; i < n; ++i) {
+        p[i] = p[i] * decay;                               // decoupled weight decay
+        m[i] = m[i] * b1 + one_minus_b1 * g[i];            // first moment
+        v[i] = v[i] * b2 + one_minus_b2 * g[i] * g[i];     // second moment
+        const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;  // sqrt(v_hat) + eps
+        p[i] = p[i] + neg_step_size * m[i] / denom;        // - lr * m_hat / denom
+      }
+    });
+  }
+#else
+  TT_TODO("ch05.3",
+          "AdamW step: p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; "
+          "p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)");
+#endif
+}
+
+/// CPU kernel "sum_of_squares": sum of t^2 over all tensors, in list then element order, in
+/// double.
+double sum_of_squares(const std::vector<Tensor>& tensors) {
+  double total = 0;
+  for (const Tensor& t : tensors) {
+    dispatch_floating(t.dtype(), "sum_of_squares", [&]<typename T>() {
+      const T* x = t.data<T>();
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+        total += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+      }
+    });
+  }
+  return total;
+}
+
+/// CPU kernel "scale_": t *= factor for every tensor.
+void scale_(const std::vector<Tensor>& tensors, double factor) {
+  for (const Tensor& t : tensors) {
+    dispatch_floating(t.dtype(), "scale_", [&]<typename T>() {
+      T* x = t.data<T>();
+      const T f = static_cast<T>(factor);
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) x[i] = x[i] * f;
+    });
+  }
+}
+
+TT_REGISTER_KERNEL("sgd_step", DeviceType::kCPU, sgd_step);
+TT_REGISTER_KERNEL("adamw_step", DeviceType::kCPU, adamw_step);
+TT_REGISTER_KERNEL("sum_of_squares", DeviceType::kCPU, sum_of_squares);
+TT_REGISTER_KERNEL("scale_", DeviceType::kCPU, scale_);
+
+}  // namespace tt::cpu
