@@ -61,6 +61,7 @@ struct Options {
   int64_t checkpoint_every = 0;  // 0: only at the end
   int64_t log_every = 1;
   bool resume = false;
+  bool print_device = false;  // print the device --device resolves to, and exit
   uint64_t seed = 1337;
   int threads = 0;
   double peak_tflops = 0;   // MFU reference; 0: a default for GPUs, none on the CPU
@@ -73,7 +74,8 @@ const char* const kUsage =
     "  --data DIR            shards and tokenizer from tt_prepare_data (data/fortunes)\n"
     "  --out DIR             run directory: train.csv, loss.png, checkpoint, model.bin\n"
     "  --device D            auto | cpu | cuda (auto: cuda when a GPU and the CUDA\n"
-    "                        backend exist)\n"
+    "                        backend and every kernel of a training step exist)\n"
+    "  --print-device        print the device --device resolves to (cpu, cuda:0) and exit\n"
     "  --threads N           CPU threads (default: OMP_NUM_THREADS or all cores)\n"
     "model:\n"
     "  --layers L --heads NH --channels C   (4, 4, 128)\n"
@@ -115,6 +117,7 @@ Options parse(int argc, char** argv) {
   args.option("--sample-every", &o.sample_every).option("--sample-tokens", &o.sample_tokens);
   args.option("--temperature", &o.temperature).option("--top-k", &o.top_k);
   args.option("--checkpoint-every", &o.checkpoint_every).flag("--resume", &o.resume);
+  args.flag("--print-device", &o.print_device);
   args.option("--log-every", &o.log_every).option("--peak-tflops", &o.peak_tflops);
   args.parse(argc, argv);
   if (o.total_batch == 0) o.total_batch = o.B * o.T;
@@ -142,13 +145,29 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
   return paths;
 }
 
+/// "auto": CUDA when a GPU, the CUDA backend and every kernel of a training step exist there,
+/// else the CPU (saying why when a GPU is present). An explicit device must be usable.
 Device pick_device(const std::string& name) {
-  const bool cuda_ok = has_backend(DeviceType::kCUDA) && cuda_device_count() > 0;
-  if (name == "auto") return cuda_ok ? Device::cuda(0) : Device::cpu();
+  const bool gpu = has_backend(DeviceType::kCUDA) && cuda_device_count() > 0;
+  std::string missing;
+  for (const std::string& op : missing_training_kernels(DeviceType::kCUDA)) missing += " " + op;
+  if (name == "auto") {
+    if (gpu && !missing.empty()) {
+      std::printf(
+          "note: a GPU is present but CUDA kernels are missing (%s ); training on the "
+          "CPU\n",
+          missing.c_str());
+    }
+    return gpu && missing.empty() ? Device::cuda(0) : Device::cpu();
+  }
   const Device d = Device::parse(name);
-  TT_CHECK(!d.is_cuda() || cuda_ok, "train_gpt2: --device ", name,
-           " but no CUDA device/backend is available (built with CUDA: ",
-           built_with_cuda() ? "yes" : "no", ", devices: ", cuda_device_count(), ")");
+  if (d.is_cuda()) {
+    TT_CHECK(gpu, "train_gpt2: --device ", name,
+             " but no CUDA device/backend is available (built with CUDA: ",
+             built_with_cuda() ? "yes" : "no", ", devices: ", cuda_device_count(), ")");
+    TT_CHECK(missing.empty(), "train_gpt2: --device ", name,
+             ": these kernels have no CUDA implementation yet:", missing);
+  }
   return d;
 }
 
@@ -210,6 +229,10 @@ std::string fmt(const char* format, double v) {
 int run(const Options& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   const Device device = pick_device(o.device);
+  if (o.print_device) {
+    std::printf("%s\n", device.str().c_str());
+    return 0;
+  }
   fs::create_directories(o.out);
   const std::string ckpt_path = o.out + "/checkpoint.ttckpt";
   const std::string csv_path = o.out + "/train.csv";

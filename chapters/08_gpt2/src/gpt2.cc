@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "tt/dispatcher.h"
 #include "tt/functional.h"
 #include "tt/gpt2.h"
 
@@ -99,6 +100,34 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
            " must have the shape of idx ", idx.describe());
   const Tensor logits = forward(idx);
   return cross_entropy(view(logits, {-1, config_.vocab_size}), targets.reshape({-1}));
+}
+
+std::vector<std::string> missing_training_kernels(DeviceType device) {
+  static const char* const kOps[] = {"embedding_forward",
+                                     "embedding_backward",
+                                     "add",
+                                     "mul",
+                                     "mul_scalar",
+                                     "sum",
+                                     "matmul",
+                                     "layernorm_forward",
+                                     "layernorm_backward",
+                                     "gelu_forward",
+                                     "gelu_backward",
+                                     "softmax_forward",
+                                     "softmax_backward",
+                                     "masked_fill_forward",
+                                     "masked_fill_backward",
+                                     "cross_entropy_forward",
+                                     "cross_entropy_backward",
+                                     "adamw_step",
+                                     "sum_of_squares",
+                                     "scale_"};
+  std::vector<std::string> missing;
+  for (const char* op : kOps) {
+    if (!KernelRegistry::instance().has(op, device)) missing.emplace_back(op);
+  }
+  return missing;
 }
 
 }  // namespace tt::gpt2

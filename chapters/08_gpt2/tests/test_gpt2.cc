@@ -69,6 +69,10 @@ TEST(Ch08_Model, ParameterNamesCountAndTiedHead) {
   EXPECT_TT_ERROR(m.parameter("lm_head.weight"), "no parameter named");
 }
 
+TEST(Ch08_Model, EveryTrainingKernelExistsOnTheCpu) {
+  EXPECT_TRUE(missing_training_kernels(DeviceType::kCPU).empty());
+}
+
 TEST(Ch08_Model, ForwardRejectsBadInput) {
   GPT2 m(tiny_config());
   EXPECT_TT_ERROR(m.forward(zeros({2, 4})), "int64");

@@ -110,6 +110,11 @@ class GPT2 : public nn::Module {
   std::vector<Block*> blocks_;
 };
 
+/// The kernels a GPT-2 training step calls (forward, backward, AdamW, clipping) that have no
+/// registration for `device`: empty when the model can train there. train_gpt2 uses it to pick
+/// a device ("auto" falls back to the CPU while the CUDA chapters lack some kernels).
+std::vector<std::string> missing_training_kernels(DeviceType device);
+
 // ----- llm.c checkpoints -----------------------------------------------------------------------
 
 /// Magic number of llm.c's model files (the first int32 of the header).
