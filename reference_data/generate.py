@@ -194,18 +194,26 @@ def main():
     for gen in (softmax_cases, layernorm_cases, gelu_cases, embedding_cases, cross_entropy_cases,
                 masked_fill_cases, elementwise_cases, reduce_cases, matmul_cases, view_cases):
         gen()
-    lines = ["# Reference data of chapter 04, written by reference_data/generate.py (do not edit).",
-             "# <file> sha256=<hex> dtype=<dtype> torch=<version> seed=<seed> atol=<a> rtol=<r>"]
+    write_manifest(os.path.join(ROOT, "MANIFEST"),
+                   ["# Reference data of chapter 04, written by reference_data/generate.py "
+                    "(do not edit)."], manifest, SEED)
+
+
+def write_manifest(path, header, entries, seed):
+    """Writes a MANIFEST: the `header` comment lines, the format line, then one line per
+    (file relative to reference_data/, dtype, atol, rtol) entry with the file's sha256, the torch
+    version and `seed`. Shared with the scripts of later chapters (ch08/generate_gpt2.py)."""
+    lines = header + ["# <file> sha256=<hex> dtype=<dtype> torch=<version> seed=<seed> "
+                      "atol=<a> rtol=<r>"]
     total = 0
-    for rel, dtype, atol, rtol in sorted(manifest):
+    for rel, dtype, atol, rtol in sorted(entries):
         data = open(os.path.join(ROOT, rel), "rb").read()
         total += len(data)
         lines.append(f"{rel} sha256={hashlib.sha256(data).hexdigest()} dtype={dtype} "
-                     f"torch={torch.__version__} seed={SEED} atol={atol:g} rtol={rtol:g}")
-    with open(os.path.join(ROOT, "MANIFEST"), "w") as f:
+                     f"torch={torch.__version__} seed={seed} atol={atol:g} rtol={rtol:g}")
+    with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"wrote {len(manifest)} files ({total} bytes) and MANIFEST")
-
+    print(f"wrote {len(entries)} files ({total} bytes) and {os.path.relpath(path, ROOT)}")
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "reference_data.h"
+#include "tt/reference_data.h"
 #include "tt/autograd.h"
 #include "tt/ops_nn.h"
 

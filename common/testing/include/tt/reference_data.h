@@ -1,7 +1,9 @@
-// Test-local helpers for the PyTorch reference data of chapter 04 (reference_data/ch04, written
-// by reference_data/generate.py): a SHA-256 to check the files against reference_data/MANIFEST,
-// the manifest reader, and a case runner that compares computed tensors with the files using
-// the tolerance the manifest states for each.
+/// @file reference_data.h
+/// @brief Test helpers for the PyTorch reference data (reference_data/chNN, written by the
+/// chapters' generate scripts): a SHA-256 to check the files against their MANIFEST, the
+/// manifest reader, and a case runner that compares computed tensors with the files using the
+/// tolerance the manifest states for each. Chapter 04's manifest is reference_data/MANIFEST,
+/// later chapters keep theirs next to their data (reference_data/ch08/MANIFEST).
 #pragma once
 
 #include <array>
@@ -99,11 +101,15 @@ struct ManifestEntry {
   double rtol = 0;     ///< relative tolerance
 };
 
-/// Parses reference_data/MANIFEST ("<file> key=value ..." per line, '#' comments), by file.
-inline const std::map<std::string, ManifestEntry>& manifest() {
-  static const std::map<std::string, ManifestEntry> entries = [] {
-    std::map<std::string, ManifestEntry> m;
-    std::istringstream lines(read_file(testing::reference_path("MANIFEST")));
+/// Parses a manifest ("<file> key=value ..." per line, '#' comments; `path` relative to
+/// reference_data/), by file. Each manifest is read once.
+inline const std::map<std::string, ManifestEntry>& manifest(const std::string& path = "MANIFEST") {
+  static std::map<std::string, std::map<std::string, ManifestEntry>> cache;
+  if (const auto it = cache.find(path); it != cache.end()) return it->second;
+  auto& entries = cache[path];
+  {
+    std::map<std::string, ManifestEntry>& m = entries;
+    std::istringstream lines(read_file(testing::reference_path(path)));
     std::string line;
     while (std::getline(lines, line)) {
       if (line.empty() || line[0] == '#') continue;
@@ -124,16 +130,17 @@ inline const std::map<std::string, ManifestEntry>& manifest() {
       }
       m[e.file] = e;
     }
-    return m;
-  }();
+  }
   return entries;
 }
 
 /// One reference case "<op>_<case>": loads its files and compares results with them.
 class Case {
  public:
-  /// The case with file prefix `name` (e.g. "softmax_rows").
-  explicit Case(std::string name) : name_(std::move(name)) {}
+  /// The case with file prefix `name` (e.g. "softmax_rows") in reference_data/`dir`, whose
+  /// tolerances are in the manifest `manifest_path`.
+  explicit Case(std::string name, std::string dir = "ch04", std::string manifest_path = "MANIFEST")
+      : name_(std::move(name)), dir_(std::move(dir)), manifest_path_(std::move(manifest_path)) {}
 
   /// The file of `tensor` (e.g. "x", "dout") as a tensor; float inputs can be marked as leaves.
   Tensor load(const std::string& tensor, bool requires_grad = false) {
@@ -146,8 +153,9 @@ class Case {
   /// Expects `actual` to match the file of `tensor` within the manifest's tolerance.
   void expect(const std::string& tensor, const Tensor& actual) {
     used_.insert(tensor);
-    const auto it = manifest().find(file(tensor));
-    ASSERT_NE(it, manifest().end()) << file(tensor) << " is not in reference_data/MANIFEST";
+    const auto& m = manifest(manifest_path_);
+    const auto it = m.find(file(tensor));
+    ASSERT_NE(it, m.end()) << file(tensor) << " is not in reference_data/" << manifest_path_;
     ASSERT_TRUE(actual.defined()) << name_ << ": " << tensor << " was not computed";
     const Tensor expected = load_npy(testing::reference_path(file(tensor)));
     EXPECT_TENSOR_NEAR(actual, expected, it->second.atol, it->second.rtol)
@@ -156,8 +164,8 @@ class Case {
 
   /// Expects every manifest file of this case to have been loaded or compared.
   void expect_all_files_used() const {
-    const std::string prefix = "ch04/" + name_ + "_";
-    for (const auto& [f, e] : manifest()) {
+    const std::string prefix = dir_ + "/" + name_ + "_";
+    for (const auto& [f, e] : manifest(manifest_path_)) {
       if (f.rfind(prefix, 0) != 0) continue;
       const std::string tensor = f.substr(prefix.size(), f.size() - prefix.size() - 4);
       EXPECT_TRUE(used_.count(tensor)) << f << " is neither an input nor compared";
@@ -166,9 +174,11 @@ class Case {
 
  private:
   std::string file(const std::string& tensor) const {
-    return "ch04/" + name_ + "_" + tensor + ".npy";
+    return dir_ + "/" + name_ + "_" + tensor + ".npy";
   }
   std::string name_;
+  std::string dir_;
+  std::string manifest_path_;
   std::set<std::string> used_;
 };
 

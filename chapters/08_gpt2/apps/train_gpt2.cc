@@ -1,0 +1,425 @@
+// train_gpt2: trains a GPT-2 on token shards written by tt_prepare_data.
+//
+//   train_gpt2 [--data DIR] [--out DIR] [--device auto|cpu|cuda] [model] [batch] [schedule]
+//              [--eval-every N] [--sample-every N] [--checkpoint-every N] [--resume] ...
+//
+// Run `train_gpt2 --help` for every option. Per step it logs loss, learning rate, gradient
+// norm, milliseconds, tokens/s (and MFU on a GPU); a progress bar shows the ETA. It writes
+// <out>/train.csv (one row per step, plus val_loss rows), <out>/loss.png (gnuplot, when
+// installed), <out>/checkpoint.ttckpt (model + optimizer, atomic) and <out>/model.bin (llm.c
+// format) at the end. A NaN/Inf loss or gradient stops the run before the update, so the last
+// checkpoint stays the last good one.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/backend.h"
+#include "tt/checkpoint.h"
+#include "tt/cli.h"
+#include "tt/csv.h"
+#include "tt/cuda_probe.h"
+#include "tt/dataloader.h"
+#include "tt/gpt2.h"
+#include "tt/optim.h"
+#include "tt/parallel.h"
+#include "tt/progress.h"
+#include "tt/sampling.h"
+#include "tt/timer.h"
+#include "tt/tokenizer.h"
+#include "tt/train.h"
+
+namespace fs = std::filesystem;
+using namespace tt;
+using namespace tt::gpt2;
+
+namespace {
+
+struct Options {
+  std::string data = "data/fortunes";
+  std::string out = "runs/gpt2";
+  std::string device = "auto";
+  std::string init_llmc;  // start from an llm.c model file instead of a random init
+  int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 0;  // block_size 0: = T
+  int64_t B = 16, T = 64, total_batch = 0;  // total_batch tokens per step (0: B*T)
+  int64_t steps = 300, warmup = 20;
+  double lr = 1e-3, min_lr_frac = 0.1, weight_decay = 0.1, clip = 1.0;
+  double beta1 = 0.9, beta2 = 0.95;
+  int64_t eval_every = 50, eval_batches = 8;
+  int64_t sample_every = 0, sample_tokens = 48;  // 0: only at the start, middle and end
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  int64_t checkpoint_every = 0;  // 0: only at the end
+  int64_t log_every = 1;
+  bool resume = false;
+  bool print_device = false;  // print the device --device resolves to, and exit
+  uint64_t seed = 1337;
+  int threads = 0;
+  double peak_tflops = 0;   // MFU reference; 0: a default for GPUs, none on the CPU
+  int64_t max_seconds = 0;  // stop early after this many seconds (0: no limit)
+};
+
+const char* const kUsage =
+    "usage: train_gpt2 [options]\n"
+    "data and output:\n"
+    "  --data DIR            shards and tokenizer from tt_prepare_data (data/fortunes)\n"
+    "  --out DIR             run directory: train.csv, loss.png, checkpoint, model.bin\n"
+    "  --device D            auto | cpu | cuda (auto: cuda when a GPU and the CUDA\n"
+    "                        backend and every kernel of a training step exist)\n"
+    "  --print-device        print the device --device resolves to (cpu, cuda:0) and exit\n"
+    "  --threads N           CPU threads (default: OMP_NUM_THREADS or all cores)\n"
+    "model:\n"
+    "  --layers L --heads NH --channels C   (4, 4, 128)\n"
+    "  --block-size N        longest context (default: T)\n"
+    "  --init-llmc FILE      start from an llm.c model file (e.g. gpt2_124M.bin)\n"
+    "batch and schedule:\n"
+    "  --B N --T N           micro-batch rows and sequence length (16, 64)\n"
+    "  --total-batch N       tokens per optimizer step, a multiple of B*T; the rest\n"
+    "                        is gradient accumulation (default B*T)\n"
+    "  --steps N             optimizer steps (300)\n"
+    "  --lr X --min-lr-frac F --warmup N   AdamW peak lr, cosine floor as a fraction\n"
+    "                        of it, warmup steps (1e-3, 0.1, 20)\n"
+    "  --weight-decay X --clip X --beta1 X --beta2 X   (0.1, 1.0, 0.9, 0.95)\n"
+    "  --seed N              model init, data order and sampling (1337)\n"
+    "  --max-seconds N       stop (and save) after N seconds of training\n"
+    "evaluation, sampling, checkpoints:\n"
+    "  --eval-every N --eval-batches N      validation loss (50, 8)\n"
+    "  --sample-every N      also sample every N steps (default: start, middle, end)\n"
+    "  --sample-tokens N --temperature X --top-k K   (48, 0.8, 40)\n"
+    "  --checkpoint-every N  save <out>/checkpoint.ttckpt every N steps (and at the end)\n"
+    "  --resume              continue from <out>/checkpoint.ttckpt (exactly: same\n"
+    "                        batches, same results as an uninterrupted run)\n"
+    "  --log-every N         print a log line every N steps (1)\n"
+    "  --peak-tflops X       peak FLOP/s for MFU (default on a GPU: 67, H100 FP32)\n";
+
+Options parse(int argc, char** argv) {
+  Options o;
+  ArgParser args("train_gpt2", kUsage);
+  args.option("--data", &o.data).option("--out", &o.out).option("--device", &o.device);
+  args.option("--threads", &o.threads).option("--init-llmc", &o.init_llmc);
+  args.option("--layers", &o.n_layer).option("--heads", &o.n_head).option("--channels", &o.n_embd);
+  args.option("--block-size", &o.block_size).option("--B", &o.B).option("--T", &o.T);
+  args.option("--total-batch", &o.total_batch).option("--steps", &o.steps);
+  args.option("--lr", &o.lr).option("--min-lr-frac", &o.min_lr_frac);
+  args.option("--warmup", &o.warmup).option("--weight-decay", &o.weight_decay);
+  args.option("--clip", &o.clip).option("--beta1", &o.beta1).option("--beta2", &o.beta2);
+  args.option("--seed", &o.seed).option("--max-seconds", &o.max_seconds);
+  args.option("--eval-every", &o.eval_every).option("--eval-batches", &o.eval_batches);
+  args.option("--sample-every", &o.sample_every).option("--sample-tokens", &o.sample_tokens);
+  args.option("--temperature", &o.temperature).option("--top-k", &o.top_k);
+  args.option("--checkpoint-every", &o.checkpoint_every).flag("--resume", &o.resume);
+  args.flag("--print-device", &o.print_device);
+  args.option("--log-every", &o.log_every).option("--peak-tflops", &o.peak_tflops);
+  args.parse(argc, argv);
+  if (o.total_batch == 0) o.total_batch = o.B * o.T;
+  if (o.block_size == 0) o.block_size = o.T;
+  TT_CHECK(o.B > 0 && o.T > 0 && o.steps > 0, "train_gpt2: --B, --T and --steps must be > 0");
+  TT_CHECK(o.total_batch % (o.B * o.T) == 0, "train_gpt2: --total-batch ", o.total_batch,
+           " is not a multiple of B*T = ", o.B * o.T);
+  TT_CHECK(o.warmup >= 0 && o.warmup < o.steps, "train_gpt2: --warmup must be in [0, steps)");
+  return o;
+}
+
+/// Shards <dir>/*_<split>_*.bin in name order.
+std::vector<std::string> find_shards(const std::string& dir, const std::string& split) {
+  std::vector<std::string> paths;
+  TT_CHECK(fs::is_directory(dir), "train_gpt2: data directory '", dir,
+           "' does not exist; create it with tt_prepare_data --out ", dir);
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find("_" + split + "_") != std::string::npos && name.ends_with(".bin")) {
+      paths.push_back(entry.path().string());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  TT_CHECK(!paths.empty(), "train_gpt2: no *_", split, "_*.bin shards in '", dir, "'");
+  return paths;
+}
+
+/// "auto": CUDA when a GPU, the CUDA backend and every kernel of a training step exist there,
+/// else the CPU (saying why when a GPU is present). An explicit device must be usable.
+Device pick_device(const std::string& name) {
+  const bool gpu = has_backend(DeviceType::kCUDA) && cuda_device_count() > 0;
+  std::string missing;
+  for (const std::string& op : missing_training_kernels(DeviceType::kCUDA)) missing += " " + op;
+  if (name == "auto") {
+    if (gpu && !missing.empty()) {
+      std::printf(
+          "note: a GPU is present but CUDA kernels are missing (%s ); training on the "
+          "CPU\n",
+          missing.c_str());
+    }
+    return gpu && missing.empty() ? Device::cuda(0) : Device::cpu();
+  }
+  const Device d = Device::parse(name);
+  if (d.is_cuda()) {
+    TT_CHECK(gpu, "train_gpt2: --device ", name,
+             " but no CUDA device/backend is available (built with CUDA: ",
+             built_with_cuda() ? "yes" : "no", ", devices: ", cuda_device_count(), ")");
+    TT_CHECK(missing.empty(), "train_gpt2: --device ", name,
+             ": these kernels have no CUDA implementation yet:", missing);
+  }
+  return d;
+}
+
+/// Text of `ids` after the prompt on one line: newlines shown as " / ", the end-of-text token
+/// (between fortunes) as " | ".
+std::string sample_text(const Tokenizer& tok, const std::vector<int64_t>& ids, std::size_t skip) {
+  std::string text;
+  std::vector<int32_t> piece;
+  auto flush = [&] {
+    text += tok.decode(piece);
+    piece.clear();
+  };
+  for (std::size_t i = skip; i < ids.size(); ++i) {
+    if (ids[i] == tok.eot_id()) {
+      flush();
+      text += " | ";
+    } else {
+      piece.push_back(static_cast<int32_t>(ids[i]));
+    }
+  }
+  flush();
+  std::string line;
+  for (char c : text) {
+    if (c == '\n') {
+      line += " / ";
+    } else {
+      line += c == '\t' ? ' ' : c;
+    }
+  }
+  return line;
+}
+
+/// Writes <out>/loss.png from the CSV with gnuplot (pngcairo); returns false when gnuplot is
+/// missing or fails.
+bool plot_loss(const std::string& csv, const std::string& png) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return false;
+  const std::string script = png + ".gnuplot";
+  std::ofstream(script)
+      << "set terminal pngcairo size 900,540\n"
+      << "set output '" << png << "'\n"
+      << "set datafile separator ','\n"
+      << "set key autotitle columnhead\n"
+      << "set title 'GPT-2 training'\nset xlabel 'step'\nset ylabel 'loss (nats/token)'\n"
+      << "set grid\n"
+      << "plot '" << csv << "' using 1:2 with lines lw 1.5 title 'train', "
+      << "'' using 1:(column(7) > 0 ? column(7) : 1/0) with linespoints lw 2 pt 7 "
+      << "title 'val'\n";
+  const bool ok = std::system(("gnuplot '" + script + "' 2>/dev/null").c_str()) == 0;
+  fs::remove(script);
+  return ok;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+int run(const Options& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const Device device = pick_device(o.device);
+  if (o.print_device) {
+    std::printf("%s\n", device.str().c_str());
+    return 0;
+  }
+  fs::create_directories(o.out);
+  const std::string ckpt_path = o.out + "/checkpoint.ttckpt";
+  const std::string csv_path = o.out + "/train.csv";
+
+  // Data and tokenizer.
+  const Tokenizer tok = Tokenizer::load(o.data + "/tokenizer.ttbpe");
+  const int64_t V = tok.vocab_size();
+  DataLoaderOptions dl;
+  dl.batch_size = o.B;
+  dl.seq_len = o.T;
+  dl.vocab_size = V;
+  dl.shuffle = true;
+  dl.seed = o.seed;
+  DataLoader train(find_shards(o.data, "train"), dl);
+  dl.shuffle = false;
+  DataLoader val(find_shards(o.data, "val"), dl);
+
+  // Model.
+  std::unique_ptr<GPT2> model;
+  if (!o.init_llmc.empty()) {
+    model = load_llmc(o.init_llmc);
+    TT_CHECK(model->config().vocab_size == V, "train_gpt2: ", o.init_llmc,
+             " has V = ", model->config().vocab_size, " but the tokenizer has ", V, " ids");
+  } else {
+    GPT2Config c;
+    c.n_layer = o.n_layer;
+    c.n_head = o.n_head;
+    c.n_embd = o.n_embd;
+    c.block_size = o.block_size;
+    c.vocab_size = V;
+    c.padded_vocab_size = (V + 63) / 64 * 64;
+    model = std::make_unique<GPT2>(c, o.seed);
+  }
+  model->to(device);
+  const GPT2Config& cfg = model->config();
+  TT_CHECK(o.T <= cfg.block_size, "train_gpt2: T = ", o.T, " exceeds block_size ", cfg.block_size);
+  optim::AdamWOptions ao;
+  ao.lr = o.lr;
+  ao.beta1 = o.beta1;
+  ao.beta2 = o.beta2;
+  optim::AdamW opt(param_groups(*model, o.weight_decay), ao);
+  const optim::WarmupCosineLR schedule(o.lr, o.lr * o.min_lr_frac, o.warmup, o.steps);
+  const int64_t accum = o.total_batch / (o.B * o.T);
+  TrainStepOptions so;
+  so.grad_accum_steps = accum;
+  so.max_grad_norm = o.clip;
+
+  int64_t start = 0;
+  if (o.resume && fs::exists(ckpt_path)) {
+    ckpt::load_checkpoint(ckpt_path, *model, &opt);
+    start = opt.step_count();
+    // Replay the data order: the same batches as an uninterrupted run.
+    for (int64_t i = 0; i < start * accum; ++i) train.next();
+    std::printf("resumed from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));
+  }
+  const double flops_tok = flops_per_token(cfg, model->num_parameters(), o.T);
+  const double peak = o.peak_tflops > 0 ? o.peak_tflops : (device.is_cuda() ? 67.0 : 0.0);
+
+  std::printf("model: GPT-2 %s, %.2fM parameters, device %s, %d threads\n", cfg.str().c_str(),
+              static_cast<double>(model->num_parameters()) / 1e6, device.str().c_str(),
+              num_threads());
+  std::printf("data: %s (%lld train tokens, %lld batches/epoch), tokenizer %lld ids\n",
+              o.data.c_str(), static_cast<long long>(train.num_tokens()),
+              static_cast<long long>(train.batches_per_epoch()), static_cast<long long>(V));
+  std::printf(
+      "batch: B=%lld T=%lld, %lld tokens/step (grad accumulation %lld), %lld steps, "
+      "AdamW lr %g warmup %lld cosine to %g\n",
+      static_cast<long long>(o.B), static_cast<long long>(o.T),
+      static_cast<long long>(o.total_batch), static_cast<long long>(accum),
+      static_cast<long long>(o.steps), o.lr, static_cast<long long>(o.warmup),
+      o.lr * o.min_lr_frac);
+  std::fflush(stdout);
+
+  CsvWriter csv(csv_path, {"step", "loss", "lr", "grad_norm", "ms", "tok_per_s", "val_loss", "mfu"},
+                o.resume && start > 0);
+  auto next_train = [&] { return train.next(); };
+  auto eval_now = [&] {
+    val.reset();
+    return evaluate(
+        *model, [&] { return val.next(); }, o.eval_batches);
+  };
+  auto sample_now = [&](int64_t step, ProgressBar* bar) {
+    Generator gen(o.seed + static_cast<uint64_t>(step));  // seeded per step: resumable
+    SamplingOptions so2{o.temperature, o.top_k};
+    const std::vector<int64_t> ids =
+        generate(*model, {static_cast<int64_t>(tok.eot_id())}, o.sample_tokens, so2, gen);
+    const std::string line =
+        "sample @ step " + std::to_string(step) + ": " + sample_text(tok, ids, 1);
+    if (bar != nullptr) {
+      bar->println(line);
+    } else {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+  };
+  // Samples at the start, the middle and the end: the middle is half the steps, or half of
+  // --max-seconds when the time limit comes first.
+  bool middle_done = false;
+  auto wants_sample = [&](int64_t step, double elapsed, bool last) {  // step: completed steps
+    if (last || (o.sample_every > 0 && step % o.sample_every == 0)) return true;
+    const bool middle = step >= o.steps / 2 || (o.max_seconds > 0 && 2 * elapsed > o.max_seconds);
+    if (middle && !middle_done) return middle_done = true;
+    return false;
+  };
+
+  if (start == 0) {
+    const double v = eval_now();
+    std::printf("step 0: val loss %.4f (uniform guess: ln V = %.4f)\n", v,
+                std::log(static_cast<double>(V)));
+    csv.row({"0", "", "", "", "", "", CsvWriter::num(v), ""});
+    sample_now(0, nullptr);
+  }
+
+  ProgressBar bar(o.steps - start, "train");
+  Timer total;
+  int64_t step = start;
+  int status = 0;
+  while (step < o.steps) {
+    schedule.apply(opt);
+    const double lr = opt.lr();
+    Timer t;
+    const TrainStepResult r = train_step(*model, opt, next_train, so);
+    const double ms = t.elapsed_ms();
+    if (!r.finite) {
+      bar.println("step " + std::to_string(step + 1) + ": loss " + fmt("%g", r.loss) +
+                      ", grad norm " + fmt("%g", r.grad_norm) +
+                      " is not finite; stopping before the update. The last good checkpoint is " +
+                      (fs::exists(ckpt_path) ? ckpt_path : std::string("(none written yet)")),
+                  stderr);
+      status = 3;
+      break;
+    }
+    ++step;
+    const double tok_s = static_cast<double>(r.tokens) / (ms / 1e3);
+    const double mfu = peak > 0 ? flops_tok * tok_s / (peak * 1e12) : 0;
+    std::string val_cell;
+    if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps)) {
+      const double v = eval_now();
+      val_cell = CsvWriter::num(v);
+      bar.println("step " + std::to_string(step) + ": val loss " + fmt("%.4f", v));
+    }
+    csv.row({std::to_string(step), CsvWriter::num(r.loss), CsvWriter::num(lr),
+             CsvWriter::num(r.grad_norm), CsvWriter::num(ms), CsvWriter::num(tok_s), val_cell,
+             peak > 0 ? CsvWriter::num(mfu) : ""});
+    if (o.log_every > 0 && (step % o.log_every == 0 || step == o.steps)) {
+      std::string line = "step " + std::to_string(step) + "/" + std::to_string(o.steps) +
+                         " | loss " + fmt("%.4f", r.loss) + " | lr " + fmt("%.2e", lr) +
+                         " | norm " + fmt("%.3f", r.grad_norm) + " | " + fmt("%.0f ms", ms) +
+                         " | " + fmt("%.0f tok/s", tok_s);
+      if (peak > 0) line += " | MFU " + fmt("%.1f%%", 100 * mfu);
+      bar.println(line);
+    }
+    bar.update(step - start, "loss " + fmt("%.3f", r.loss));
+    const double elapsed = total.elapsed_s();
+    const bool out_of_time = o.max_seconds > 0 && elapsed > o.max_seconds;
+    if (wants_sample(step, elapsed, step == o.steps || out_of_time)) sample_now(step, &bar);
+    if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == o.steps ||
+        out_of_time) {
+      ckpt::save_checkpoint(ckpt_path, *model, &opt);
+    }
+    if (out_of_time) {
+      bar.println("stopping after --max-seconds " + std::to_string(o.max_seconds) + " at step " +
+                  std::to_string(step) + " (resume with --resume)");
+      break;
+    }
+  }
+  bar.finish();
+  if (status == 0) save_llmc(*model, o.out + "/model.bin");
+  const bool png = plot_loss(csv_path, o.out + "/loss.png");
+  std::printf("trained %lld steps in %s\n", static_cast<long long>(step - start),
+              format_duration(total.elapsed_s()).c_str());
+  std::printf("run log: %s\n", csv_path.c_str());
+  std::printf("loss curve: %s\n", png ? (o.out + "/loss.png").c_str() : "(gnuplot not found)");
+  if (status == 0) {
+    std::printf("checkpoint: %s (resume with --resume), llm.c model: %s/model.bin\n",
+                ckpt_path.c_str(), o.out.c_str());
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_gpt2: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,116 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 08_gpt2. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch08
+// Generated from solutions/08_gpt2/gpt2_llmc.cc by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// llm.c model files (tt/gpt2.h): the header check, the parameter layout (exercise ch08.9), and
+// the importer/exporter built on it.
+//
+// File format (llm.c's train_gpt2.c, float32 "version 3"):
+//   int32 header[256]: magic 20240326, version 3, maxT, V, L, NH, C, Vp, then zeros
+//   float32 parameters: wte [Vp, C], wpe [maxT, C], then each per-layer kind stacked over the
+//   L layers (ln1w [L, C], ln1b, qkvw [L, 3C, C], qkvb, attprojw [L, C, C], attprojb, ln2w,
+//   ln2b, fcw [L, 4C, C], fcb, fcprojw [L, C, 4C], fcprojb), then lnfw [C], lnfb [C].
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "tt/checkpoint.h"
+#include "tt/gpt2.h"
+#include "tt/todo.h"
+
+namespace tt::gpt2 {
+
+std::vector<LlmcSlot> llmc_layout(const GPT2Config& config) {
+  (void)config;
+  TT_TODO("ch08.9",
+          "llm.c layout: offsets in file order wte, wpe, then 12 per-layer kinds each stacked "
+          "over L layers (layer l of a kind at kind_offset + l * kind_size), then ln_f; return "
+          "the slots in our named_parameters() order");
+}
+
+int64_t llmc_num_floats(const GPT2Config& config) {
+  const int64_t L = config.n_layer, C = config.n_embd;
+  const int64_t per_layer =
+      2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
+  return (config.padded_vocab_size + config.block_size) * C + L * per_layer + 2 * C;
+}
+
+GPT2Config read_llmc_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TT_CHECK(in, "load_llmc: cannot open '", path, "'");
+  std::array<int32_t, kLlmcHeaderInts> h{};
+  in.read(reinterpret_cast<char*>(h.data()), sizeof(h));
+  TT_CHECK(in.gcount() == static_cast<std::streamsize>(sizeof(h)), "load_llmc: '", path,
+           "' is shorter than the 1024-byte llm.c header (", in.gcount(), " bytes)");
+  TT_CHECK(h[0] == kLlmcMagic, "load_llmc: '", path, "' has magic ", h[0], ", expected ",
+           kLlmcMagic, " (not an llm.c model file)");
+  TT_CHECK(h[1] == kLlmcVersionFp32, "load_llmc: '", path, "' has version ", h[1],
+           "; only version ", kLlmcVersionFp32, " (float32) is supported",
+           h[1] == 5 ? " (version 5 is bfloat16)" : "");
+  GPT2Config c;
+  c.block_size = h[2];
+  c.vocab_size = h[3];
+  c.n_layer = h[4];
+  c.n_head = h[5];
+  c.n_embd = h[6];
+  c.padded_vocab_size = h[7];
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    TT_THROW("load_llmc: '", path, "' has an invalid header: ", e.what());
+  }
+  const auto expected = static_cast<std::uintmax_t>(
+      kLlmcHeaderInts * 4 + llmc_num_floats(c) * static_cast<int64_t>(sizeof(float)));
+  const std::uintmax_t actual = std::filesystem::file_size(path);
+  TT_CHECK(actual == expected, "load_llmc: '", path, "' is ", actual, " bytes, but a model with ",
+           c.str(), " needs ", expected, " (1024 header + ", llmc_num_floats(c), " floats)");
+  return c;
+}
+
+std::unique_ptr<GPT2> load_llmc(const std::string& path) {
+  const GPT2Config config = read_llmc_header(path);
+  std::vector<float> data(static_cast<std::size_t>(llmc_num_floats(config)));
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(kLlmcHeaderInts * 4);
+  in.read(reinterpret_cast<char*>(data.data()),
+          static_cast<std::streamsize>(data.size() * sizeof(float)));
+  TT_CHECK(in, "load_llmc: reading the parameters of '", path, "' failed");
+  auto model = std::make_unique<GPT2>(config);
+  for (const LlmcSlot& slot : llmc_layout(config)) {
+    const Tensor p = model->parameter(slot.name);
+    TT_CHECK(p.shape() == slot.shape, "load_llmc: slot ", slot.name, " has shape ", slot.shape,
+             " but the parameter is ", p.describe());
+    std::copy_n(data.begin() + slot.offset, p.numel(), p.data<float>());
+  }
+  return model;
+}
+
+void save_llmc(const GPT2& model, const std::string& path) {
+  const GPT2Config& c = model.config();
+  std::vector<float> data(static_cast<std::size_t>(llmc_num_floats(c)));
+  for (const LlmcSlot& slot : llmc_layout(c)) {
+    const std::vector<float> values =
+        model.parameter(slot.name).to(Device::cpu()).to_vector<float>();
+    std::copy(values.begin(), values.end(), data.begin() + slot.offset);
+  }
+  std::array<int32_t, kLlmcHeaderInts> h{};
+  h[0] = kLlmcMagic;
+  h[1] = kLlmcVersionFp32;
+  h[2] = static_cast<int32_t>(c.block_size);
+  h[3] = static_cast<int32_t>(c.vocab_size);
+  h[4] = static_cast<int32_t>(c.n_layer);
+  h[5] = static_cast<int32_t>(c.n_head);
+  h[6] = static_cast<int32_t>(c.n_embd);
+  h[7] = static_cast<int32_t>(c.padded_vocab_size);
+  std::vector<std::byte> bytes(sizeof(h) + data.size() * sizeof(float));
+  std::memcpy(bytes.data(), h.data(), sizeof(h));
+  std::memcpy(bytes.data() + sizeof(h), data.data(), data.size() * sizeof(float));
+  ckpt::write_file_atomic(path, bytes);  // a crash never leaves a half-written model
+}
+
+}  // namespace tt::gpt2
