@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "../../04_cpu_kernels/tests/reference_data.h"  // sha256_hex, read_file
+#include "tt/reference_data.h"  // sha256_hex, read_file
 #include "tt/functional.h"
 #include "tt/nn.h"
 #include "tt/npy_tensor.h"
