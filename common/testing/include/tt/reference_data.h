@@ -103,7 +103,7 @@ struct ManifestEntry {
 
 /// Parses a manifest ("<file> key=value ..." per line, '#' comments; `path` relative to
 /// reference_data/), by file. Each manifest is read once.
-inline const std::map<std::string, ManifestEntry>& manifest(const std::string& path = "MANIFEST") {
+inline const std::map<std::string, ManifestEntry>& manifest(const char* path = "MANIFEST") {
   static std::map<std::string, std::map<std::string, ManifestEntry>> cache;
   if (const auto it = cache.find(path); it != cache.end()) return it->second;
   auto& entries = cache[path];
@@ -153,7 +153,7 @@ class Case {
   /// Expects `actual` to match the file of `tensor` within the manifest's tolerance.
   void expect(const std::string& tensor, const Tensor& actual) {
     used_.insert(tensor);
-    const auto& m = manifest(manifest_path_);
+    const auto& m = manifest(manifest_path_.c_str());
     const auto it = m.find(file(tensor));
     ASSERT_NE(it, m.end()) << file(tensor) << " is not in reference_data/" << manifest_path_;
     ASSERT_TRUE(actual.defined()) << name_ << ": " << tensor << " was not computed";
@@ -165,7 +165,7 @@ class Case {
   /// Expects every manifest file of this case to have been loaded or compared.
   void expect_all_files_used() const {
     const std::string prefix = dir_ + "/" + name_ + "_";
-    for (const auto& [f, e] : manifest(manifest_path_)) {
+    for (const auto& [f, e] : manifest(manifest_path_.c_str())) {
       if (f.rfind(prefix, 0) != 0) continue;
       const std::string tensor = f.substr(prefix.size(), f.size() - prefix.size() - 4);
       EXPECT_TRUE(used_.count(tensor)) << f << " is neither an input nor compared";
