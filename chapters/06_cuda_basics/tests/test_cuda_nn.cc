@@ -239,7 +239,10 @@ void check_unary_ops(DType dt, const std::function<Tensor(const Tensor&)>& view,
     expect_parity(
         std::string(op) + " of " + layout + " " + b.describe(),
         [&](Device d) {
-          const Tensor x = view(b.to(d)), out = out_like(x, d);
+          // The GPU kernel gets the strided view; the CPU reference a contiguous copy (chapter
+          // 04's gelu_forward, like its other NN kernels, requires contiguous operands).
+          const Tensor v = view(b.to(d)), x = d.is_cpu() ? v.contiguous() : v;
+          const Tensor out = out_like(x, d);
           call_kernel<UnaryKernel>(op, d, out, x);
           return std::vector<Tensor>{out};
         },

@@ -46,7 +46,7 @@ using LayerNormForwardKernel = void(const Tensor& out, const Tensor& mean, const
 using LayerNormBackwardKernel = void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                                      const Tensor& dout, const Tensor& x, const Tensor& weight,
                                      const Tensor& mean, const Tensor& rstd);
-/// "gelu_forward": out = gelu(x), elementwise.
+/// "gelu_forward": out = gelu(x), elementwise (x, out contiguous on the CPU).
 using UnaryForwardKernel = void(const Tensor& out, const Tensor& x);
 /// "gelu_backward": dx = dout * gelu'(x), elementwise.
 using UnaryBackwardKernel = void(const Tensor& dx, const Tensor& dout, const Tensor& x);
