@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -170,21 +172,31 @@ TEST(Ch06_4_CachingAllocator, ThreadSafe) {
   constexpr int kThreads = 4, kIters = 2000;
   std::vector<std::thread> threads;
   std::atomic<int> corrupted{0};
+  // An exception escaping a std::thread terminates the process: keep the first one and
+  // rethrow it on the test's thread (a starter's TT_TODO must fail the test, not crash it).
+  std::exception_ptr error;
+  std::mutex error_mutex;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      uint32_t s = 12345u + static_cast<uint32_t>(t);
-      for (int i = 0; i < kIters; ++i) {
-        s = s * 1664525u + 1013904223u;
-        const std::size_t n = 1 + (s >> 8) % (4 * KiB);
-        auto* p = static_cast<unsigned char*>(alloc.allocate(n));
-        std::memset(p, t + 1, n);  // a block shared with another thread would be overwritten
-        std::this_thread::yield();
-        if (p[0] != t + 1 || p[n - 1] != t + 1) ++corrupted;
-        alloc.deallocate(p, n);
+      try {
+        uint32_t s = 12345u + static_cast<uint32_t>(t);
+        for (int i = 0; i < kIters; ++i) {
+          s = s * 1664525u + 1013904223u;
+          const std::size_t n = 1 + (s >> 8) % (4 * KiB);
+          auto* p = static_cast<unsigned char*>(alloc.allocate(n));
+          std::memset(p, t + 1, n);  // a block shared with another thread would be overwritten
+          std::this_thread::yield();
+          if (p[0] != t + 1 || p[n - 1] != t + 1) ++corrupted;
+          alloc.deallocate(p, n);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
       }
     });
   }
   for (auto& th : threads) th.join();
+  if (error) std::rethrow_exception(error);
   EXPECT_EQ(corrupted.load(), 0) << "a block was handed to two threads at once";
   const AllocatorStats s = alloc.stats();
   EXPECT_EQ(s.allocated, 0u);
