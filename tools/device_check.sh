@@ -6,7 +6,8 @@
 # CHAPTER is a number (default: 06). Steps, each reported in the summary at the end:
 #   1. configure $BUILD_DIR (default build-device: Release, solution, CUDA on) and build the
 #      chapters' test binaries and benchmarks (skipped with --no-build: binaries must exist);
-#   2. ctest -L cuda --output-on-failure, restricted to the chapters' tests (names ChNN_...);
+#   2. (chapter 08) PyTorch's side of the GPT-2 124M check (reference_data/ch08/check_gpt2_124m.py),
+#      then ctest -L cuda --output-on-failure, restricted to the chapters' tests (names ChNN_...);
 #   3. compute-sanitizer --tool memcheck on each chapter's test binary (its CUDA tests), with the
 #      caching allocator off (TT_CUDA_CACHING=0) so that every tensor has exact bounds; tests
 #      that provoke CUDA API errors on purpose (MEMCHECK_EXCLUDE) are left out, since memcheck
@@ -15,7 +16,8 @@
 #      shared memory (gtest filter per chapter: RACECHECK_FILTER below);
 #   5. the chapters' benchmarks (BENCHMARKS below); with $OUT set, each writes Google Benchmark
 #      JSON to $OUT/<name>.json.
-# Exit status: 0 when every step passed. Environment: BUILD_DIR, JOBS (default: nproc).
+# Exit status: 0 when every step passed. Environment: BUILD_DIR, JOBS (default: nproc),
+# TT_GPT2_124M_REF (default: $BUILD_DIR/gpt2_124m_ref).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,15 +25,16 @@ cd "$(dirname "$0")/.."
 declare -A BENCHMARKS=([06]="bench_cuda_basics" [07]="bench_cuda_matmul")
 declare -A RACECHECK_FILTER=([06]="Ch06_3_CudaSum.*:Ch06_6_CudaSoftmax.*:Ch06_7_CudaLayerNorm.*:Ch06_CudaSoftmaxBackward.*:Ch06_CudaLayerNormBackward.*:Ch06_CudaCrossEntropy.*-*Gpt2*"
   [07]="Ch07_2_CudaSgemmTiled.Layouts:Ch07_3_CudaSgemmRegblock.Layouts:Ch07_4_CudaSgemmVec4.Layouts:Ch07_6_CudaSumOfSquares.*")
-# gtest negative patterns (':'-separated) of tests that make CUDA API calls fail on purpose.
-MEMCHECK_EXCLUDE="*OutOfMemory*:*LaunchCheck*"
+# gtest negative patterns (':'-separated) of tests that make CUDA API calls fail on purpose, and
+# the GPT-2 124M comparison (minutes under memcheck; the tiny model runs the same kernels).
+MEMCHECK_EXCLUDE="*OutOfMemory*:*LaunchCheck*:*Gpt2_124M*"
 
 build=1
 chapters=()
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     [0-9]|[0-9][0-9]) chapters+=("$(printf '%02d' "$((10#$arg))")") ;;
     *) echo "device_check: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
@@ -69,6 +72,15 @@ if [ "$build" = 1 ]; then
 fi
 
 regex="^Ch($(IFS='|'; echo "${chapters[*]}"))_"
+
+# Chapter 08 compares GPT-2 124M with PyTorch: PyTorch's side is written first, into the folder
+# the test Ch08_GPT2Cuda.Gpt2_124MMatchesPyTorch reads from TT_GPT2_124M_REF.
+if [[ " ${chapters[*]} " == *" 08 "* ]]; then
+  banner "PyTorch side of the GPT-2 124M check"
+  export TT_GPT2_124M_REF=${TT_GPT2_124M_REF:-$build_dir/gpt2_124m_ref}
+  python3 reference_data/ch08/check_gpt2_124m.py --out "$TT_GPT2_124M_REF"
+  record "reference_data/ch08/check_gpt2_124m.py -> $TT_GPT2_124M_REF" $?
+fi
 
 banner "ctest -L cuda (chapters ${chapters[*]})"
 ctest --test-dir "$build_dir" -L cuda -R "$regex" --output-on-failure --no-tests=error -j 4

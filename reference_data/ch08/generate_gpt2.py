@@ -44,6 +44,18 @@ ADAMW = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 CLIP = 1.0
 STEPS = 10
 
+
+class Config:
+    """A GPT-2 shape: L layers, C channels, NH heads, vocabulary V (wte has Vp >= V rows),
+    context MAXT. check_gpt2_124m.py imports this file and uses GPT-2 124M's."""
+
+    def __init__(self, L, C, NH, V, MAXT, Vp=None):
+        self.L, self.C, self.NH, self.V, self.MAXT = L, C, NH, V, MAXT
+        self.Vp = V if Vp is None else Vp
+
+
+TINY = Config(L, C, NH, V, MAXT)
+
 manifest = []  # (relative path, dtype, atol, rtol)
 
 
@@ -60,40 +72,45 @@ def save_npy(name, t, atol=1e-5, rtol=0.0):
     record(rel, str(arr.dtype), atol, rtol)
 
 
-def param_names():
+LAYER_KINDS = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+               "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+               "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"]
+
+
+def param_names(cfg=TINY):
     """Parameter names in llm.c's order, per layer (the C++ model uses the same names)."""
     names = ["wte.weight", "wpe.weight"]
-    for l in range(L):
-        p = f"h.{l}."
-        names += [p + "ln_1.weight", p + "ln_1.bias", p + "attn.c_attn.weight",
-                  p + "attn.c_attn.bias", p + "attn.c_proj.weight", p + "attn.c_proj.bias",
-                  p + "ln_2.weight", p + "ln_2.bias", p + "mlp.c_fc.weight", p + "mlp.c_fc.bias",
-                  p + "mlp.c_proj.weight", p + "mlp.c_proj.bias"]
+    for l in range(cfg.L):
+        names += [f"h.{l}.{kind}" for kind in LAYER_KINDS]
     return names + ["ln_f.weight", "ln_f.bias"]
 
 
-def init_params():
+def param_shape(name, cfg=TINY):
+    """Shape of parameter `name` (nn.Linear convention: weight [out, in])."""
+    C = cfg.C
+    fixed = {"wte.weight": (cfg.Vp, C), "wpe.weight": (cfg.MAXT, C), "ln_f.weight": (C,),
+             "ln_f.bias": (C,)}
+    if name in fixed:
+        return fixed[name]
+    kind = name.split(".", 2)[2]
+    return {"ln_1.weight": (C,), "ln_1.bias": (C,), "attn.c_attn.weight": (3 * C, C),
+            "attn.c_attn.bias": (3 * C,), "attn.c_proj.weight": (C, C), "attn.c_proj.bias": (C,),
+            "ln_2.weight": (C,), "ln_2.bias": (C,), "mlp.c_fc.weight": (4 * C, C),
+            "mlp.c_fc.bias": (4 * C,), "mlp.c_proj.weight": (C, 4 * C),
+            "mlp.c_proj.bias": (C,)}[kind]
+
+
+def init_params(cfg=TINY, seed=SEED, device="cpu"):
     """Fixed weights: N(0, 0.02) matrices, small random biases, LayerNorm weights near 1."""
-    g = torch.Generator().manual_seed(SEED)
-    shapes = {"wte.weight": (V, C), "wpe.weight": (MAXT, C), "ln_f.weight": (C,),
-              "ln_f.bias": (C,)}
-    for l in range(L):
-        p = f"h.{l}."
-        shapes.update({p + "ln_1.weight": (C,), p + "ln_1.bias": (C,),
-                       p + "attn.c_attn.weight": (3 * C, C), p + "attn.c_attn.bias": (3 * C,),
-                       p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
-                       p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
-                       p + "mlp.c_fc.weight": (4 * C, C), p + "mlp.c_fc.bias": (4 * C,),
-                       p + "mlp.c_proj.weight": (C, 4 * C), p + "mlp.c_proj.bias": (C,)})
+    g = torch.Generator().manual_seed(seed)
     params = {}
-    for name in param_names():
-        shape = shapes[name]
-        r = torch.randn(shape, generator=g)
+    for name in param_names(cfg):
+        r = torch.randn(param_shape(name, cfg), generator=g)
         if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name == "ln_f.weight":
             t = 1.0 + 0.1 * r
         else:
             t = 0.02 * r
-        params[name] = t.float().requires_grad_(True)
+        params[name] = t.float().to(device).requires_grad_(True)
     return params
 
 
@@ -104,46 +121,50 @@ def attention(qkv, nh):
     q, k, v = qkv.split(Cq, dim=2)
     q, k, v = (t.view(Bq, Tq, nh, Cq // nh).transpose(1, 2) for t in (q, k, v))
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(Cq // nh))
-    mask = torch.ones(Tq, Tq, dtype=torch.bool).tril()
+    mask = torch.ones(Tq, Tq, dtype=torch.bool, device=qkv.device).tril()
     att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
     return (att @ v).transpose(1, 2).contiguous().view(Bq, Tq, Cq)
 
 
-def forward(p, idx):
-    """GPT-2 forward: logits [B, T, V]; lm_head is tied to wte."""
+def forward(p, idx, cfg=TINY):
+    """GPT-2 forward: logits [B, T, V]; lm_head is tied to wte (its first V rows)."""
+    C = cfg.C
     Tn = idx.shape[1]
-    x = p["wte.weight"][idx] + p["wpe.weight"][torch.arange(Tn)]
-    for l in range(L):
+    x = p["wte.weight"][idx] + p["wpe.weight"][torch.arange(Tn, device=idx.device)]
+    for l in range(cfg.L):
         h = f"h.{l}."
         a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], 1e-5)
         a = F.linear(a, p[h + "attn.c_attn.weight"], p[h + "attn.c_attn.bias"])
-        a = F.linear(attention(a, NH), p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"])
+        a = F.linear(attention(a, cfg.NH), p[h + "attn.c_proj.weight"],
+                     p[h + "attn.c_proj.bias"])
         x = x + a
         m = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], 1e-5)
         m = F.gelu(F.linear(m, p[h + "mlp.c_fc.weight"], p[h + "mlp.c_fc.bias"]),
                    approximate="tanh")
         x = x + F.linear(m, p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"])
     x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], 1e-5)
-    return x @ p["wte.weight"].t()
+    wte = p["wte.weight"]
+    return x @ (wte if cfg.Vp == cfg.V else wte[: cfg.V]).t()
 
 
-def write_llmc(path, p):
+def write_llmc(path, p, cfg=TINY):
     """llm.c checkpoint: header int32[256] = magic 20240326, version 3 (fp32), maxT, V, L, NH, C,
     Vp; then each parameter kind stacked over layers, in llm.c's order."""
     hdr = np.zeros(256, dtype=np.int32)
-    hdr[:8] = [20240326, 3, MAXT, V, L, NH, C, V]
-    kinds = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-             "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-             "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"]
+    hdr[:8] = [20240326, 3, cfg.MAXT, cfg.V, cfg.L, cfg.NH, cfg.C, cfg.Vp]
+
+    def raw(name):
+        return p[name].detach().cpu().numpy().astype(np.float32).tobytes()
+
     with open(path, "wb") as f:
         f.write(hdr.tobytes())
         for name in ["wte.weight", "wpe.weight"]:
-            f.write(p[name].detach().numpy().astype(np.float32).tobytes())
-        for kind in kinds:
-            for l in range(L):
-                f.write(p[f"h.{l}.{kind}"].detach().numpy().astype(np.float32).tobytes())
+            f.write(raw(name))
+        for kind in LAYER_KINDS:
+            for l in range(cfg.L):
+                f.write(raw(f"h.{l}.{kind}"))
         for name in ["ln_f.weight", "ln_f.bias"]:
-            f.write(p[name].detach().numpy().astype(np.float32).tobytes())
+            f.write(raw(name))
 
 
 def gpt2_cases():
