@@ -45,7 +45,8 @@ def main():
     cfg = GPT2_124M
 
     def save(name, t):
-        np.save(os.path.join(args.out, name + ".npy"), np.ascontiguousarray(t.detach().cpu()))
+        # np.array, not np.ascontiguousarray: the latter turns the 0-d loss into shape [1].
+        np.save(os.path.join(args.out, name + ".npy"), np.array(t.detach().cpu(), order="C"))
 
     params = g2.init_params(cfg, seed=g2.SEED, device="cuda")
     g2.write_llmc(os.path.join(args.out, "gpt2_124m.bin"), params, cfg)

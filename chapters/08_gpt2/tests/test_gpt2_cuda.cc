@@ -100,8 +100,9 @@ TEST(Ch08_GPT2Cuda, TinyModelMatchesTheCpu) {
 }
 
 /// Tolerances of the 124M comparison (float32 both sides, TF32 off, different summation
-/// orders over C=768 and 12 layers; logits are O(1)).
-constexpr double kLogitsAtol = 1e-4, kLossAtol = 1e-5, kGradAtol = 1e-6, kGradRtol = 1e-3;
+/// orders over C=768 and 12 layers; logits are O(1)). Measured on an H100 (2026-11-23): logits
+/// 6.4e-6, loss equal to 7 digits, gradients <= 1e-8 absolute (entries up to 6e-3).
+constexpr double kLogitsAtol = 5e-5, kLossAtol = 1e-5, kGradAtol = 1e-7, kGradRtol = 1e-3;
 
 TEST(Ch08_GPT2Cuda, Gpt2_124MMatchesPyTorch) {
   TT_SKIP_IF_NO_CUDA();
