@@ -65,7 +65,7 @@ struct Options {
   uint64_t seed = 1337;
   int threads = 0;
   double peak_tflops = 0;   // MFU reference; 0: a default for GPUs, none on the CPU
-  int64_t max_seconds = 0;  // stop early after this many seconds (0: no limit)
+  double max_seconds = 0;  // stop early after this many seconds (0: no limit)
 };
 
 const char* const kUsage =
@@ -281,7 +281,9 @@ int run(const Options& o) {
   so.max_grad_norm = o.clip;
 
   int64_t start = 0;
-  if (o.resume && fs::exists(ckpt_path)) {
+  if (o.resume) {
+    TT_CHECK(fs::exists(ckpt_path), "--resume: there is no checkpoint ", ckpt_path,
+             " (a run saves one with --checkpoint-every N, at --max-seconds and at its end)");
     ckpt::load_checkpoint(ckpt_path, *model, &opt);
     start = opt.step_count();
     // Replay the data order: the same batches as an uninterrupted run.
@@ -394,7 +396,7 @@ int run(const Options& o) {
       ckpt::save_checkpoint(ckpt_path, *model, &opt);
     }
     if (out_of_time) {
-      bar.println("stopping after --max-seconds " + std::to_string(o.max_seconds) + " at step " +
+      bar.println("stopping after --max-seconds " + fmt("%g", o.max_seconds) + " at step " +
                   std::to_string(step) + " (resume with --resume)");
       break;
     }
