@@ -15,6 +15,8 @@ namespace {
 
 /// Elements of work per parallel chunk.
 constexpr int64_t kReduceGrain = 1 << 15;
+/// Outputs per task of sum's column path (rows outer, outputs inner).
+constexpr int64_t kReduceCols = 512;
 
 /// Accumulator type: double for floating inputs (float32 sums keep ~16 digits), int64 for int64.
 template <typename T>
@@ -40,6 +42,11 @@ struct ReduceSplit {
     n_red = shape_numel(red_shape);
     // Chapter 01's view logic tells whether the reduced dims collapse into one strided run.
     if (auto st = compute_view_strides(red_shape, red_strides, {n_red})) red_step = (*st)[0];
+  }
+  /// True when output j starts at in's element j (the kept dims collapse to one unit-stride run).
+  bool kept_unit_stride() const {
+    const auto st = compute_view_strides(kept_shape, kept_strides, {n_out});
+    return st && (n_out == 1 || (*st)[0] == 1);
   }
   /// Offsets (from in's element 0) of outputs [begin, begin+count) into off[0..count).
   void kept_offsets(int64_t begin, int64_t count, int64_t* off) const {
@@ -70,23 +77,45 @@ void sum(const Tensor& out, const Tensor& in) {
     const int64_t nblk = std::max<int64_t>(1, (split.n_red + kReduceBlock - 1) / kReduceBlock);
     const int64_t block_len = std::min(split.n_red, kReduceBlock);
     std::vector<Acc<T>> partial(static_cast<std::size_t>(split.n_out * nblk));
-    const int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(1, block_len));
-    parallel_for(0, split.n_out * nblk, grain, [&](int64_t tb, int64_t te) {
-      std::vector<int64_t> roff(static_cast<std::size_t>(block_len));
-      const int64_t o0 = tb / nblk, o1 = (te - 1) / nblk;
-      std::vector<int64_t> base(static_cast<std::size_t>(o1 - o0 + 1));
-      split.kept_offsets(o0, o1 - o0 + 1, base.data());
-      for (int64_t t = tb; t < te; ++t) {
-        const int64_t b = t % nblk;
-        const int64_t r0 = b * kReduceBlock;
-        const int64_t len = std::min(kReduceBlock, split.n_red - r0);
-        split.reduced_offsets(r0, len, roff.data());
-        const T* xo = x + base[t / nblk - o0];
-        Acc<T> acc = 0;
-        for (int64_t r = 0; r < len; ++r) acc += static_cast<Acc<T>>(xo[roff[r]]);
-        partial[t] = acc;
-      }
-    });
+    if (split.red_step && split.kept_unit_stride()) {
+      // Outputs side by side in memory, reduced elements one strided run (e.g. a bias gradient:
+      // the sum over the rows of [N, C]). Same blocks and the same order per output as below,
+      // but rows outer and outputs inner: contiguous loads that vectorize.
+      const int64_t step = *split.red_step;
+      const int64_t ncol = (split.n_out + kReduceCols - 1) / kReduceCols;
+      parallel_for(0, ncol * nblk, 1, [&](int64_t tb, int64_t te) {
+        std::vector<Acc<T>> acc(static_cast<std::size_t>(kReduceCols));
+        for (int64_t t = tb; t < te; ++t) {
+          const int64_t j0 = (t / nblk) * kReduceCols, b = t % nblk;
+          const int64_t cols = std::min(kReduceCols, split.n_out - j0);
+          const int64_t r0 = b * kReduceBlock, len = std::min(kReduceBlock, split.n_red - r0);
+          std::fill(acc.begin(), acc.end(), Acc<T>(0));
+          for (int64_t r = r0; r < r0 + len; ++r) {
+            const T* row = x + r * step + j0;
+            for (int64_t j = 0; j < cols; ++j) acc[j] += static_cast<Acc<T>>(row[j]);
+          }
+          for (int64_t j = 0; j < cols; ++j) partial[(j0 + j) * nblk + b] = acc[j];
+        }
+      });
+    } else {
+      const int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(1, block_len));
+      parallel_for(0, split.n_out * nblk, grain, [&](int64_t tb, int64_t te) {
+        std::vector<int64_t> roff(static_cast<std::size_t>(block_len));
+        const int64_t o0 = tb / nblk, o1 = (te - 1) / nblk;
+        std::vector<int64_t> base(static_cast<std::size_t>(o1 - o0 + 1));
+        split.kept_offsets(o0, o1 - o0 + 1, base.data());
+        for (int64_t t = tb; t < te; ++t) {
+          const int64_t b = t % nblk;
+          const int64_t r0 = b * kReduceBlock;
+          const int64_t len = std::min(kReduceBlock, split.n_red - r0);
+          split.reduced_offsets(r0, len, roff.data());
+          const T* xo = x + base[t / nblk - o0];
+          Acc<T> acc = 0;
+          for (int64_t r = 0; r < len; ++r) acc += static_cast<Acc<T>>(xo[roff[r]]);
+          partial[t] = acc;
+        }
+      });
+    }
     // Combine the block sums of each output in block order.
     for (int64_t j = 0; j < split.n_out; ++j) {
       Acc<T> acc = 0;

@@ -20,6 +20,8 @@ namespace {
 
 /// Elements of work per parallel chunk.
 constexpr int64_t kReduceGrain = 1 << 15;
+/// Outputs per task of sum's column path (rows outer, outputs inner).
+constexpr int64_t kReduceCols = 512;
 
 /// Accumulator type: double for floating inputs (float32 sums keep ~16 digits), int64 for int64.
 template <typename T>
@@ -45,6 +47,11 @@ struct ReduceSplit {
     n_red = shape_numel(red_shape);
     // Chapter 01's view logic tells whether the reduced dims collapse into one strided run.
     if (auto st = compute_view_strides(red_shape, red_strides, {n_red})) red_step = (*st)[0];
+  }
+  /// True when output j starts at in's element j (the kept dims collapse to one unit-stride run).
+  bool kept_unit_stride() const {
+    const auto st = compute_view_strides(kept_shape, kept_strides, {n_out});
+    return st && (n_out == 1 || (*st)[0] == 1);
   }
   /// Offsets (from in's element 0) of outputs [begin, begin+count) into off[0..count).
   void kept_offsets(int64_t begin, int64_t count, int64_t* off) const {

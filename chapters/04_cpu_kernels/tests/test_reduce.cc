@@ -67,6 +67,25 @@ TEST(Ch04_3_SumKernel, LongReductionsAreExactAndThreadCountIndependent) {
   EXPECT_EQ(results[0], results[1]);
 }
 
+TEST(Ch04_3_SumKernel, ColumnSumsEqualTheStridedPathBitForBit) {
+  // The sum over the rows of a contiguous [N, C] (a bias gradient) walks rows outer and columns
+  // inner; the same values laid out column-major take the general strided path. Both sum each
+  // output in the same blocks and order, so they agree exactly, for 1 and 2 threads.
+  const int64_t rows = kReduceBlock + 7, cols = 1100;  // two row blocks, a partial column task
+  const Tensor x = test04::randn_t({rows, cols}, 5, DType::kFloat32);
+  const Tensor col_major = x.transpose(0, 1).contiguous().transpose(0, 1);  // strides [1, rows]
+  ASSERT_FALSE(col_major.is_contiguous());
+  const int saved = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor fast = empty({1, cols}), strided = empty({1, cols});
+    cpu::sum(fast, x);
+    cpu::sum(strided, col_major);
+    EXPECT_EQ(fast.to_vector<float>(), strided.to_vector<float>()) << threads << " threads";
+  }
+  set_num_threads(saved);
+}
+
 // ----- ch04.4 max_dim kernel -----------------------------------------------------------------
 
 TEST(Ch04_4_MaxDimKernel, ValuesAndFirstIndex) {
