@@ -22,10 +22,12 @@ namespace tt::testing {
   double max_abs = 0, max_rel = 0;
   int64_t first_bad = -1, n_bad = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
+    // Equal values (the same infinity included) and NaN against NaN match exactly.
     const bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
-    const double abs_err = both_nan ? 0.0 : std::abs(a[i] - e[i]);
+    const bool same = both_nan || a[i] == e[i];
+    const double abs_err = same ? 0.0 : std::abs(a[i] - e[i]);
     const double rel_err = abs_err / std::max(std::abs(e[i]), 1e-300);
-    const bool bad = !both_nan && (std::isnan(abs_err) || abs_err > atol + rtol * std::abs(e[i]));
+    const bool bad = !same && (!std::isfinite(abs_err) || abs_err > atol + rtol * std::abs(e[i]));
     if (!std::isnan(abs_err)) {
       max_abs = std::max(max_abs, abs_err);
       if (e[i] != 0) max_rel = std::max(max_rel, rel_err);

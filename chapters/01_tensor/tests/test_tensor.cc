@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "tt/npy_tensor.h"
 #include "tt/tensor.h"
@@ -155,6 +156,16 @@ TEST(Ch01_Helpers, TensorNearReportsTheMismatch) {
   EXPECT_NE(msg.find("atol=0.001"), std::string::npos) << msg;
   EXPECT_TRUE(testing::tensor_near("a", "a", "", "", a, a, 0, 0));
   EXPECT_FALSE(testing::tensor_near("a", "c", "", "", a, tensor({1, 2}), 1, 1));
+}
+
+TEST(Ch01_Helpers, TensorNearMatchesNanAndInfinitiesExactly) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = tensor({-inf, inf, nan, 1});
+  EXPECT_TRUE(testing::tensor_near("x", "x", "", "", x, x, 0, 0));
+  EXPECT_FALSE(testing::tensor_near("x", "y", "", "", x, tensor({inf, inf, nan, 1}), 1, 1));
+  EXPECT_FALSE(testing::tensor_near("x", "y", "", "", x, tensor({-inf, inf, 0, 1}), 1, 1));
+  EXPECT_FALSE(testing::tensor_near("x", "y", "", "", x, tensor({-inf, 1e30f, nan, 1}), 1, 1));
 }
 
 }  // namespace

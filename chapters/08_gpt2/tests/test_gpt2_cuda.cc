@@ -72,8 +72,7 @@ TEST(Ch08_GPT2Cuda, TinyModelMatchesTheCpu) {
   const auto gpu_params = gpu_model->named_parameters();
   ASSERT_EQ(cpu_params.size(), gpu_params.size());
   for (std::size_t i = 0; i < cpu_params.size(); ++i) {
-    EXPECT_TENSOR_NEAR(on_cpu(gpu_params[i].second.grad()), cpu_params[i].second.grad(), 1e-6,
-                       1e-4)
+    EXPECT_TENSOR_NEAR(on_cpu(gpu_params[i].second.grad()), cpu_params[i].second.grad(), 1e-6, 1e-4)
         << cpu_params[i].first;
   }
 
@@ -82,7 +81,10 @@ TEST(Ch08_GPT2Cuda, TinyModelMatchesTheCpu) {
   gpu_model->zero_grad();
   optim::AdamW cpu_opt = make_adamw(*cpu_model), gpu_opt = make_adamw(*gpu_model);
   for (int step = 0; step < 10; ++step) {
-    const TrainStepResult c = train_step(*cpu_model, cpu_opt, [&] { return Batch{idx, targets}; },
+    const TrainStepResult c = train_step(*cpu_model, cpu_opt,
+                                         [&] {
+                                           return Batch{idx, targets};
+                                         },
                                          {1, 1.0});
     const TrainStepResult g = train_step(*gpu_model, gpu_opt,
                                          [&] {
@@ -129,8 +131,7 @@ TEST(Ch08_GPT2Cuda, Gpt2_124MMatchesPyTorch) {
 
   const Tensor loss = cross_entropy(view(logits, {-1, 50257}), targets.reshape({-1}));
   const Tensor ref_loss = load_npy(dir + "loss.npy");
-  std::printf("124M: loss %.7f, torch %.7f\n", on_cpu(loss).item(),
-              ref_loss.item());
+  std::printf("124M: loss %.7f, torch %.7f\n", on_cpu(loss).item(), ref_loss.item());
   EXPECT_TENSOR_NEAR(on_cpu(loss), ref_loss, kLossAtol, 0.0);
 
   autograd::backward(loss);

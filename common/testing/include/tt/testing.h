@@ -16,7 +16,7 @@
 namespace tt::testing {
 
 /// Compares two tensors elementwise: |actual - expected| <= atol + rtol * |expected| everywhere
-/// (NaN only matches NaN). On failure the message gives both shapes and dtypes, the first
+/// (NaN only matches NaN, an infinity only the same infinity). On failure the message gives both shapes and dtypes, the first
 /// mismatching index with both values, the max abs and rel error, and the tolerance.
 ::testing::AssertionResult tensor_near(const char* actual_expr, const char* expected_expr,
                                        const char* atol_expr, const char* rtol_expr,
