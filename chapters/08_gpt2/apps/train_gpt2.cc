@@ -27,6 +27,7 @@
 #include "tt/checkpoint.h"
 #include "tt/cli.h"
 #include "tt/csv.h"
+#include "tt/cuda_matmul.h"
 #include "tt/cuda_probe.h"
 #include "tt/dataloader.h"
 #include "tt/gpt2.h"
@@ -65,6 +66,7 @@ struct Options {
   uint64_t seed = 1337;
   int threads = 0;
   double peak_tflops = 0;   // MFU reference; 0: a default for GPUs, none on the CPU
+  bool tf32 = false;        // float32 cuBLAS GEMMs may use TF32 tensor cores
   double max_seconds = 0;  // stop early after this many seconds (0: no limit)
 };
 
@@ -99,7 +101,10 @@ const char* const kUsage =
     "  --resume              continue from <out>/checkpoint.ttckpt (exactly: same\n"
     "                        batches, same results as an uninterrupted run)\n"
     "  --log-every N         print a log line every N steps (1)\n"
-    "  --peak-tflops X       peak FLOP/s for MFU (default on a GPU: 67, H100 FP32)\n";
+    "  --tf32                let float32 GEMMs on the GPU use TF32 tensor cores (faster;\n"
+    "                        inputs rounded to 10-bit mantissas; off by default, as in PyTorch)\n"
+    "  --peak-tflops X       peak TFLOP/s for MFU (default on a GPU: 67, H100 FP32; with\n"
+    "                        --tf32: 495, H100 dense TF32)\n";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -119,6 +124,7 @@ Options parse(int argc, char** argv) {
   args.option("--checkpoint-every", &o.checkpoint_every).flag("--resume", &o.resume);
   args.flag("--print-device", &o.print_device);
   args.option("--log-every", &o.log_every).option("--peak-tflops", &o.peak_tflops);
+  args.flag("--tf32", &o.tf32);
   args.parse(argc, argv);
   if (o.total_batch == 0) o.total_batch = o.B * o.T;
   if (o.block_size == 0) o.block_size = o.T;
@@ -291,11 +297,13 @@ int run(const Options& o) {
     std::printf("resumed from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));
   }
   const double flops_tok = flops_per_token(cfg, model->num_parameters(), o.T);
-  const double peak = o.peak_tflops > 0 ? o.peak_tflops : (device.is_cuda() ? 67.0 : 0.0);
+  cuda::set_allow_tf32(o.tf32);
+  const double gpu_peak = o.tf32 ? 495.0 : 67.0;
+  const double peak = o.peak_tflops > 0 ? o.peak_tflops : (device.is_cuda() ? gpu_peak : 0.0);
 
-  std::printf("model: GPT-2 %s, %.2fM parameters, device %s, %d threads\n", cfg.str().c_str(),
+  std::printf("model: GPT-2 %s, %.2fM parameters, device %s%s, %d threads\n", cfg.str().c_str(),
               static_cast<double>(model->num_parameters()) / 1e6, device.str().c_str(),
-              num_threads());
+              device.is_cuda() && o.tf32 ? " (TF32 GEMMs)" : "", num_threads());
   std::printf("data: %s (%lld train tokens, %lld batches/epoch), tokenizer %lld ids\n",
               o.data.c_str(), static_cast<long long>(train.num_tokens()),
               static_cast<long long>(train.batches_per_epoch()), static_cast<long long>(V));
