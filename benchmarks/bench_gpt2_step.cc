@@ -1,86 +1,130 @@
-// One GPT-2 training step (forward, backward, AdamW) at the CPU "mini" shape of DESIGN.md
-// section 6: L=6, NH=6, C=384, V=8192, B=8, T=256 — the shape of the PyTorch anchor
+// One GPT-2 training step (forward, backward, AdamW), CPU against CUDA on the same model and batch
+// (names gpt2_train_step/{cpu,cuda}/<config>, see bench_common.h):
 //
-//   /usr/bin/python3 gpt2_torch_bench.py --device cpu --threads 2 --B 8 --T 256
-//       --config L=6,NH=6,C=384,V=8192,Vp=8192,maxT=256 --modes fp32_naive
+//   gpt2_train_step/{cpu,cuda}/L6_H6_C384_V8192_B8_T256     the CPU "mini" shape of DESIGN.md
+//       section 6 (14.3M parameters, 2048 tokens per step), the shape of the PyTorch anchor
+//         /usr/bin/python3 gpt2_torch_bench.py --device cpu --threads 2 --B 8 --T 256
+//             --config L=6,NH=6,C=384,V=8192,Vp=8192,maxT=256 --modes fp32_naive
+//       so that ms/step compare directly;
+//   gpt2_train_step/cuda/L12_H12_C768_V50257_B8_T1024       GPT-2 124M (Vp = 50304), CUDA only:
+//       about 7 TFLOP per step (over a minute on 2 CPU cores) and some 20 GB of activations
+//       (each layer materializes and keeps [8, 12, 1024, 1024] attention scores).
 //
-// so that ms/step compare directly. Run with OMP_NUM_THREADS=2:
+//   OMP_NUM_THREADS=2 build/bin/bench_gpt2_step --benchmark_filter=/cpu/
 //
-//   OMP_NUM_THREADS=2 build-cpu/bin/bench_gpt2_step --benchmark_format=json
-//
-// Counters: ms_per_step (also the reported time), tok/s, and the forward / backward / optimizer
-// split in ms. Google Benchmark's JSON output (--benchmark_format=json or --benchmark_out) is
-// what tools/run_benchmarks collects.
+// Timing: one untimed warm-up step on the CPU (first-touch page faults, optimizer state), two on
+// CUDA (cuBLAS handles, the caching allocator); then per step the wall clock (CPU) or CUDA events
+// on the device's stream (CUDA) at the start, after the forward, after the backward and after
+// AdamW. Counters: tok/s (B*T tokens per step / step time), GFLOP/s of model FLOPs, forward_ms /
+// backward_ms / adamw_ms (the split), loss, params_M. Model FLOPs per token (PaLM, appendix B):
+// 6 N + 12 L T C, N = parameters except the position embedding (a lookup); the tied head counts
+// once, as the V x C matmul it is.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "tt/autograd.h"
 #include "tt/gpt2.h"
 #include "tt/optim.h"
-#include "tt/timer.h"
-#include "tt/train.h"
 
 namespace {
 
 using namespace tt;
 
-void BM_GPT2TrainStep(benchmark::State& state) {
-  gpt2::GPT2Config c;
-  c.n_layer = state.range(0);
-  c.n_head = state.range(1);
-  c.n_embd = state.range(2);
-  c.vocab_size = c.padded_vocab_size = state.range(3);
-  const int64_t B = state.range(4), T = state.range(5);
-  c.block_size = T;
-  gpt2::GPT2 model(c, 1337);
+struct StepShape {
+  gpt2::GPT2Config config;
+  int64_t B, T;
+  /// "L6_H6_C384_V8192_B8_T256"
+  std::string args() const {
+    return "L" + std::to_string(config.n_layer) + "_H" + std::to_string(config.n_head) + "_C" +
+           std::to_string(config.n_embd) + "_V" + std::to_string(config.vocab_size) + "_B" +
+           std::to_string(B) + "_T" + std::to_string(T);
+  }
+};
+
+StepShape make_shape(int64_t L, int64_t NH, int64_t C, int64_t V, int64_t Vp, int64_t B,
+                     int64_t T) {
+  StepShape s;
+  s.config.n_layer = L;
+  s.config.n_head = NH;
+  s.config.n_embd = C;
+  s.config.vocab_size = V;
+  s.config.padded_vocab_size = Vp;
+  s.config.block_size = T;
+  s.B = B;
+  s.T = T;
+  return s;
+}
+
+/// B*T token ids in [0, V) on `device`.
+Tensor random_tokens(Generator& gen, const StepShape& s, Device device) {
+  std::vector<int64_t> v(static_cast<std::size_t>(s.B * s.T));
+  for (auto& x : v) {
+    x = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(s.config.vocab_size));
+  }
+  return from_vector(v, {s.B, s.T}).to(device);
+}
+
+void train_step(benchmark::State& state, Device device, const StepShape& s) {
+  gpt2::GPT2 model(s.config, 1337);
+  model.to(device);
   optim::AdamWOptions ao;
   ao.lr = 3e-4;  // the anchor's AdamW settings
   optim::AdamW opt(model.parameters(), ao);
   Generator gen(0);
-  std::vector<int64_t> x(static_cast<std::size_t>(B * T)), y(x.size());
-  for (auto& v : x) v = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(c.vocab_size));
-  for (auto& v : y) v = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(c.vocab_size));
-  const Tensor idx = from_vector(x, {B, T}), targets = from_vector(y, {B, T});
-  double fwd = 0, bwd = 0, upd = 0, loss_value = 0;
-  {  // one untimed warm-up step (first-touch page faults, optimizer state allocation)
-    autograd::backward(model.loss(idx, targets));
-    opt.step();
-    opt.zero_grad();
-  }
-  for (auto _ : state) {
-    Timer t;
-    const Tensor loss = model.loss(idx, targets);
-    loss_value = loss.item();
-    fwd += t.elapsed_ms();
-    t.reset();
-    autograd::backward(loss);
-    bwd += t.elapsed_ms();
-    t.reset();
-    opt.step();
-    opt.zero_grad();
-    upd += t.elapsed_ms();
-  }
-  const auto n = static_cast<double>(state.iterations());
-  state.counters["ms_per_step"] = (fwd + bwd + upd) / n;
-  state.counters["forward_ms"] = fwd / n;
-  state.counters["backward_ms"] = bwd / n;
-  state.counters["adamw_ms"] = upd / n;
-  state.counters["loss"] = loss_value;
-  state.counters["tok/s"] =
-      benchmark::Counter(static_cast<double>(B * T) * n, benchmark::Counter::kIsRate);
-  state.counters["params_M"] = static_cast<double>(model.num_parameters()) / 1e6;
-}
+  const Tensor idx = random_tokens(gen, s, device), targets = random_tokens(gen, s, device);
 
-// {L, NH, C, V, B, T}: the CPU mini shape.
-BENCHMARK(BM_GPT2TrainStep)
-    ->Name("gpt2_train_step/cpu_mini")
-    ->Args({6, 6, 384, 8192, 8, 256})
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(3)
-    ->UseRealTime();
+  bench::DeviceClock clock(device, 4);
+  Tensor loss;
+  const auto step = [&] {
+    clock.mark(0);
+    loss = model.loss(idx, targets);
+    clock.mark(1);
+    autograd::backward(loss);
+    clock.mark(2);
+    opt.step();
+    opt.zero_grad();
+    clock.mark(3);
+  };
+  for (int i = 0; i < (device.is_cuda() ? 2 : 1); ++i) step();
+
+  double fwd = 0, bwd = 0, upd = 0;
+  for (auto _ : state) {
+    step();
+    const double f = clock.seconds(0, 1), b = clock.seconds(1, 2), u = clock.seconds(2, 3);
+    state.SetIterationTime(f + b + u);
+    fwd += f;
+    bwd += b;
+    upd += u;
+  }
+  const double n = static_cast<double>(state.iterations()), seconds = fwd + bwd + upd;
+  const double tokens = static_cast<double>(s.B * s.T);
+  const gpt2::GPT2Config& c = s.config;
+  const double params = static_cast<double>(model.num_parameters());
+  const double flops_per_token = 6.0 * (params - static_cast<double>(c.block_size * c.n_embd)) +
+                                 12.0 * static_cast<double>(c.n_layer * s.T * c.n_embd);
+  state.counters["tok/s"] = tokens * n / seconds;
+  bench::set_rates(state, seconds, 0, flops_per_token * tokens);
+  state.counters["forward_ms"] = 1e3 * fwd / n;
+  state.counters["backward_ms"] = 1e3 * bwd / n;
+  state.counters["adamw_ms"] = 1e3 * upd / n;
+  state.counters["loss"] = loss.item();
+  state.counters["params_M"] = params / 1e6;
+}
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const StepShape mini = make_shape(6, 6, 384, 8192, 8192, 8, 256);
+  const StepShape gpt2_124m = make_shape(12, 12, 768, 50257, 50304, 8, 1024);
+  bench::register_pair(
+      "gpt2_train_step", mini.args(),
+      [mini](benchmark::State& st, Device d) { train_step(st, d, mini); }, 3, 10);
+  bench::register_on(
+      "gpt2_train_step/cuda/" + gpt2_124m.args(), Device::cuda(),
+      [gpt2_124m](benchmark::State& st, Device d) { train_step(st, d, gpt2_124m); }, 10);
+  return bench::run_main(argc, argv, "bench_gpt2_step");
+}

@@ -3,12 +3,18 @@
 
   benchmarks/report.py OUT_DIR results1.json [results2.json ...]
 
-Benchmark names follow  family/variant/arg[/arg...]  (a leading "BM_" is dropped), e.g.
-  matmul/eigen/1024   layernorm_fwd/cuda/8192x768   add/cpu/6291456
+Benchmark names follow  family/variant/arg[/arg...]  (a leading "BM_" and Google Benchmark's
+suffixes such as /min_time:0.300 or /manual_time are dropped), e.g.
+  matmul/eigen/1024   layernorm_fwd/cuda/8192x768   add/cpu/8x1024x768
 Within one family and argument set, variants are compared:
-  * speed-up over a baseline variant: "cpu" (for cuda) or "naive" (for optimized versions);
+  * "cpu" against "cuda": the CPU vs CUDA table and the speed-up bar plot (cuda_speedup.png);
+  * speed-up over a baseline variant: "naive" (for optimized versions) or "cpu" (for cuda);
   * percentage of a reference variant: "openblas", "cublas", "torch", "memcpy" or "copy".
-Benchmarks that skipped themselves (e.g. CUDA without a GPU) are listed as skipped.
+Benchmarks that skipped themselves say why (e.g. "no GPU", "built without CUDA"); the report
+lists them and says explicitly when the CUDA part was skipped.
+
+The header (date, GPU, CPU, commit) comes from the JSON contexts and, when present, the files
+that tools/run_benchmarks writes next to them in OUT_DIR: gpu.txt, cpu.txt and commit.txt.
 Writes OUT_DIR/report.md and, when gnuplot is installed, OUT_DIR/*.png.
 """
 from __future__ import annotations
@@ -23,12 +29,14 @@ from pathlib import Path
 
 BASELINES = ["naive", "cpu"]
 REFERENCES = ["openblas", "cublas", "torch", "memcpy", "copy"]
+DEVICES = ["cpu", "cuda"]
+# Google Benchmark appends these to a name (run options); they are not arguments.
+OPTION_PART = re.compile(r"^(manual_time|real_time|process_time|"
+                         r"(min_time|min_warmup_time|iterations|repeats|threads):.*)$")
 
 
 def parse_name(name: str):
-    name = re.sub(r"^BM_", "", name)
-    name = re.sub(r"/(manual_time|real_time|process_time)$", "", name)
-    parts = name.split("/")
+    parts = [p for p in re.sub(r"^BM_", "", name).split("/") if not OPTION_PART.match(p)]
     family = parts[0]
     variant = parts[1] if len(parts) > 1 else "default"
     args = "/".join(parts[2:]) if len(parts) > 2 else ""
@@ -37,10 +45,11 @@ def parse_name(name: str):
 
 def throughput(b: dict):
     """(value, unit) of the most meaningful rate of a benchmark, or (None, '')."""
-    for key, unit, scale in (("TFLOP/s", "TFLOP/s", 1), ("GFLOP/s", "GFLOP/s", 1),
+    for key, unit, scale in (("tok/s", "tok/s", 1), ("TFLOP/s", "TFLOP/s", 1),
+                             ("GFLOP/s", "GFLOP/s", 1), ("GFLOP", "GFLOP/s", 1),
                              ("FLOPS", "GFLOP/s", 1e-9), ("flops", "GFLOP/s", 1e-9),
                              ("GB/s", "GB/s", 1), ("bytes_per_second", "GB/s", 1e-9),
-                             ("tok/s", "tok/s", 1), ("items_per_second", "items/s", 1)):
+                             ("items_per_second", "items/s", 1)):
         if key in b:
             return float(b[key]) * scale, unit
     return None, ""
@@ -53,11 +62,205 @@ def time_ms(b: dict) -> float:
 
 
 def size_key(args: str):
-    nums = [int(x) for x in re.findall(r"\d+", args)]
+    """(product of the numbers in args, args); "1024^3" counts as 1024 * 1024 * 1024."""
     prod = 1
-    for n in nums:
-        prod *= n
+    for base, power in re.findall(r"(\d+)(?:\^(\d+))?", args):
+        prod *= int(base) ** int(power or 1)
     return (prod, args)
+
+
+def fmt_rate(r: dict) -> str:
+    return f"{r['value']:.4g} {r['unit']}" if r.get("value") is not None else ""
+
+
+def read_text(path: Path) -> str | None:
+    return path.read_text().strip() if path.is_file() else None
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def load(files):
+    """(results, skipped, contexts): results and skips as dicts with family/variant/args."""
+    results, skipped, contexts = [], [], []
+    for f in files:
+        data = json.loads(Path(f).read_text())
+        contexts.append((Path(f).name, data.get("context", {})))
+        for b in data.get("benchmarks", []):
+            if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+                continue
+            family, variant, args = parse_name(b.get("run_name", b["name"]))
+            entry = dict(family=family, variant=variant, args=args)
+            if b.get("error_occurred") or b.get("skipped"):
+                entry["reason"] = b.get("error_message") or b.get("skip_message") or "skipped"
+                skipped.append(entry)
+                continue
+            entry["value"], entry["unit"] = throughput(b)
+            entry["ms"] = time_ms(b)
+            results.append(entry)
+    return results, skipped, contexts
+
+
+def header(out: Path, contexts) -> list[str]:
+    dates = sorted(ctx["date"] for _, ctx in contexts if "date" in ctx)
+    gpus = sorted({ctx["gpu"] for _, ctx in contexts if "gpu" in ctx})
+    gpu = read_text(out / "gpu.txt") or (", ".join(gpus) if gpus else "none")
+    ctx0 = contexts[0][1] if contexts else {}
+    cpu = read_text(out / "cpu.txt") or (f"{ctx0.get('num_cpus', '?')} CPUs @ "
+                                         f"{ctx0.get('mhz_per_cpu', '?')} MHz")
+    md = ["# Benchmark report", "",
+          f"- date: {dates[0] if dates else '?'}",
+          f"- GPU: {gpu}",
+          f"- CPU: {cpu}",
+          f"- commit: {read_text(out / 'commit.txt') or git_commit()}", ""]
+    for name, ctx in contexts:
+        md.append(f"- `{name}`: {ctx.get('date', '?')}, host {ctx.get('host_name', '?')}, "
+                  f"{ctx.get('num_cpus', '?')} CPUs @ {ctx.get('mhz_per_cpu', '?')} MHz"
+                  + (f", {ctx['gpu']}" if "gpu" in ctx else "")
+                  + (f", CUDA {ctx['cuda']}" if "cuda" in ctx else ""))
+    return md
+
+
+def cuda_skip_line(skipped) -> list[str]:
+    """The explicit line saying that (and why) the CUDA part was skipped, or nothing."""
+    reasons = defaultdict(int)
+    for s in skipped:
+        if s["variant"] in ("cuda", "memcpy", "cublas") or "GPU" in s["reason"] or \
+                "CUDA" in s["reason"]:
+            reasons[s["reason"]] += 1
+    if not reasons:
+        return []
+    why = "; ".join(f"{r} ({n} benchmarks)" for r, n in sorted(reasons.items()))
+    return ["", f"**The CUDA part was skipped: {why}.** Only the CPU variants ran; run "
+            "`tools/run_benchmarks` on a machine with a GPU for the CUDA columns."]
+
+
+def device_table(order, groups, skips) -> tuple[list[str], list]:
+    """The CPU vs CUDA table and the (label, speed-up) pairs of the bar plot."""
+    md = ["## CPU vs CUDA", "",
+          "Same kernel, same arguments on both devices; speed-up = CPU time / CUDA time.", "",
+          "| kernel | args | CPU time (ms) | CUDA time (ms) | CUDA speed-up | CPU rate "
+          "| CUDA rate |",
+          "|---|---|---:|---:|---:|---:|---:|"]
+    bars = []
+    paired = defaultdict(int)  # family -> number of arg sets with both devices measured
+    for key in order:
+        if all(v in groups[key] for v in DEVICES):
+            paired[key[0]] += 1
+    n_rows = 0
+    for key in order:
+        ran, skip = groups[key], skips[key]
+        if not any(v in ran or v in skip for v in DEVICES):
+            continue
+        n_rows += 1
+        cells = []
+        for v in DEVICES:
+            if v in ran:
+                cells.append(f"{ran[v]['ms']:.4g}")
+            elif v in skip:
+                cells.append(f"skipped: {skip[v]}")
+            else:
+                cells.append("—")
+        speedup = ""
+        if "cpu" in ran and "cuda" in ran:
+            x = ran["cpu"]["ms"] / ran["cuda"]["ms"]
+            speedup = f"{x:.1f}x"
+            label = key[0] if paired[key[0]] == 1 else f"{key[0]} {key[1]}"
+            bars.append((label, x))
+        rates = [fmt_rate(ran[v]) if v in ran else "" for v in DEVICES]
+        md.append(f"| {key[0]} | {key[1]} | {cells[0]} | {cells[1]} | {speedup} | "
+                  f"{rates[0]} | {rates[1]} |")
+    return (md if n_rows else []), bars
+
+
+def variants_table(order, groups) -> list[str]:
+    """The results of every family and size that has variants other than cpu and cuda (naive,
+    optimized versions, references), with the speed-up over the baseline and the share of the
+    reference."""
+    order = [k for k in order if any(v not in DEVICES for v in groups[k])]
+    if not order:
+        return []
+    md = ["## Naive vs optimized, share of the reference", "",
+          "| benchmark | size | variant | time (ms) | throughput | vs baseline | vs reference |",
+          "|---|---|---|---:|---:|---:|---:|"]
+    for key in sorted(order, key=lambda k: (k[0], size_key(k[1]))):
+        variants = groups[key]
+        base = next((variants[v] for v in BASELINES if v in variants), None)
+        ref = next((variants[v] for v in REFERENCES if v in variants), None)
+        for v, r in sorted(variants.items()):
+            vs_base = vs_ref = ""
+            if base is not None and r is not base:
+                vs_base = f"{base['ms'] / r['ms']:.2f}x vs {base['variant']}"
+            if ref is not None and r is not ref:
+                vs_ref = f"{100 * ref['ms'] / r['ms']:.0f}% of {ref['variant']}"
+            md.append(f"| {key[0]} | {key[1]} | {v} | {r['ms']:.4g} | {fmt_rate(r)} | {vs_base} "
+                      f"| {vs_ref} |")
+    return md
+
+
+def gnuplot(script: str) -> None:
+    subprocess.run(["gnuplot", "-e", script], check=True)
+
+
+def plot_families(out: Path, groups) -> list[str]:
+    """One line plot per family with at least two variants over at least two sizes (the
+    naive-vs-optimized progressions; the device variants have their own bar plot)."""
+    plots = []
+    for family in sorted({f for f, _ in groups}):
+        series = defaultdict(list)
+        for (f, args), variants in groups.items():
+            if f != family:
+                continue
+            for v, r in variants.items():
+                if r["value"] is not None and v not in DEVICES:
+                    series[v].append((size_key(args)[0], r["value"], r["unit"]))
+        if len(series) < 2 or max(len(s) for s in series.values()) < 2:
+            continue
+        unit = next(iter(series.values()))[0][2]
+        dat = out / f"{family}.dat"
+        with dat.open("w") as fh:
+            for v, pts in series.items():
+                fh.write(f'"{v}"\n')
+                for x, y, _ in sorted(pts):
+                    fh.write(f"{x} {y}\n")
+                fh.write("\n\n")
+        png = out / f"{family}.png"
+        gnuplot(f'set terminal pngcairo noenhanced size 900,520; set output "{png}";'
+                f'set title "{family}"; set logscale x 2;'
+                'set xlabel "size (product of the size arguments)";'
+                f'set ylabel "{unit}"; set key left top; set grid;'
+                f'plot for [i=0:{len(series) - 1}] "{dat}" index i using 1:2 '
+                'with linespoints title columnheader(1)')
+        dat.unlink()
+        plots.append(png.name)
+    return plots
+
+
+def plot_speedups(out: Path, bars) -> list[str]:
+    """cuda_speedup.png: one bar per CPU/CUDA pair (log scale)."""
+    if not bars:
+        return []
+    dat = out / "speedup.dat"
+    with dat.open("w") as fh:
+        for label, x in bars:
+            fh.write(f'"{label}" {x}\n')
+    png = out / "cuda_speedup.png"
+    width = max(900, 40 * len(bars) + 200)
+    gnuplot(f'set terminal pngcairo noenhanced size {width},600; set output "{png}";'
+            'set title "CUDA speed-up over the CPU (same kernel, same arguments)";'
+            'set style fill solid; set boxwidth 0.6; set logscale y;'
+            'set ylabel "x (CPU time / CUDA time)";'
+            'set xtics rotate by 45 right font ",9"; set grid ytics; set bmargin 12;'
+            'set lmargin 12;'
+            f'plot "{dat}" using 0:2:xtic(1) with boxes notitle,'
+            f' "" using 0:2:(sprintf("%.0f", $2)) with labels offset 0,0.7 notitle')
+    dat.unlink()
+    return [png.name]
 
 
 def main() -> int:
@@ -66,105 +269,42 @@ def main() -> int:
         return 2
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    rows, skipped, contexts = [], [], []
-    for f in sys.argv[2:]:
-        data = json.loads(Path(f).read_text())
-        contexts.append((Path(f).name, data.get("context", {})))
-        for b in data.get("benchmarks", []):
-            if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
-                continue
-            family, variant, args = parse_name(b.get("run_name", b["name"]))
-            if b.get("error_occurred") or b.get("skipped"):
-                skipped.append((family, variant, args, b.get("error_message", "skipped")))
-                continue
-            value, unit = throughput(b)
-            rows.append(dict(family=family, variant=variant, args=args, ms=time_ms(b),
-                             value=value, unit=unit))
+    results, skipped, contexts = load(sys.argv[2:])
 
-    groups = defaultdict(dict)
-    for r in rows:
-        groups[(r["family"], r["args"])][r["variant"]] = r
+    order = []  # (family, args) in the order of the JSON files (registration order)
+    groups, skips = defaultdict(dict), defaultdict(dict)
+    for r in results + skipped:
+        key = (r["family"], r["args"])
+        if key not in groups and key not in skips:
+            order.append(key)
+        if "reason" in r:
+            skips[key][r["variant"]] = r["reason"]
+        else:
+            groups[key][r["variant"]] = r
 
-    md = ["# Benchmark report", ""]
-    for name, ctx in contexts:
-        md.append(f"- `{name}`: {ctx.get('date', '?')}, host {ctx.get('host_name', '?')}, "
-                  f"{ctx.get('num_cpus', '?')} CPUs @ {ctx.get('mhz_per_cpu', '?')} MHz"
-                  + (f", {ctx['gpu']}" if "gpu" in ctx else ""))
-    md += ["", "| benchmark | size | variant | time (ms) | throughput | vs baseline | vs reference |",
-           "|---|---|---|---:|---:|---:|---:|"]
-    speedups = []
-    for (family, args) in sorted(groups, key=lambda k: (k[0], size_key(k[1]))):
-        variants = groups[(family, args)]
-        base = next((variants[v] for v in BASELINES if v in variants), None)
-        ref = next((variants[v] for v in REFERENCES if v in variants), None)
-        for v, r in sorted(variants.items()):
-            tp = f"{r['value']:.2f} {r['unit']}" if r["value"] is not None else ""
-            vs_base = vs_ref = ""
-            if base is not None and r is not base:
-                x = base["ms"] / r["ms"]
-                vs_base = f"{x:.2f}x vs {base['variant']}"
-                if base["variant"] == "cpu":
-                    speedups.append((family, args, v, x))
-            if ref is not None and r is not ref:
-                vs_ref = f"{100 * ref['ms'] / r['ms']:.0f}% of {ref['variant']}"
-            md.append(f"| {family} | {args} | {v} | {r['ms']:.4g} | {tp} | {vs_base} | {vs_ref} |")
+    md = header(out, contexts) + cuda_skip_line(skipped)
+    table, bars = device_table(order, groups, skips)
+    md += ([""] if table else []) + table
+    variants = variants_table([k for k in order if groups[k]], groups)
+    md += ([""] if variants else []) + variants
     if skipped:
-        md += ["", f"Skipped ({len(skipped)}): " + "; ".join(
-            sorted({f"{f}/{v}: {msg}" for f, v, _, msg in skipped})[:12])]
-        if any("cuda" in v or "GPU" in m or "CUDA" in m for _, v, _, m in skipped):
-            md.append("")
-            md.append("**The CUDA part was skipped: no GPU on this machine.**")
+        by_reason = defaultdict(list)
+        for s in skipped:
+            by_reason[s["reason"]].append(f"{s['family']}/{s['variant']}/{s['args']}")
+        md += ["", "## Skipped", ""]
+        md += [f"- {reason} ({len(names)}): " + ", ".join(f"`{n}`" for n in names)
+               for reason, names in sorted(by_reason.items())]
 
-    # Plots (gnuplot, optional).
     plots = []
     if shutil.which("gnuplot"):
-        for family in sorted({f for f, _ in groups}):
-            series = defaultdict(list)
-            for (f, args), variants in groups.items():
-                if f != family:
-                    continue
-                for v, r in variants.items():
-                    if r["value"] is not None:
-                        series[v].append((size_key(args)[0], r["value"], r["unit"]))
-            if len(series) < 2 or max(len(s) for s in series.values()) < 2:
-                continue
-            unit = next(iter(series.values()))[0][2]
-            dat = out / f"{family}.dat"
-            with dat.open("w") as fh:
-                for v, pts in series.items():
-                    fh.write(f'"{v}"\n')
-                    for x, y, _ in sorted(pts):
-                        fh.write(f"{x} {y}\n")
-                    fh.write("\n\n")
-            png = out / f"{family}.png"
-            script = (f'set terminal pngcairo noenhanced size 900,520; set output "{png}";'
-                      f'set title "{family}"; set logscale x 2; set xlabel "size (product of the size arguments)";'
-                      f'set ylabel "{unit}"; set key left top; set grid;'
-                      f'plot for [i=0:{len(series) - 1}] "{dat}" index i using 1:2 with linespoints title columnheader(1)')
-            subprocess.run(["gnuplot", "-e", script], check=True)
-            dat.unlink()
-            plots.append(png.name)
-        if speedups:
-            dat = out / "speedup.dat"
-            best = {}
-            for family, args, v, x in speedups:
-                if family not in best or size_key(args) > size_key(best[family][0]):
-                    best[family] = (args, x)
-            with dat.open("w") as fh:
-                for family, (args, x) in sorted(best.items()):
-                    fh.write(f'"{family}" {x}\n')
-            png = out / "cuda_speedup.png"
-            script = (f'set terminal pngcairo noenhanced size 900,520; set output "{png}";'
-                      'set title "CUDA speed-up over CPU (largest size)"; set style fill solid;'
-                      'set boxwidth 0.6; set logscale y; set ylabel "x"; set xtics rotate by -30; set grid ytics;'
-                      f'plot "{dat}" using 0:2:xtic(1) with boxes notitle')
-            subprocess.run(["gnuplot", "-e", script], check=True)
-            dat.unlink()
-            plots.append(png.name)
+        plots = plot_families(out, groups) + plot_speedups(out, bars)
+    else:
+        md += ["", "(gnuplot not found: no plots)"]
     if plots:
         md += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     (out / "report.md").write_text("\n".join(md) + "\n")
-    print(f"report: {out / 'report.md'} ({len(rows)} results, {len(skipped)} skipped, {len(plots)} plots)")
+    print(f"report: {out / 'report.md'} ({len(results)} results, {len(skipped)} skipped, "
+          f"{len(plots)} plots)")
     return 0
 
 

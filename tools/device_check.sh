@@ -22,7 +22,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # Per chapter: benchmark binaries, and the gtest filter of tests whose kernels use shared memory.
-declare -A BENCHMARKS=([06]="bench_cuda_basics" [07]="bench_cuda_matmul")
+declare -A BENCHMARKS=([06]="bench_cuda_basics bench_nn" [07]="bench_cuda_matmul bench_optim"
+  [08]="bench_gpt2_step")
 declare -A RACECHECK_FILTER=([06]="Ch06_3_CudaSum.*:Ch06_6_CudaSoftmax.*:Ch06_7_CudaLayerNorm.*:Ch06_CudaSoftmaxBackward.*:Ch06_CudaLayerNormBackward.*:Ch06_CudaCrossEntropy.*-*Gpt2*"
   [07]="Ch07_2_CudaSgemmTiled.Layouts:Ch07_3_CudaSgemmRegblock.Layouts:Ch07_4_CudaSgemmVec4.Layouts:Ch07_6_CudaSumOfSquares.*")
 # gtest negative patterns (':'-separated) of tests that make CUDA API calls fail on purpose, and
