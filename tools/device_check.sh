@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of one or more chapters, run from the repository root on a machine with a GPU:
 #
-#   tools/device_check.sh [--no-build] [CHAPTER...]       e.g.  tools/device_check.sh 06 07
+#   tools/device_check.sh [--no-build] [--no-bench] [CHAPTER...]   e.g.  tools/device_check.sh 06 07
 #
 # CHAPTER is a number (default: 06). Steps, each reported in the summary at the end:
 #   1. configure $BUILD_DIR (default build-device: Release, solution, CUDA on) and build the
@@ -14,7 +14,8 @@
 #      counts every failed API call as an error;
 #   4. compute-sanitizer --tool racecheck and --tool synccheck on the tests of kernels that use
 #      shared memory (gtest filter per chapter: RACECHECK_FILTER below);
-#   5. the chapters' benchmarks (BENCHMARKS below); with $OUT set, each writes Google Benchmark
+#   5. the chapters' benchmarks (BENCHMARKS below; skipped with --no-bench, e.g. when
+#      tools/run_benchmarks runs them for the report); with $OUT set, each writes Google Benchmark
 #      JSON to $OUT/<name>.json.
 # Exit status: 0 when every step passed. Environment: BUILD_DIR, JOBS (default: nproc),
 # TT_GPT2_124M_REF (default: $BUILD_DIR/gpt2_124m_ref).
@@ -31,11 +32,13 @@ declare -A RACECHECK_FILTER=([06]="Ch06_3_CudaSum.*:Ch06_6_CudaSoftmax.*:Ch06_7_
 MEMCHECK_EXCLUDE="*OutOfMemory*:*LaunchCheck*:*Gpt2_124M*"
 
 build=1
+bench=1
 chapters=()
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --no-bench) bench=0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     [0-9]|[0-9][0-9]) chapters+=("$(printf '%02d' "$((10#$arg))")") ;;
     *) echo "device_check: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
@@ -109,6 +112,7 @@ else
 fi
 
 for ch in "${chapters[@]}"; do
+  [ "$bench" = 1 ] || break
   for b in ${BENCHMARKS[$ch]:-}; do
     banner "benchmark $b"
     args=()
