@@ -75,6 +75,7 @@ namespace {
 // exp never overflows (the largest term is exp(0) = 1) and the sum is at least 1.
 template <typename T, bool kLog>
 void softmax_rows(const Tensor& out, const Tensor& x, int64_t dim) {
+  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
   const DimLayout l = dim_layout(x, dim);
   const T* px = x.data<T>();
   T* po = out.data<T>();
@@ -83,9 +84,24 @@ void softmax_rows(const Tensor& out, const Tensor& x, int64_t dim) {
     const T* xr = px + l.row_start(r);
     T* yr = po + l.row_start(r);
     const int64_t s = l.inner;
+    double sum = 0;
+    if (s == 1) {
+      // A contiguous row (softmax over the last dim): Eigen's max and exp run on SIMD lanes;
+      // the sum stays one double accumulator in element order.
+      const Eigen::Map<const Array> xv(xr, l.n);
+      Eigen::Map<Array> yv(yr, l.n);
+      const T m = xv.template maxCoeff<Eigen::PropagateNaN>();
+      yv = (xv - m).exp();
+      for (int64_t i = 0; i < l.n; ++i) sum += yr[i];
+      if constexpr (kLog) {
+        yv = xv - (m + static_cast<T>(std::log(sum)));
+      } else {
+        yv *= static_cast<T>(1.0 / sum);
+      }
+      continue;
+    }
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t i = 0; i < l.n; ++i) m = std::max(m, xr[i * s]);
-    double sum = 0;
     if constexpr (kLog) {
       for (int64_t i = 0; i < l.n; ++i) sum += std::exp(xr[i * s] - m);
       const T lse = m + static_cast<T>(std::log(sum));
@@ -389,16 +405,23 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& 
     const T* x = logits.data<T>();
     const int64_t* t = targets.data<int64_t>();
     T* plse = lse.data<T>();
+    using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
     std::vector<double> row_loss(N);
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      const T* xr = x + n * V;
-      const T m = *std::max_element(xr, xr + V);
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(xr[v] - m);
-      const double l = m + std::log(sum);
-      plse[n] = static_cast<T>(l);
-      row_loss[n] = t[n] == ignore_index ? 0.0 : l - xr[t[n]];  // -log softmax(x)[t]
+#pragma omp parallel
+    {
+      Array e(V);  // this thread's exp(x - max) of one row (Eigen: SIMD exp)
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < N; ++n) {
+        const T* xr = x + n * V;
+        const Eigen::Map<const Array> xv(xr, V);
+        const T m = xv.template maxCoeff<Eigen::PropagateNaN>();
+        e = (xv - m).exp();
+        double sum = 0;
+        for (int64_t v = 0; v < V; ++v) sum += e[v];
+        const double l = m + std::log(sum);
+        plse[n] = static_cast<T>(l);
+        row_loss[n] = t[n] == ignore_index ? 0.0 : l - xr[t[n]];  // -log softmax(x)[t]
+      }
     }
     double total = 0;  // rows in order: the same sum for any thread count
     for (int64_t n = 0; n < N; ++n) total += row_loss[n];
@@ -430,9 +453,9 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
         std::fill(d, d + V, T(0));
         continue;
       }
-      const T* xr = x + n * V;
-      for (int64_t v = 0; v < V; ++v) d[v] = std::exp(xr[v] - plse[n]) * scale;  // softmax
-      d[t[n]] -= scale;                                                          // - one-hot
+      const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> xv(x + n * V, V);
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(d, V) = (xv - plse[n]).exp() * scale;
+      d[t[n]] -= scale;  // softmax - one-hot
     }
   });
 #else

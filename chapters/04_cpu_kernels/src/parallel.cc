@@ -5,6 +5,8 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <exception>
+#include <mutex>
 
 #include "tt/error.h"
 
@@ -33,11 +35,22 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     }
     return;
   }
+  // An exception must not leave the OpenMP region (that terminates the program): each chunk's
+  // is caught, and the one of the lowest chunk is rethrown here, on the calling thread.
+  std::exception_ptr error;
+  int64_t error_chunk = chunks;
+  std::mutex error_mutex;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t b = begin + c * grain;
-    fn(b, std::min(end, b + grain));
+    try {
+      fn(b, std::min(end, b + grain));
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(error_mutex);
+      if (c < error_chunk) error_chunk = c, error = std::current_exception();
+    }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace tt

@@ -1,9 +1,13 @@
 // Tests of the element-wise ops (given code built on ch04.1/ch04.2 and chapter 02's kernels):
 // broadcasting forward, gradients (gradcheck in float64), errors, scalar and unary ops.
+#include <atomic>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "ch04_test_util.h"
 #include "tt/functional.h"
+#include "tt/parallel.h"
 
 namespace tt {
 namespace {
@@ -63,6 +67,31 @@ TEST(Ch04_Elementwise, LargeTensorsUseEveryChunk) {
   EXPECT_EQ(v[n - 1], 2.0 * (n - 1));
 }
 
+TEST(Ch04_Elementwise, LargeBroadcastBinaryOpsMatchElementByElement) {
+  // Enough elements for the parallel slabs of dim 0 and rows long enough for the row path of
+  // chapter 02's loops: a bias row, a column, and a transposed (strided) operand.
+  const int64_t R = 300, C = 700;
+  const Tensor a = test04::randn_t({R, C}, 21, DType::kFloat32);
+  const Tensor bias = test04::randn_t({C}, 22, DType::kFloat32);
+  const Tensor col = test04::randn_t({R, 1}, 23, DType::kFloat32);
+  const Tensor at = test04::randn_t({C, R}, 24, DType::kFloat32).transpose(0, 1);
+  const std::vector<float> va = a.to_vector<float>(), vb = bias.to_vector<float>(),
+                           vc = col.to_vector<float>(), vt = at.contiguous().to_vector<float>();
+  const std::vector<float> sum = (a + bias).to_vector<float>();
+  const std::vector<float> prod = (a * col).to_vector<float>();
+  const std::vector<float> diff = (a - at).to_vector<float>();
+  const std::vector<float> quot = (bias / a).to_vector<float>();
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t i = r * C + c;
+      ASSERT_EQ(sum[i], va[i] + vb[c]) << r << "," << c;
+      ASSERT_EQ(prod[i], va[i] * vc[r]) << r << "," << c;
+      ASSERT_EQ(diff[i], va[i] - vt[i]) << r << "," << c;
+      ASSERT_EQ(quot[i], vb[c] / va[i]) << r << "," << c;
+    }
+  }
+}
+
 TEST(Ch04_Elementwise, ErrorsNameOpShapesAndDtypes) {
   Tensor a = f32({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_TT_ERROR(a + f32({1, 2}, {2}), "add", "[2, 3]", "[2]");
@@ -101,6 +130,23 @@ TEST(Ch04_Elementwise, GradientOfABroadcastInputIsSummed) {
   Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   autograd::backward(sum(mul(x + bias, x)));  // d/dbias = sum over rows of x
   EXPECT_TENSOR_NEAR(bias.grad(), f64({5, 7, 9}, {3}), 0, 0);
+}
+
+TEST(Ch04_Parallel, ExceptionOfTheLowestChunkIsRethrownAfterEveryChunkRan) {
+  const int saved = num_threads();
+  set_num_threads(2);
+  std::atomic<int> ran{0};
+  try {
+    parallel_for(0, 100, 1, [&](int64_t b, int64_t) {
+      ++ran;
+      if (b == 37 || b == 80) throw std::runtime_error("chunk " + std::to_string(b));
+    });
+    ADD_FAILURE() << "parallel_for swallowed the exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "chunk 37");
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(ran.load(), 100);
 }
 
 }  // namespace

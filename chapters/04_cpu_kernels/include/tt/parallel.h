@@ -23,7 +23,9 @@ void set_num_threads(int n);
 /// Calls `fn(chunk_begin, chunk_end)` for the consecutive chunks
 /// [begin, begin+grain), [begin+grain, begin+2*grain), ... covering [begin, end), in parallel.
 /// The chunks depend only on (begin, end, grain); a single chunk runs on the calling thread.
-/// `fn` must not throw (exceptions cannot cross an OpenMP region): validate inputs first.
+/// If `fn` throws, the other chunks still run and the exception of the lowest throwing chunk is
+/// rethrown on the calling thread (an exception must never cross an OpenMP region). Kernels
+/// still validate their inputs first, so that nothing is half-written when they throw.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
