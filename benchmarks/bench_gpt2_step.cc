@@ -6,7 +6,8 @@
 //         /usr/bin/python3 gpt2_torch_bench.py --device cpu --threads 2 --B 8 --T 256
 //             --config L=6,NH=6,C=384,V=8192,Vp=8192,maxT=256 --modes fp32_naive
 //       so that ms/step compare directly;
-//   gpt2_train_step/cuda/L12_H12_C768_V50257_B8_T1024       GPT-2 124M (Vp = 50304), CUDA only:
+//   gpt2_train_step/cuda[_tf32]/L12_H12_C768_V50257_B8_T1024   GPT-2 124M (Vp = 50304), CUDA only
+//       (cuda_tf32: float32 GEMMs on TF32 tensor cores, as train_gpt2 --tf32):
 //       about 7 TFLOP per step (over a minute on 2 CPU cores) and some 20 GB of activations
 //       (each layer materializes and keeps [8, 12, 1024, 1024] attention scores).
 //
@@ -27,6 +28,7 @@
 
 #include "bench_common.h"
 #include "tt/autograd.h"
+#include "tt/cuda_matmul.h"
 #include "tt/gpt2.h"
 #include "tt/optim.h"
 
@@ -126,5 +128,13 @@ int main(int argc, char** argv) {
   bench::register_on(
       "gpt2_train_step/cuda/" + gpt2_124m.args(), Device::cuda(),
       [gpt2_124m](benchmark::State& st, Device d) { train_step(st, d, gpt2_124m); }, 10);
+  // The same with TF32 GEMMs (train_gpt2 --tf32), against PyTorch's tf32 modes.
+  bench::register_on(
+      "gpt2_train_step/cuda_tf32/" + gpt2_124m.args(), Device::cuda(),
+      [gpt2_124m](benchmark::State& st, Device d) {
+        cuda::AllowTf32Guard tf32(true);
+        train_step(st, d, gpt2_124m);
+      },
+      10);
   return bench::run_main(argc, argv, "bench_gpt2_step");
 }
