@@ -286,9 +286,7 @@ StateDict load(const std::string& path) {
   return parse(read_file(path), path);
 }
 
-namespace {
-
-StateDict checkpoint_targets(const nn::Module& model, const optim::Optimizer* optimizer) {
+StateDict checkpoint_state(const nn::Module& model, const optim::Optimizer* optimizer) {
   StateDict all = nn::prefixed("model", model.state_dict());
   if (optimizer != nullptr) {
     for (auto& entry : nn::prefixed("optimizer", optimizer->state_dict())) {
@@ -298,15 +296,18 @@ StateDict checkpoint_targets(const nn::Module& model, const optim::Optimizer* op
   return all;
 }
 
-}  // namespace
-
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer) {
-  save(path, checkpoint_targets(model, optimizer));
+  save(path, checkpoint_state(model, optimizer));
 }
 
 void load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer) {
-  nn::apply_state_dict(checkpoint_targets(model, optimizer), load(path), path);
+  load_checkpoint(read_file(path), path, model, optimizer);
+}
+
+void load_checkpoint(const std::vector<std::byte>& bytes, const std::string& source,
+                     nn::Module& model, optim::Optimizer* optimizer) {
+  nn::apply_state_dict(checkpoint_state(model, optimizer), parse(bytes, source), source);
 }
 
 }  // namespace tt::ckpt

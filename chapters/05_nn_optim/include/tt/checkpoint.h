@@ -67,8 +67,11 @@ void save(const std::string& path, const StateDict& state);
 /// read_file + parse.
 StateDict load(const std::string& path);
 
-/// Saves the model's state under "model." and, when given, the optimizer's under "optimizer."
-/// into one file (atomically).
+/// The tensors a checkpoint of `model` (and `optimizer`, when given) holds: the model's state
+/// under "model.", then the optimizer's under "optimizer." (handles to the live tensors).
+StateDict checkpoint_state(const nn::Module& model, const optim::Optimizer* optimizer = nullptr);
+
+/// Saves checkpoint_state(model, optimizer) into one file (atomically).
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer = nullptr);
 
@@ -77,5 +80,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
 /// when the load throws, neither the model nor the optimizer has changed.
 void load_checkpoint(const std::string& path, nn::Module& model,
                      optim::Optimizer* optimizer = nullptr);
+
+/// load_checkpoint() from checkpoint bytes already in memory (`source` names them in error
+/// messages); the file version reads the file and calls this one.
+void load_checkpoint(const std::vector<std::byte>& bytes, const std::string& source,
+                     nn::Module& model, optim::Optimizer* optimizer = nullptr);
 
 }  // namespace tt::ckpt
