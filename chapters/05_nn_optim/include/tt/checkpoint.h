@@ -8,7 +8,8 @@
 ///  0       8     magic "TTCKPT\r\n"
 ///  8       4     version (uint32) = 1
 ///  12      4     number of tensors N (uint32)
-///  16      8     data offset D (uint64): where the tensor data starts, a multiple of 64
+///  16      8     data offset D (uint64): where the tensor data starts, a multiple of 64,
+///                after the table (D >= 32)
 ///  24      8     file size F (uint64), trailer included (detects truncation)
 ///  32      ...   N table entries:
 ///                  name length L (uint32), name (L bytes UTF-8),
