@@ -35,7 +35,7 @@ void put_i32(std::string& out, int32_t v) {
 // Reads the fields of a saved tokenizer in order; every failure names the file and offset.
 class FieldReader {
  public:
-  FieldReader(const std::string& data, std::string where) : data_(data), where_(std::move(where)) {}
+  FieldReader(std::string_view data, std::string where) : data_(data), where_(std::move(where)) {}
   void need(std::size_t n, const char* what) const {
     TT_CHECK(n <= data_.size() - pos_, where_, ": truncated file: ", what, " needs ", n,
              " bytes at offset ", pos_, " but the file has ", data_.size(), " bytes");
@@ -51,7 +51,7 @@ class FieldReader {
   int32_t i32(const char* what) { return static_cast<int32_t>(u32(what)); }
   std::string bytes(std::size_t n, const char* what) {
     need(n, what);
-    std::string s = data_.substr(pos_, n);
+    std::string s(data_.substr(pos_, n));
     pos_ += n;
     return s;
   }
@@ -59,7 +59,7 @@ class FieldReader {
   std::size_t size() const { return data_.size(); }
 
  private:
-  const std::string& data_;
+  std::string_view data_;
   std::string where_;
   std::size_t pos_ = 0;
 };
@@ -204,7 +204,7 @@ int32_t Tokenizer::special_id(std::string_view text) const {
 
 // ----- saved format -------------------------------------------------------------------------
 
-void Tokenizer::save(const std::string& path) const {
+std::string Tokenizer::serialize() const {
   std::string out(kFileMagic);
   put_u32(out, kFileVersion);
   put_u32(out, static_cast<uint32_t>(pattern().size()));
@@ -222,6 +222,11 @@ void Tokenizer::save(const std::string& path) const {
     put_u32(out, static_cast<uint32_t>(sp.text.size()));
     out += sp.text;
   }
+  return out;
+}
+
+void Tokenizer::save(const std::string& path) const {
+  const std::string out = serialize();
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   TT_CHECK(f.good(), "Tokenizer::save: cannot open '", path, "' for writing");
   f.write(out.data(), static_cast<std::streamsize>(out.size()));
@@ -230,9 +235,12 @@ void Tokenizer::save(const std::string& path) const {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  const std::string where = "Tokenizer::load: '" + path + "'";
-  const std::string data = read_file(path, "Tokenizer::load");
-  FieldReader r(data, where);
+  return parse(read_file(path, "Tokenizer::load"), path);
+}
+
+Tokenizer Tokenizer::parse(std::string_view bytes, const std::string& source) {
+  const std::string where = "Tokenizer::parse: '" + source + "'";
+  FieldReader r(bytes, where);
   const std::string magic = r.bytes(kFileMagic.size(), "the magic");
   TT_CHECK(magic == kFileMagic, where, ": wrong magic (expected '", kFileMagic,
            "'): not a tokenizer saved by tt::Tokenizer::save");
@@ -285,11 +293,19 @@ std::string gpt2_token_text(std::string_view bytes) {
 
 Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
                                const std::string& vocab_bpe_path) {
-  const std::string where_json = "Tokenizer::load_gpt2: '" + encoder_json_path + "'";
-  const std::string where_bpe = "Tokenizer::load_gpt2: '" + vocab_bpe_path + "'";
+  return parse_gpt2(read_file(encoder_json_path, "Tokenizer::load_gpt2"),
+                    read_file(vocab_bpe_path, "Tokenizer::load_gpt2"), encoder_json_path,
+                    vocab_bpe_path);
+}
+
+Tokenizer Tokenizer::parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
+                                const std::string& encoder_json_source,
+                                const std::string& vocab_bpe_source) {
+  const std::string where_json = "Tokenizer::parse_gpt2: '" + encoder_json_source + "'";
+  const std::string where_bpe = "Tokenizer::parse_gpt2: '" + vocab_bpe_source + "'";
   nlohmann::json encoder;
   try {
-    encoder = nlohmann::json::parse(read_file(encoder_json_path, "Tokenizer::load_gpt2"));
+    encoder = nlohmann::json::parse(encoder_json);
   } catch (const nlohmann::json::exception& e) {
     TT_THROW(where_json, ": invalid JSON: ", e.what());
   }
@@ -321,13 +337,13 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
     cover(byte_ids[b]);
   }
 
-  const std::string bpe = read_file(vocab_bpe_path, "Tokenizer::load_gpt2");
+  const std::string_view bpe = vocab_bpe;
   std::vector<BpeMerge> merges;
   std::size_t line_start = 0;
   for (int64_t line_no = 1; line_start < bpe.size(); ++line_no) {
     std::size_t line_end = bpe.find('\n', line_start);
     if (line_end == std::string::npos) line_end = bpe.size();
-    std::string line = bpe.substr(line_start, line_end - line_start);
+    std::string line(bpe.substr(line_start, line_end - line_start));
     line_start = line_end + 1;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
@@ -353,8 +369,9 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
   }
   std::sort(specials.begin(), specials.end(),
             [](const SpecialToken& a, const SpecialToken& b) { return a.id < b.id; });
-  return Tokenizer(Unchecked{}, byte_ids, std::move(merges), std::move(specials), kGpt2Pattern,
-                   "Tokenizer::load_gpt2: '" + encoder_json_path + "' + '" + vocab_bpe_path + "'");
+  return Tokenizer(
+      Unchecked{}, byte_ids, std::move(merges), std::move(specials), kGpt2Pattern,
+      "Tokenizer::parse_gpt2: '" + encoder_json_source + "' + '" + vocab_bpe_source + "'");
 }
 
 // ----- training -----------------------------------------------------------------------------

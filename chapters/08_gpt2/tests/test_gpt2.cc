@@ -114,6 +114,11 @@ TEST(Ch08_9_LlmcLayout, SaveLoadRoundTripIsByteExact) {
   const std::string bytes_a = ch08_test::read_bytes(src), bytes_b = ch08_test::read_bytes(copy);
   EXPECT_EQ(bytes_a.size(), bytes_b.size());
   EXPECT_TRUE(bytes_a == bytes_b) << "save_llmc(load_llmc(f)) differs from f";
+  // The in-memory versions are the same code.
+  const auto in_memory = parse_llmc(std::as_bytes(std::span(bytes_a.data(), bytes_a.size())), src);
+  const std::vector<std::byte> bytes_c = serialize_llmc(*in_memory);
+  EXPECT_TRUE(std::string(reinterpret_cast<const char*>(bytes_c.data()), bytes_c.size()) == bytes_a)
+      << "serialize_llmc(parse_llmc(bytes)) differs from bytes";
 }
 
 /// An llm.c-like file: a header with `fields` (then zeros) and `floats` zero parameters.

@@ -102,6 +102,17 @@ TEST(Ch08_TokenizerFile, RejectsBadFiles) {
   }
 }
 
+TEST(Ch08_TokenizerFile, ParseAndSerializeAreLoadAndSaveInMemory) {
+  TempDir dir;
+  const Tokenizer tok = sample();
+  tok.save(dir.file("tok.ttbpe"));
+  EXPECT_EQ(tok.serialize(), read_bytes(dir.file("tok.ttbpe")));
+  const Tokenizer back = Tokenizer::parse(tok.serialize(), "mem");
+  EXPECT_EQ(back.merges(), tok.merges());
+  EXPECT_EQ(back.specials(), tok.specials());
+  EXPECT_TT_ERROR(Tokenizer::parse("TTBPETOK", "mem"), "Tokenizer::parse: 'mem'", "truncated");
+}
+
 TEST(Ch08_TokenizerFile, ConstructorChecks) {
   const auto bytes = ch08_test::identity_bytes();
   EXPECT_TT_ERROR(Tokenizer(bytes, {{'a', 'b', 256}, {'a', 'b', 257}}, {}), "duplicate merge");

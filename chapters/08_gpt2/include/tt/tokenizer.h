@@ -52,14 +52,23 @@ class Tokenizer {
   /// Loads a file written by save(); throws tt::Error naming the file and the problem (wrong
   /// magic or version, truncated, trailing bytes, ids out of range, duplicate merges, ...).
   static Tokenizer load(const std::string& path);
+  /// load() from the bytes of a saved tokenizer in memory; `source` names them in errors.
+  static Tokenizer parse(std::string_view bytes, const std::string& source = "<memory>");
   /// Writes the tokenizer in the binary format described in README_data.md.
   void save(const std::string& path) const;
+  /// The bytes save() writes.
+  std::string serialize() const;
   /// Loads GPT-2's vocabulary: encoder.json (token string -> id, bytes written with GPT-2's
   /// byte-to-unicode table) and vocab.bpe ("#version" line, then one merge "a b" per line, in
   /// rank order). Entries of encoder.json that are neither bytes nor merges become special
   /// tokens (GPT-2: "<|endoftext|>" = 50256). Throws tt::Error naming the file and the problem.
   static Tokenizer load_gpt2(const std::string& encoder_json_path,
                              const std::string& vocab_bpe_path);
+  /// load_gpt2() from the contents of encoder.json and vocab.bpe in memory; the sources name
+  /// them in errors.
+  static Tokenizer parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
+                              const std::string& encoder_json_source = "encoder.json",
+                              const std::string& vocab_bpe_source = "vocab.bpe");
 
   /// Token ids of ordinary text: special-token strings in `text` are encoded as plain text.
   std::vector<int32_t> encode(std::string_view text) const;
