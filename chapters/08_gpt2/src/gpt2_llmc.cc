@@ -32,10 +32,28 @@ std::vector<LlmcSlot> llmc_layout(const GPT2Config& config) {
 }
 
 int64_t llmc_num_floats(const GPT2Config& config) {
+  // Checked arithmetic: the sizes may come from a hostile file header, and a count that wrapped
+  // around could match a small file.
+  bool overflow = false;
+  auto mul = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    overflow |= __builtin_mul_overflow(a, b, &r);
+    return r;
+  };
+  auto add = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    overflow |= __builtin_add_overflow(a, b, &r);
+    return r;
+  };
   const int64_t L = config.n_layer, C = config.n_embd;
-  const int64_t per_layer =
-      2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
-  return (config.padded_vocab_size + config.block_size) * C + L * per_layer + 2 * C;
+  // Per layer: ln_1 (2C), c_attn (3C*C + 3C), attn c_proj (C*C + C), ln_2 (2C),
+  // c_fc (4C*C + 4C), mlp c_proj (4C*C + C): 12 C^2 + 13 C.
+  const int64_t per_layer = add(mul(12, mul(C, C)), mul(13, C));
+  const int64_t total = add(
+      add(mul(add(config.padded_vocab_size, config.block_size), C), mul(L, per_layer)), mul(2, C));
+  TT_CHECK(!overflow, "llmc_num_floats: the parameter count of a model with ", config.str(),
+           " does not fit int64");
+  return total;
 }
 
 GPT2Config parse_llmc_header(std::span<const std::byte> bytes, const std::string& source) {
@@ -55,16 +73,19 @@ GPT2Config parse_llmc_header(std::span<const std::byte> bytes, const std::string
   c.n_head = h[5];
   c.n_embd = h[6];
   c.padded_vocab_size = h[7];
+  int64_t num_floats = 0;
   try {
     c.validate();
+    num_floats = llmc_num_floats(c);
   } catch (const Error& e) {
     TT_THROW("load_llmc: '", source, "' has an invalid header: ", e.what());
   }
-  const auto expected = static_cast<std::uintmax_t>(
-      kLlmcHeaderInts * 4 + llmc_num_floats(c) * static_cast<int64_t>(sizeof(float)));
-  TT_CHECK(bytes.size() == expected, "load_llmc: '", source, "' is ", bytes.size(),
-           " bytes, but a model with ", c.str(), " needs ", expected, " (1024 header + ",
-           llmc_num_floats(c), " floats)");
+  // Compared without computing the expected size, which may not fit any integer type.
+  const std::size_t data_bytes = bytes.size() - sizeof(h);
+  TT_CHECK(data_bytes % sizeof(float) == 0 &&
+               static_cast<uint64_t>(num_floats) == data_bytes / sizeof(float),
+           "load_llmc: '", source, "' is ", bytes.size(), " bytes, but a model with ", c.str(),
+           " needs ", sizeof(h), " (header) + 4 x ", num_floats, " (floats) bytes");
   return c;
 }
 

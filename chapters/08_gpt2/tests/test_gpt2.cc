@@ -160,6 +160,25 @@ TEST(Ch08_LlmcHeader, RejectsMalformedFiles) {
   EXPECT_TT_ERROR(read_llmc_header(dir.file("missing.bin")), "cannot open");
 }
 
+TEST(Ch08_LlmcHeader, HostileSizesAreRejectedWithoutOverflow) {
+  // Found by fuzz_llmc_import: the float count (and the byte count from it) overflowed int64,
+  // so a header could claim a huge model whose size wrapped around to the file's.
+  auto header = [](std::vector<int32_t> fields) {
+    const std::string bytes = llmc_bytes(fields, 1);
+    return parse_llmc_header(std::as_bytes(std::span(bytes.data(), bytes.size())), "hostile.bin");
+  };
+  const int32_t big = INT32_MAX;
+  EXPECT_TT_ERROR(header({kLlmcMagic, 3, 1, 1, big, 1, big, 1}), "hostile.bin", "invalid header",
+                  "does not fit int64");
+  // 2^29 layers of C = 2^15: the float count fits int64, four times it does not.
+  EXPECT_TT_ERROR(header({kLlmcMagic, 3, 1, 1, 1 << 29, 1, 1 << 15, 1}), "hostile.bin",
+                  "1028 bytes", "needs 1024 (header) + 4 x");
+  GPT2Config huge;
+  huge.n_layer = big;
+  huge.n_embd = big;
+  EXPECT_TT_ERROR(llmc_num_floats(huge), "llmc_num_floats", "does not fit int64");
+}
+
 // ----- attention and block ---------------------------------------------------------------------
 
 TEST(Ch08_5_Attention, IsCausal) {

@@ -141,7 +141,8 @@ struct LlmcSlot {
 /// stacked over L layers), lnfw, lnfb.
 std::vector<LlmcSlot> llmc_layout(const GPT2Config& config);
 
-/// Number of floats the parameters of `config` take in an llm.c file.
+/// Number of floats the parameters of `config` take in an llm.c file. Throws tt::Error when
+/// the count does not fit int64 (sizes from a hostile header).
 int64_t llmc_num_floats(const GPT2Config& config);
 
 /// Checks the header of an llm.c model file of `bytes.size()` bytes (only the first 1024 bytes
