@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -102,6 +103,14 @@ Tokenizer::Tokenizer(Unchecked, const std::array<int32_t, 256>& byte_ids,
     owner[id] = what;
   };
   vocab_.assign(static_cast<std::size_t>(vocab), std::string());
+  // Bytes of all tokens so far, checked before a token is allocated: a chain of merges
+  // (x, x), (xx, xx), ... doubles a token's length with every merge.
+  int64_t vocab_bytes = 256;
+  auto add_bytes = [&](std::size_t n, const std::string& what) {
+    vocab_bytes += static_cast<int64_t>(n);
+    TT_CHECK(vocab_bytes <= kMaxVocabBytes, where, ": ", what, " makes the tokens take more than ",
+             kMaxVocabBytes, " bytes together (Tokenizer::kMaxVocabBytes)");
+  };
   for (int b = 0; b < 256; ++b) {
     assign(byte_ids_[b], detail::str("byte ", b));
     vocab_[byte_ids_[b]] = std::string(1, static_cast<char>(b));
@@ -120,16 +129,18 @@ Tokenizer::Tokenizer(Unchecked, const std::array<int32_t, 256>& byte_ids,
     TT_CHECK(inserted, where, ": duplicate merge (", m.left, ", ", m.right, ") at ranks ",
              it->second.rank, " and ", k);
     assign(m.id, what);
+    add_bytes(vocab_[m.left].size() + vocab_[m.right].size(), what);
     vocab_[m.id] = vocab_[m.left] + vocab_[m.right];
   }
+  std::unordered_set<std::string_view> special_texts;
   for (std::size_t s = 0; s < specials_.size(); ++s) {
     const SpecialToken& sp = specials_[s];
     TT_CHECK(!sp.text.empty(), where, ": special token ", s, " has an empty text");
-    for (std::size_t t = 0; t < s; ++t) {
-      TT_CHECK(specials_[t].text != sp.text, where, ": special token '", sp.text,
-               "' is listed twice");
-    }
-    assign(sp.id, detail::str("special token '", sp.text, "'"));
+    TT_CHECK(special_texts.insert(sp.text).second, where, ": special token '", sp.text,
+             "' is listed twice");
+    const std::string what = detail::str("special token '", sp.text, "'");
+    assign(sp.id, what);
+    add_bytes(sp.text.size(), what);
     vocab_[sp.id] = sp.text;
   }
 }

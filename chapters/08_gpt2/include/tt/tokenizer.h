@@ -42,10 +42,15 @@ class Tokenizer {
   static constexpr std::string_view kFileMagic = "TTBPETOK";
   /// Version of the saved file format written by save().
   static constexpr uint32_t kFileVersion = 1;
+  /// The most bytes all tokens may take together (64 MiB; GPT-2's take 0.3 MiB). A merge's
+  /// token is its parts' bytes concatenated, so k merges (x, x), (xx, xx), ... describe a
+  /// token of 2^k bytes: the constructor rejects that instead of allocating it.
+  static constexpr int64_t kMaxVocabBytes = int64_t{1} << 26;
 
   /// Builds a tokenizer from its parts and checks them: ids in [0, vocab_size) with
   /// vocab_size = 256 + merges + specials, each id assigned once, no pair merged twice, every
-  /// merge built from bytes or earlier merges. Throws tt::Error naming the problem.
+  /// merge built from bytes or earlier merges, all tokens together at most kMaxVocabBytes
+  /// bytes. Throws tt::Error naming the problem.
   Tokenizer(const std::array<int32_t, 256>& byte_ids, std::vector<BpeMerge> merges,
             std::vector<SpecialToken> specials, std::string_view pattern = kGpt2Pattern);
 
