@@ -321,12 +321,17 @@ Tokenizer Tokenizer::parse_gpt2(std::string_view encoder_json, std::string_view 
     TT_THROW(where_json, ": invalid JSON: ", e.what());
   }
   TT_CHECK(encoder.is_object(), where_json, ": expected a JSON object {token: id}");
-  std::unordered_map<std::string, int32_t> ids;  // token string (byte-to-unicode form) -> id
+  // Every entry is one token: an id given to two strings would silently drop one of them.
+  std::unordered_map<std::string, int32_t> ids;   // token string (byte-to-unicode form) -> id
+  std::unordered_map<int32_t, std::string> keys;  // id -> token string
   for (const auto& [key, value] : encoder.items()) {
     TT_CHECK(value.is_number_integer(), where_json, ": the id of '", key, "' is not an integer");
     const int64_t id = value.get<int64_t>();
     TT_CHECK(id >= 0 && id < std::numeric_limits<int32_t>::max(), where_json, ": id ", id, " of '",
              key, "' is out of range");
+    const auto [it, inserted] = keys.emplace(static_cast<int32_t>(id), key);
+    TT_CHECK(inserted, where_json, ": id ", id, " is given to both '", it->second, "' and '", key,
+             "'");
     ids.emplace(key, static_cast<int32_t>(id));
   }
   auto lookup = [&](const std::string& token, const std::string& where,
@@ -337,11 +342,10 @@ Tokenizer Tokenizer::parse_gpt2(std::string_view encoder_json, std::string_view 
   };
 
   std::array<int32_t, 256> byte_ids{};
-  std::vector<bool> covered;
-  auto cover = [&](int32_t id) {
-    if (covered.size() <= static_cast<std::size_t>(id)) covered.resize(id + 1, false);
-    covered[id] = true;
-  };
+  // Ids of bytes and merges: a set, as ids are checked against the vocabulary size only by the
+  // constructor, and memory must not grow with an id's value.
+  std::unordered_set<int32_t> covered;
+  auto cover = [&](int32_t id) { covered.insert(id); };
   for (int b = 0; b < 256; ++b) {
     byte_ids[b] = lookup(gpt2_token_text(std::string(1, static_cast<char>(b))), where_json,
                          detail::str("byte ", b));
@@ -375,8 +379,7 @@ Tokenizer Tokenizer::parse_gpt2(std::string_view encoder_json, std::string_view 
   // in encoder.json is its text.
   std::vector<SpecialToken> specials;
   for (const auto& [token, id] : ids) {
-    if (static_cast<std::size_t>(id) >= covered.size() || !covered[id])
-      specials.push_back({token, id});
+    if (!covered.count(id)) specials.push_back({token, id});
   }
   std::sort(specials.begin(), specials.end(),
             [](const SpecialToken& a, const SpecialToken& b) { return a.id < b.id; });
