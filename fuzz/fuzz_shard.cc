@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <string>
@@ -33,28 +32,41 @@ constexpr int64_t kVocab = 1000;
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-/// A temporary file for this process, removed at exit.
+/// A temporary file for this process, removed at exit: in /dev/shm when there is one (no disk
+/// I/O), else in the system's temporary directory. It stays open, and each input overwrites it
+/// in place (pwrite + ftruncate): truncating it to 0 and closing it made ext4 flush it to disk
+/// on every input (300 executions/s instead of 6000).
 class TempFile {
  public:
   TempFile() {
-    path_ = (std::filesystem::temp_directory_path() / "tt_fuzz_shard_XXXXXX").string();
-    const int fd = ::mkstemp(path_.data());
-    require(fd >= 0, "cannot create a temporary file");
-    ::close(fd);
+    for (const std::filesystem::path& dir :
+         {std::filesystem::path("/dev/shm"), std::filesystem::temp_directory_path()}) {
+      path_ = (dir / "tt_fuzz_shard_XXXXXX").string();
+      fd_ = ::mkstemp(path_.data());
+      if (fd_ >= 0) return;
+    }
+    require(false, "cannot create a temporary file");
   }
-  ~TempFile() { ::unlink(path_.c_str()); }
+  ~TempFile() {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
   void write(const uint8_t* data, std::size_t size) const {
-    std::ofstream f(path_, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-    f.close();
-    require(!f.fail(), "cannot write the temporary file");
+    std::size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pwrite(fd_, data + done, size - done, static_cast<off_t>(done));
+      require(n > 0, "cannot write the temporary file");
+      done += static_cast<std::size_t>(n);
+    }
+    require(::ftruncate(fd_, static_cast<off_t>(size)) == 0, "cannot truncate the temporary file");
   }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
+  int fd_ = -1;
 };
 
 /// The token at index i as the file stores it (no checks: i must be in range).

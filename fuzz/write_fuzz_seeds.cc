@@ -162,25 +162,26 @@ void bpe_roundtrip_seeds(const fs::path& root) {
   c.write("random.bin", noise);
 }
 
+/// The llm.c model file of a GPT-2 with L layers, NH heads, C channels, V (padded: Vp) tokens
+/// and maxT positions, its weights drawn from `seed`.
+std::string llmc_file(int64_t L, int64_t NH, int64_t C, int64_t V, int64_t Vp, int64_t maxT,
+                      uint64_t seed) {
+  tt::gpt2::GPT2Config config;
+  config.n_layer = L;
+  config.n_head = NH;
+  config.n_embd = C;
+  config.vocab_size = V;
+  config.padded_vocab_size = Vp;
+  config.block_size = maxT;
+  return as_string(tt::gpt2::serialize_llmc(tt::gpt2::GPT2(config, seed)));
+}
+
 // fuzz_llmc_import: llm.c model files of tiny models.
 void llmc_import_seeds(const fs::path& root) {
   const Corpus c(root, "llmc_import");
-  using tt::gpt2::GPT2Config;
-  const GPT2Config tiny{.block_size = 4,
-                        .vocab_size = 5,
-                        .padded_vocab_size = 8,
-                        .n_layer = 1,
-                        .n_head = 2,
-                        .n_embd = 4};
-  const std::string valid = as_string(tt::gpt2::serialize_llmc(tt::gpt2::GPT2(tiny, 3)));
+  const std::string valid = llmc_file(1, 2, 4, 5, 8, 4, 3);
   c.write("tiny.bin", valid);
-  const GPT2Config two_layers{.block_size = 2,
-                              .vocab_size = 3,
-                              .padded_vocab_size = 3,
-                              .n_layer = 2,
-                              .n_head = 1,
-                              .n_embd = 2};
-  c.write("two_layers.bin", tt::gpt2::serialize_llmc(tt::gpt2::GPT2(two_layers, 4)));
+  c.write("two_layers.bin", llmc_file(2, 1, 2, 3, 3, 2, 4));
   std::string bad = valid;
   put_le32(bad, 4, 5);  // version 5 (bfloat16)
   c.write("bf16_version.bin", bad);
