@@ -6,16 +6,14 @@
 //   float32 parameters: wte [Vp, C], wpe [maxT, C], then each per-layer kind stacked over the
 //   L layers (ln1w [L, C], ln1b, qkvw [L, 3C, C], qkvb, attprojw [L, C, C], attprojb, ln2w,
 //   ln2b, fcw [L, 4C, C], fcb, fcprojw [L, C, 4C], fcprojb), then lnfw [C], lnfb [C].
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include "tt/checkpoint.h"
 #include "tt/gpt2.h"
+#include "tt/shards.h"
 #include "tt/todo.h"
 
 namespace tt::gpt2 {
@@ -76,22 +74,38 @@ std::vector<LlmcSlot> llmc_layout(const GPT2Config& config) {
 }
 
 int64_t llmc_num_floats(const GPT2Config& config) {
+  // Checked arithmetic: the sizes may come from a hostile file header, and a count that wrapped
+  // around could match a small file.
+  bool overflow = false;
+  auto mul = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    overflow |= __builtin_mul_overflow(a, b, &r);
+    return r;
+  };
+  auto add = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    overflow |= __builtin_add_overflow(a, b, &r);
+    return r;
+  };
   const int64_t L = config.n_layer, C = config.n_embd;
-  const int64_t per_layer =
-      2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
-  return (config.padded_vocab_size + config.block_size) * C + L * per_layer + 2 * C;
+  // Per layer: ln_1 (2C), c_attn (3C*C + 3C), attn c_proj (C*C + C), ln_2 (2C),
+  // c_fc (4C*C + 4C), mlp c_proj (4C*C + C): 12 C^2 + 13 C.
+  const int64_t per_layer = add(mul(12, mul(C, C)), mul(13, C));
+  const int64_t total = add(
+      add(mul(add(config.padded_vocab_size, config.block_size), C), mul(L, per_layer)), mul(2, C));
+  TT_CHECK(!overflow, "llmc_num_floats: the parameter count of a model with ", config.str(),
+           " does not fit int64");
+  return total;
 }
 
-GPT2Config read_llmc_header(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TT_CHECK(in, "load_llmc: cannot open '", path, "'");
+GPT2Config parse_llmc_header(std::span<const std::byte> bytes, const std::string& source) {
   std::array<int32_t, kLlmcHeaderInts> h{};
-  in.read(reinterpret_cast<char*>(h.data()), sizeof(h));
-  TT_CHECK(in.gcount() == static_cast<std::streamsize>(sizeof(h)), "load_llmc: '", path,
-           "' is shorter than the 1024-byte llm.c header (", in.gcount(), " bytes)");
-  TT_CHECK(h[0] == kLlmcMagic, "load_llmc: '", path, "' has magic ", h[0], ", expected ",
+  TT_CHECK(bytes.size() >= sizeof(h), "load_llmc: '", source,
+           "' is shorter than the 1024-byte llm.c header (", bytes.size(), " bytes)");
+  std::memcpy(h.data(), bytes.data(), sizeof(h));
+  TT_CHECK(h[0] == kLlmcMagic, "load_llmc: '", source, "' has magic ", h[0], ", expected ",
            kLlmcMagic, " (not an llm.c model file)");
-  TT_CHECK(h[1] == kLlmcVersionFp32, "load_llmc: '", path, "' has version ", h[1],
+  TT_CHECK(h[1] == kLlmcVersionFp32, "load_llmc: '", source, "' has version ", h[1],
            "; only version ", kLlmcVersionFp32, " (float32) is supported",
            h[1] == 5 ? " (version 5 is bfloat16)" : "");
   GPT2Config c;
@@ -101,45 +115,48 @@ GPT2Config read_llmc_header(const std::string& path) {
   c.n_head = h[5];
   c.n_embd = h[6];
   c.padded_vocab_size = h[7];
+  int64_t num_floats = 0;
   try {
     c.validate();
+    num_floats = llmc_num_floats(c);
   } catch (const Error& e) {
-    TT_THROW("load_llmc: '", path, "' has an invalid header: ", e.what());
+    TT_THROW("load_llmc: '", source, "' has an invalid header: ", e.what());
   }
-  const auto expected = static_cast<std::uintmax_t>(
-      kLlmcHeaderInts * 4 + llmc_num_floats(c) * static_cast<int64_t>(sizeof(float)));
-  const std::uintmax_t actual = std::filesystem::file_size(path);
-  TT_CHECK(actual == expected, "load_llmc: '", path, "' is ", actual, " bytes, but a model with ",
-           c.str(), " needs ", expected, " (1024 header + ", llmc_num_floats(c), " floats)");
+  // Compared without computing the expected size, which may not fit any integer type.
+  const std::size_t data_bytes = bytes.size() - sizeof(h);
+  TT_CHECK(data_bytes % sizeof(float) == 0 &&
+               static_cast<uint64_t>(num_floats) == data_bytes / sizeof(float),
+           "load_llmc: '", source, "' is ", bytes.size(), " bytes, but a model with ", c.str(),
+           " needs ", sizeof(h), " (header) + 4 x ", num_floats, " (floats) bytes");
   return c;
 }
 
-std::unique_ptr<GPT2> load_llmc(const std::string& path) {
-  const GPT2Config config = read_llmc_header(path);
-  std::vector<float> data(static_cast<std::size_t>(llmc_num_floats(config)));
-  std::ifstream in(path, std::ios::binary);
-  in.seekg(kLlmcHeaderInts * 4);
-  in.read(reinterpret_cast<char*>(data.data()),
-          static_cast<std::streamsize>(data.size() * sizeof(float)));
-  TT_CHECK(in, "load_llmc: reading the parameters of '", path, "' failed");
+GPT2Config read_llmc_header(const std::string& path) {
+  const MappedFile file(path);
+  return parse_llmc_header(std::as_bytes(std::span(file.data(), file.size())), path);
+}
+
+std::unique_ptr<GPT2> parse_llmc(std::span<const std::byte> bytes, const std::string& source) {
+  const GPT2Config config = parse_llmc_header(bytes, source);
+  const std::byte* params = bytes.data() + kLlmcHeaderInts * 4;
   auto model = std::make_unique<GPT2>(config);
   for (const LlmcSlot& slot : llmc_layout(config)) {
     const Tensor p = model->parameter(slot.name);
     TT_CHECK(p.shape() == slot.shape, "load_llmc: slot ", slot.name, " has shape ", slot.shape,
              " but the parameter is ", p.describe());
-    std::copy_n(data.begin() + slot.offset, p.numel(), p.data<float>());
+    std::memcpy(p.data<float>(), params + slot.offset * static_cast<int64_t>(sizeof(float)),
+                static_cast<std::size_t>(p.numel()) * sizeof(float));
   }
   return model;
 }
 
-void save_llmc(const GPT2& model, const std::string& path) {
+std::unique_ptr<GPT2> load_llmc(const std::string& path) {
+  const MappedFile file(path);
+  return parse_llmc(std::as_bytes(std::span(file.data(), file.size())), path);
+}
+
+std::vector<std::byte> serialize_llmc(const GPT2& model) {
   const GPT2Config& c = model.config();
-  std::vector<float> data(static_cast<std::size_t>(llmc_num_floats(c)));
-  for (const LlmcSlot& slot : llmc_layout(c)) {
-    const std::vector<float> values =
-        model.parameter(slot.name).to(Device::cpu()).to_vector<float>();
-    std::copy(values.begin(), values.end(), data.begin() + slot.offset);
-  }
   std::array<int32_t, kLlmcHeaderInts> h{};
   h[0] = kLlmcMagic;
   h[1] = kLlmcVersionFp32;
@@ -149,10 +166,21 @@ void save_llmc(const GPT2& model, const std::string& path) {
   h[5] = static_cast<int32_t>(c.n_head);
   h[6] = static_cast<int32_t>(c.n_embd);
   h[7] = static_cast<int32_t>(c.padded_vocab_size);
-  std::vector<std::byte> bytes(sizeof(h) + data.size() * sizeof(float));
+  std::vector<std::byte> bytes(sizeof(h) +
+                               static_cast<std::size_t>(llmc_num_floats(c)) * sizeof(float));
   std::memcpy(bytes.data(), h.data(), sizeof(h));
-  std::memcpy(bytes.data() + sizeof(h), data.data(), data.size() * sizeof(float));
-  ckpt::write_file_atomic(path, bytes);  // a crash never leaves a half-written model
+  for (const LlmcSlot& slot : llmc_layout(c)) {
+    const std::vector<float> values =
+        model.parameter(slot.name).to(Device::cpu()).to_vector<float>();
+    std::memcpy(bytes.data() + sizeof(h) + slot.offset * static_cast<int64_t>(sizeof(float)),
+                values.data(), values.size() * sizeof(float));
+  }
+  return bytes;
+}
+
+void save_llmc(const GPT2& model, const std::string& path) {
+  ckpt::write_file_atomic(path,
+                          serialize_llmc(model));  // a crash never leaves a half-written model
 }
 
 }  // namespace tt::gpt2

@@ -54,8 +54,8 @@ struct Reader {
   const std::string& source;
 
   void need(std::size_t n, const char* what) const {
-    TT_CHECK(n <= end - pos, "checkpoint ", source, ": truncated table while reading ", what,
-             " at byte ", pos);
+    TT_CHECK(pos <= end && n <= end - pos, "checkpoint ", source,
+             ": truncated table while reading ", what, " at byte ", pos);
   }
   template <typename T>
   T get(const char* what) {
@@ -178,8 +178,12 @@ StateDict parse(const std::vector<std::byte>& bytes, const std::string& source) 
   std::memcpy(&stored, bytes.data() + size - kTrailerSize, sizeof(stored));
   TT_CHECK(stored == fnv1a64(bytes.data(), size - kTrailerSize), "checkpoint ", source,
            ": checksum mismatch (the file is corrupted)");
-  TT_CHECK(data_offset % kAlignment == 0 && data_offset <= size - kTrailerSize, "checkpoint ",
-           source, ": bad data offset ", data_offset);
+  // The table lies between the header and the data: a data offset inside the header would make
+  // the table's end lie before its start.
+  TT_CHECK(data_offset % kAlignment == 0 && data_offset >= kHeaderSize &&
+               data_offset <= size - kTrailerSize,
+           "checkpoint ", source, ": bad data offset ", data_offset, " (a multiple of ", kAlignment,
+           " in [", kHeaderSize, ", ", size - kTrailerSize, "])");
 
   // The table: every field is checked before it is used.
   struct Entry {
@@ -207,11 +211,15 @@ StateDict parse(const std::vector<std::byte>& bytes, const std::string& source) 
     const auto ndim = r.get<uint8_t>("a rank");
     TT_CHECK(ndim <= kMaxDims, "checkpoint ", source, ": key '", e.name, "' has ",
              static_cast<int>(ndim), " dims");
-    uint64_t numel = 1;
+    // The product of the sizes, counting 0 as 1, is bounded too: an empty tensor of shape
+    // [0, 2^40, 2^40] has no bytes, but its strides would overflow int64.
+    uint64_t numel = 1, extent = 1;
     for (uint8_t d = 0; d < ndim; ++d) {
       const auto n = r.get<int64_t>("a shape");
-      TT_CHECK(n >= 0 && (n == 0 || numel <= (uint64_t{1} << 48) / static_cast<uint64_t>(n)),
-               "checkpoint ", source, ": key '", e.name, "' has an invalid size ", n);
+      const uint64_t at_least_1 = n > 0 ? static_cast<uint64_t>(n) : 1;
+      TT_CHECK(n >= 0 && extent <= (uint64_t{1} << 48) / at_least_1, "checkpoint ", source,
+               ": key '", e.name, "' has an invalid size ", n);
+      extent *= at_least_1;
       numel *= static_cast<uint64_t>(n);
       e.shape.push_back(n);
     }
@@ -286,9 +294,7 @@ StateDict load(const std::string& path) {
   return parse(read_file(path), path);
 }
 
-namespace {
-
-StateDict checkpoint_targets(const nn::Module& model, const optim::Optimizer* optimizer) {
+StateDict checkpoint_state(const nn::Module& model, const optim::Optimizer* optimizer) {
   StateDict all = nn::prefixed("model", model.state_dict());
   if (optimizer != nullptr) {
     for (auto& entry : nn::prefixed("optimizer", optimizer->state_dict())) {
@@ -298,15 +304,18 @@ StateDict checkpoint_targets(const nn::Module& model, const optim::Optimizer* op
   return all;
 }
 
-}  // namespace
-
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer) {
-  save(path, checkpoint_targets(model, optimizer));
+  save(path, checkpoint_state(model, optimizer));
 }
 
 void load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer) {
-  nn::apply_state_dict(checkpoint_targets(model, optimizer), load(path), path);
+  load_checkpoint(read_file(path), path, model, optimizer);
+}
+
+void load_checkpoint(const std::vector<std::byte>& bytes, const std::string& source,
+                     nn::Module& model, optim::Optimizer* optimizer) {
+  nn::apply_state_dict(checkpoint_state(model, optimizer), parse(bytes, source), source);
 }
 
 }  // namespace tt::ckpt

@@ -178,6 +178,21 @@ TEST_F(Ch05_Checkpoint, RejectsInconsistentTablesEvenWithAValidChecksum) {
   EXPECT_TT_ERROR(ckpt::load(edited(kOffset + 8, 28)), "key 'w' has 28 bytes for shape [2, 3]");
   EXPECT_TT_ERROR(ckpt::load(edited(kOffset, 1 << 20)), "key 'w' lies outside the file");
   EXPECT_TT_ERROR(ckpt::load(edited(kShape, static_cast<uint64_t>(-1))), "'w' has an invalid size");
+  // Found by fuzz_checkpoint: a data offset inside the header ended the table before its start,
+  // and the name length was then checked against a wrapped-around bound (a read past the end).
+  EXPECT_TT_ERROR(ckpt::load(edited(16, 0)), p, "bad data offset 0");
+  // Found by fuzz_checkpoint: after a size 0 the other sizes were not bounded, and creating an
+  // empty tensor [0, 2^40, 2^40] overflowed its strides. Here: "w" [0, 2^50] with 0 bytes.
+  {
+    auto bytes = good;
+    const uint64_t zero = 0, big = uint64_t{1} << 50;
+    std::memcpy(bytes.data() + kShape, &zero, 8);
+    std::memcpy(bytes.data() + kShape + 8, &big, 8);
+    std::memcpy(bytes.data() + kOffset + 8, &zero, 8);  // nbytes
+    fix_checksum(bytes);
+    write_bytes(p, bytes);
+    EXPECT_TT_ERROR(ckpt::load(p), "'w' has an invalid size 1125899906842624");
+  }
   auto bytes = good;
   bytes[kDtype] = std::byte{9};
   fix_checksum(bytes);

@@ -111,9 +111,9 @@ TokenShard::TokenShard(const std::string& path, int64_t vocab_size)
 }
 
 int64_t TokenShard::token(int64_t i) const {
-  const int64_t offset = shard_format::kHeaderBytes + i * token_size_;
   TT_CHECK(i >= 0 && i < num_tokens_, "TokenShard: '", path(), "': token index ", i,
            " is out of range [0, ", num_tokens_, ")");
+  const int64_t offset = shard_format::kHeaderBytes + i * token_size_;  // i is checked: no overflow
   const uint8_t* p = file_.data() + offset;
   const int64_t v = token_size_ == 2 ? static_cast<int64_t>(p[0] | (p[1] << 8))
                                      : static_cast<int64_t>(read_u32le(p));

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -35,7 +36,7 @@ void put_i32(std::string& out, int32_t v) {
 // Reads the fields of a saved tokenizer in order; every failure names the file and offset.
 class FieldReader {
  public:
-  FieldReader(const std::string& data, std::string where) : data_(data), where_(std::move(where)) {}
+  FieldReader(std::string_view data, std::string where) : data_(data), where_(std::move(where)) {}
   void need(std::size_t n, const char* what) const {
     TT_CHECK(n <= data_.size() - pos_, where_, ": truncated file: ", what, " needs ", n,
              " bytes at offset ", pos_, " but the file has ", data_.size(), " bytes");
@@ -51,7 +52,7 @@ class FieldReader {
   int32_t i32(const char* what) { return static_cast<int32_t>(u32(what)); }
   std::string bytes(std::size_t n, const char* what) {
     need(n, what);
-    std::string s = data_.substr(pos_, n);
+    std::string s(data_.substr(pos_, n));
     pos_ += n;
     return s;
   }
@@ -59,7 +60,7 @@ class FieldReader {
   std::size_t size() const { return data_.size(); }
 
  private:
-  const std::string& data_;
+  std::string_view data_;
   std::string where_;
   std::size_t pos_ = 0;
 };
@@ -102,6 +103,14 @@ Tokenizer::Tokenizer(Unchecked, const std::array<int32_t, 256>& byte_ids,
     owner[id] = what;
   };
   vocab_.assign(static_cast<std::size_t>(vocab), std::string());
+  // Bytes of all tokens so far, checked before a token is allocated: a chain of merges
+  // (x, x), (xx, xx), ... doubles a token's length with every merge.
+  int64_t vocab_bytes = 256;
+  auto add_bytes = [&](std::size_t n, const std::string& what) {
+    vocab_bytes += static_cast<int64_t>(n);
+    TT_CHECK(vocab_bytes <= kMaxVocabBytes, where, ": ", what, " makes the tokens take more than ",
+             kMaxVocabBytes, " bytes together (Tokenizer::kMaxVocabBytes)");
+  };
   for (int b = 0; b < 256; ++b) {
     assign(byte_ids_[b], detail::str("byte ", b));
     vocab_[byte_ids_[b]] = std::string(1, static_cast<char>(b));
@@ -120,16 +129,18 @@ Tokenizer::Tokenizer(Unchecked, const std::array<int32_t, 256>& byte_ids,
     TT_CHECK(inserted, where, ": duplicate merge (", m.left, ", ", m.right, ") at ranks ",
              it->second.rank, " and ", k);
     assign(m.id, what);
+    add_bytes(vocab_[m.left].size() + vocab_[m.right].size(), what);
     vocab_[m.id] = vocab_[m.left] + vocab_[m.right];
   }
+  std::unordered_set<std::string_view> special_texts;
   for (std::size_t s = 0; s < specials_.size(); ++s) {
     const SpecialToken& sp = specials_[s];
     TT_CHECK(!sp.text.empty(), where, ": special token ", s, " has an empty text");
-    for (std::size_t t = 0; t < s; ++t) {
-      TT_CHECK(specials_[t].text != sp.text, where, ": special token '", sp.text,
-               "' is listed twice");
-    }
-    assign(sp.id, detail::str("special token '", sp.text, "'"));
+    TT_CHECK(special_texts.insert(sp.text).second, where, ": special token '", sp.text,
+             "' is listed twice");
+    const std::string what = detail::str("special token '", sp.text, "'");
+    assign(sp.id, what);
+    add_bytes(sp.text.size(), what);
     vocab_[sp.id] = sp.text;
   }
 }
@@ -204,7 +215,7 @@ int32_t Tokenizer::special_id(std::string_view text) const {
 
 // ----- saved format -------------------------------------------------------------------------
 
-void Tokenizer::save(const std::string& path) const {
+std::string Tokenizer::serialize() const {
   std::string out(kFileMagic);
   put_u32(out, kFileVersion);
   put_u32(out, static_cast<uint32_t>(pattern().size()));
@@ -222,6 +233,11 @@ void Tokenizer::save(const std::string& path) const {
     put_u32(out, static_cast<uint32_t>(sp.text.size()));
     out += sp.text;
   }
+  return out;
+}
+
+void Tokenizer::save(const std::string& path) const {
+  const std::string out = serialize();
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   TT_CHECK(f.good(), "Tokenizer::save: cannot open '", path, "' for writing");
   f.write(out.data(), static_cast<std::streamsize>(out.size()));
@@ -230,9 +246,12 @@ void Tokenizer::save(const std::string& path) const {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  const std::string where = "Tokenizer::load: '" + path + "'";
-  const std::string data = read_file(path, "Tokenizer::load");
-  FieldReader r(data, where);
+  return parse(read_file(path, "Tokenizer::load"), path);
+}
+
+Tokenizer Tokenizer::parse(std::string_view bytes, const std::string& source) {
+  const std::string where = "Tokenizer::parse: '" + source + "'";
+  FieldReader r(bytes, where);
   const std::string magic = r.bytes(kFileMagic.size(), "the magic");
   TT_CHECK(magic == kFileMagic, where, ": wrong magic (expected '", kFileMagic,
            "'): not a tokenizer saved by tt::Tokenizer::save");
@@ -285,21 +304,34 @@ std::string gpt2_token_text(std::string_view bytes) {
 
 Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
                                const std::string& vocab_bpe_path) {
-  const std::string where_json = "Tokenizer::load_gpt2: '" + encoder_json_path + "'";
-  const std::string where_bpe = "Tokenizer::load_gpt2: '" + vocab_bpe_path + "'";
+  return parse_gpt2(read_file(encoder_json_path, "Tokenizer::load_gpt2"),
+                    read_file(vocab_bpe_path, "Tokenizer::load_gpt2"), encoder_json_path,
+                    vocab_bpe_path);
+}
+
+Tokenizer Tokenizer::parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
+                                const std::string& encoder_json_source,
+                                const std::string& vocab_bpe_source) {
+  const std::string where_json = "Tokenizer::parse_gpt2: '" + encoder_json_source + "'";
+  const std::string where_bpe = "Tokenizer::parse_gpt2: '" + vocab_bpe_source + "'";
   nlohmann::json encoder;
   try {
-    encoder = nlohmann::json::parse(read_file(encoder_json_path, "Tokenizer::load_gpt2"));
+    encoder = nlohmann::json::parse(encoder_json);
   } catch (const nlohmann::json::exception& e) {
     TT_THROW(where_json, ": invalid JSON: ", e.what());
   }
   TT_CHECK(encoder.is_object(), where_json, ": expected a JSON object {token: id}");
-  std::unordered_map<std::string, int32_t> ids;  // token string (byte-to-unicode form) -> id
+  // Every entry is one token: an id given to two strings would silently drop one of them.
+  std::unordered_map<std::string, int32_t> ids;   // token string (byte-to-unicode form) -> id
+  std::unordered_map<int32_t, std::string> keys;  // id -> token string
   for (const auto& [key, value] : encoder.items()) {
     TT_CHECK(value.is_number_integer(), where_json, ": the id of '", key, "' is not an integer");
     const int64_t id = value.get<int64_t>();
     TT_CHECK(id >= 0 && id < std::numeric_limits<int32_t>::max(), where_json, ": id ", id, " of '",
              key, "' is out of range");
+    const auto [it, inserted] = keys.emplace(static_cast<int32_t>(id), key);
+    TT_CHECK(inserted, where_json, ": id ", id, " is given to both '", it->second, "' and '", key,
+             "'");
     ids.emplace(key, static_cast<int32_t>(id));
   }
   auto lookup = [&](const std::string& token, const std::string& where,
@@ -310,24 +342,23 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
   };
 
   std::array<int32_t, 256> byte_ids{};
-  std::vector<bool> covered;
-  auto cover = [&](int32_t id) {
-    if (covered.size() <= static_cast<std::size_t>(id)) covered.resize(id + 1, false);
-    covered[id] = true;
-  };
+  // Ids of bytes and merges: a set, as ids are checked against the vocabulary size only by the
+  // constructor, and memory must not grow with an id's value.
+  std::unordered_set<int32_t> covered;
+  auto cover = [&](int32_t id) { covered.insert(id); };
   for (int b = 0; b < 256; ++b) {
     byte_ids[b] = lookup(gpt2_token_text(std::string(1, static_cast<char>(b))), where_json,
                          detail::str("byte ", b));
     cover(byte_ids[b]);
   }
 
-  const std::string bpe = read_file(vocab_bpe_path, "Tokenizer::load_gpt2");
+  const std::string_view bpe = vocab_bpe;
   std::vector<BpeMerge> merges;
   std::size_t line_start = 0;
   for (int64_t line_no = 1; line_start < bpe.size(); ++line_no) {
     std::size_t line_end = bpe.find('\n', line_start);
     if (line_end == std::string::npos) line_end = bpe.size();
-    std::string line = bpe.substr(line_start, line_end - line_start);
+    std::string line(bpe.substr(line_start, line_end - line_start));
     line_start = line_end + 1;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
@@ -348,13 +379,13 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
   // in encoder.json is its text.
   std::vector<SpecialToken> specials;
   for (const auto& [token, id] : ids) {
-    if (static_cast<std::size_t>(id) >= covered.size() || !covered[id])
-      specials.push_back({token, id});
+    if (!covered.count(id)) specials.push_back({token, id});
   }
   std::sort(specials.begin(), specials.end(),
             [](const SpecialToken& a, const SpecialToken& b) { return a.id < b.id; });
-  return Tokenizer(Unchecked{}, byte_ids, std::move(merges), std::move(specials), kGpt2Pattern,
-                   "Tokenizer::load_gpt2: '" + encoder_json_path + "' + '" + vocab_bpe_path + "'");
+  return Tokenizer(
+      Unchecked{}, byte_ids, std::move(merges), std::move(specials), kGpt2Pattern,
+      "Tokenizer::parse_gpt2: '" + encoder_json_source + "' + '" + vocab_bpe_source + "'");
 }
 
 // ----- training -----------------------------------------------------------------------------

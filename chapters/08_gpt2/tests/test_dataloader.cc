@@ -45,6 +45,11 @@ TEST(Ch08_4_MakeBatch, ChecksTheWindowAndTokens) {
   EXPECT_TT_ERROR(make_batch(shard, 85, 3, 5), "a.bin", "[85, 101)", "100 tokens");
   EXPECT_TT_ERROR(make_batch(shard, -1, 3, 5), "make_batch");
   EXPECT_TT_ERROR(make_batch(shard, 0, 0, 5), "batch_size");
+  // Found by fuzz_shard: start + B*T + 1 overflowed for extreme arguments.
+  EXPECT_TT_ERROR(make_batch(shard, INT64_MAX, 1, 1), "a.bin", "beyond int64", "100 tokens");
+  EXPECT_TT_ERROR(make_batch(shard, 0, int64_t{1} << 32, int64_t{1} << 32), "a.bin",
+                  "beyond int64");
+  EXPECT_TT_ERROR(make_batch(shard, 0, INT64_MAX, 2), "a.bin", "beyond int64");
   // A token >= vocab inside the window is reported with its byte offset.
   const TokenShard small(counting_shard(dir, "b.bin", 20, 0, 50257), 12);
   EXPECT_TT_ERROR(make_batch(small, 0, 2, 8), "b.bin", "token 12 at offset 1048");

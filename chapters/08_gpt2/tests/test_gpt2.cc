@@ -114,6 +114,11 @@ TEST(Ch08_9_LlmcLayout, SaveLoadRoundTripIsByteExact) {
   const std::string bytes_a = ch08_test::read_bytes(src), bytes_b = ch08_test::read_bytes(copy);
   EXPECT_EQ(bytes_a.size(), bytes_b.size());
   EXPECT_TRUE(bytes_a == bytes_b) << "save_llmc(load_llmc(f)) differs from f";
+  // The in-memory versions are the same code.
+  const auto in_memory = parse_llmc(std::as_bytes(std::span(bytes_a.data(), bytes_a.size())), src);
+  const std::vector<std::byte> bytes_c = serialize_llmc(*in_memory);
+  EXPECT_TRUE(std::string(reinterpret_cast<const char*>(bytes_c.data()), bytes_c.size()) == bytes_a)
+      << "serialize_llmc(parse_llmc(bytes)) differs from bytes";
 }
 
 /// An llm.c-like file: a header with `fields` (then zeros) and `floats` zero parameters.
@@ -153,6 +158,25 @@ TEST(Ch08_LlmcHeader, RejectsMalformedFiles) {
   ch08_test::write_bytes(f, "GPT");
   EXPECT_TT_ERROR(read_llmc_header(f), "shorter than");
   EXPECT_TT_ERROR(read_llmc_header(dir.file("missing.bin")), "cannot open");
+}
+
+TEST(Ch08_LlmcHeader, HostileSizesAreRejectedWithoutOverflow) {
+  // Found by fuzz_llmc_import: the float count (and the byte count from it) overflowed int64,
+  // so a header could claim a huge model whose size wrapped around to the file's.
+  auto header = [](std::vector<int32_t> fields) {
+    const std::string bytes = llmc_bytes(fields, 1);
+    return parse_llmc_header(std::as_bytes(std::span(bytes.data(), bytes.size())), "hostile.bin");
+  };
+  const int32_t big = INT32_MAX;
+  EXPECT_TT_ERROR(header({kLlmcMagic, 3, 1, 1, big, 1, big, 1}), "hostile.bin", "invalid header",
+                  "does not fit int64");
+  // 2^29 layers of C = 2^15: the float count fits int64, four times it does not.
+  EXPECT_TT_ERROR(header({kLlmcMagic, 3, 1, 1, 1 << 29, 1, 1 << 15, 1}), "hostile.bin",
+                  "1028 bytes", "needs 1024 (header) + 4 x");
+  GPT2Config huge;
+  huge.n_layer = big;
+  huge.n_embd = big;
+  EXPECT_TT_ERROR(llmc_num_floats(huge), "llmc_num_floats", "does not fit int64");
 }
 
 // ----- attention and block ---------------------------------------------------------------------

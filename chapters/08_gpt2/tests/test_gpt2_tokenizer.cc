@@ -110,7 +110,13 @@ TEST(Ch08_Gpt2Tokenizer, LoaderErrors) {
   EXPECT_TT_ERROR(Tokenizer::load_gpt2(f.encoder, f.bpe), "encoder.json", "invalid JSON");
   f.json["<|endoftext|>"] = 999;  // ids must be exactly 0..vocab_size-1
   f.write();
-  EXPECT_TT_ERROR(Tokenizer::load_gpt2(f.encoder, f.bpe), "999", "out of range");
+  EXPECT_TT_ERROR(Tokenizer::load_gpt2(f.encoder, f.bpe), "999", "out of range [0, 258)");
+  // Found by fuzz_gpt2_vocab: a second string with the id of a byte was dropped silently.
+  f.json["<|endoftext|>"] = 257;
+  f.json["\u0301"] = 97;  // the id of "a"
+  f.write();
+  EXPECT_TT_ERROR(Tokenizer::load_gpt2(f.encoder, f.bpe), "encoder.json", "id 97 is given to both");
+  f.json.erase("\u0301");
   f.json["<|endoftext|>"] = "x";
   f.write();
   EXPECT_TT_ERROR(Tokenizer::load_gpt2(f.encoder, f.bpe), "encoder.json", "not an integer");

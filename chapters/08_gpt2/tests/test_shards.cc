@@ -32,6 +32,9 @@ TEST(Ch08_Shards, Uint16RoundTripWithLlmcHeader) {
   for (std::size_t i = 0; i < tokens.size(); ++i) EXPECT_EQ(shard.token(i), tokens[i]);
   shard.validate_tokens();
   EXPECT_TT_ERROR(shard.token(6), "a.bin", "token index 6", "[0, 6)");
+  // Found by fuzz_shard: the byte offset of an extreme index overflowed before the range check.
+  EXPECT_TT_ERROR(shard.token(INT64_MIN), "a.bin", "token index -9223372036854775808");
+  EXPECT_TT_ERROR(shard.token(INT64_MAX), "a.bin", "token index 9223372036854775807");
 }
 
 TEST(Ch08_Shards, Uint32ForLargeVocabularies) {

@@ -102,6 +102,42 @@ TEST(Ch08_TokenizerFile, RejectsBadFiles) {
   }
 }
 
+TEST(Ch08_TokenizerFile, RejectsMergeChainsDescribingHugeTokens) {
+  // Found while writing fuzz_tokenizer_file: merge k of (a, a), (t0, t0), (t1, t1), ... makes
+  // a token of 2^(k+1) bytes, so a 1.5 KB file described a 4 GiB token and loading allocated it.
+  std::vector<BpeMerge> chain = {{'a', 'a', 256}};
+  for (int32_t k = 1; k < 32; ++k) chain.push_back({255 + k, 255 + k, 256 + k});
+  // 256 + 2 + 4 + ... + 2^25 bytes exceed 64 MiB at merge 24 (a token of 2^25 bytes).
+  EXPECT_TT_ERROR(Tokenizer(ch08_test::identity_bytes(), chain, {}), "merge 24 (279, 279)",
+                  "67108864 bytes", "kMaxVocabBytes");
+  // The same through a saved file: the bytes-only file with the chain appended.
+  std::string file = Tokenizer(ch08_test::identity_bytes(), {}, {}).serialize();
+  const Layout at(std::string(kGpt2Pattern).size());
+  ch08_test::put_le32(file, at.num_merges, static_cast<int32_t>(chain.size()));
+  for (const BpeMerge& m : chain) {
+    for (int32_t v : {m.left, m.right, m.id}) {
+      file += std::string(4, '\0');
+      ch08_test::put_le32(file, file.size() - 4, v);
+    }
+  }
+  EXPECT_TT_ERROR(Tokenizer::parse(file, "chain.ttbpe"), "chain.ttbpe", "merge 24",
+                  "kMaxVocabBytes");
+  // A chain below the limit loads.
+  chain.resize(20);
+  EXPECT_EQ(Tokenizer(ch08_test::identity_bytes(), chain, {}).token_bytes(275).size(), 1u << 20);
+}
+
+TEST(Ch08_TokenizerFile, ParseAndSerializeAreLoadAndSaveInMemory) {
+  TempDir dir;
+  const Tokenizer tok = sample();
+  tok.save(dir.file("tok.ttbpe"));
+  EXPECT_EQ(tok.serialize(), read_bytes(dir.file("tok.ttbpe")));
+  const Tokenizer back = Tokenizer::parse(tok.serialize(), "mem");
+  EXPECT_EQ(back.merges(), tok.merges());
+  EXPECT_EQ(back.specials(), tok.specials());
+  EXPECT_TT_ERROR(Tokenizer::parse("TTBPETOK", "mem"), "Tokenizer::parse: 'mem'", "truncated");
+}
+
 TEST(Ch08_TokenizerFile, ConstructorChecks) {
   const auto bytes = ch08_test::identity_bytes();
   EXPECT_TT_ERROR(Tokenizer(bytes, {{'a', 'b', 256}, {'a', 'b', 257}}, {}), "duplicate merge");

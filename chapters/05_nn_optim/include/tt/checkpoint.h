@@ -8,7 +8,8 @@
 ///  0       8     magic "TTCKPT\r\n"
 ///  8       4     version (uint32) = 1
 ///  12      4     number of tensors N (uint32)
-///  16      8     data offset D (uint64): where the tensor data starts, a multiple of 64
+///  16      8     data offset D (uint64): where the tensor data starts, a multiple of 64,
+///                after the table (D >= 32)
 ///  24      8     file size F (uint64), trailer included (detects truncation)
 ///  32      ...   N table entries:
 ///                  name length L (uint32), name (L bytes UTF-8),
@@ -67,8 +68,11 @@ void save(const std::string& path, const StateDict& state);
 /// read_file + parse.
 StateDict load(const std::string& path);
 
-/// Saves the model's state under "model." and, when given, the optimizer's under "optimizer."
-/// into one file (atomically).
+/// The tensors a checkpoint of `model` (and `optimizer`, when given) holds: the model's state
+/// under "model.", then the optimizer's under "optimizer." (handles to the live tensors).
+StateDict checkpoint_state(const nn::Module& model, const optim::Optimizer* optimizer = nullptr);
+
+/// Saves checkpoint_state(model, optimizer) into one file (atomically).
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer = nullptr);
 
@@ -77,5 +81,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
 /// when the load throws, neither the model nor the optimizer has changed.
 void load_checkpoint(const std::string& path, nn::Module& model,
                      optim::Optimizer* optimizer = nullptr);
+
+/// load_checkpoint() from checkpoint bytes already in memory (`source` names them in error
+/// messages); the file version reads the file and calls this one.
+void load_checkpoint(const std::vector<std::byte>& bytes, const std::string& source,
+                     nn::Module& model, optim::Optimizer* optimizer = nullptr);
 
 }  // namespace tt::ckpt

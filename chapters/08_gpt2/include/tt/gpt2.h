@@ -14,8 +14,10 @@
 /// @endcode
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,16 +141,27 @@ struct LlmcSlot {
 /// stacked over L layers), lnfw, lnfb.
 std::vector<LlmcSlot> llmc_layout(const GPT2Config& config);
 
-/// Number of floats the parameters of `config` take in an llm.c file.
+/// Number of floats the parameters of `config` take in an llm.c file. Throws tt::Error when
+/// the count does not fit int64 (sizes from a hostile header).
 int64_t llmc_num_floats(const GPT2Config& config);
 
-/// Reads the header of an llm.c model file and checks it: magic, version 3 (fp32), positive
-/// sizes, and that the file length is exactly the header plus the parameters. Throws tt::Error
-/// naming the file and what is wrong.
+/// Checks the header of an llm.c model file of `bytes.size()` bytes (only the first 1024 bytes
+/// are read): magic, version 3 (fp32), positive sizes, and that the length is exactly the
+/// header plus the parameters. Throws tt::Error naming `source` and what is wrong.
+GPT2Config parse_llmc_header(std::span<const std::byte> bytes, const std::string& source);
+
+/// parse_llmc_header() of the file at `path` (memory-mapped: nothing is read into memory).
 GPT2Config read_llmc_header(const std::string& path);
+
+/// A new model (on the CPU) from the bytes of an llm.c float32 model file; the header is
+/// checked (parse_llmc_header) before anything is allocated.
+std::unique_ptr<GPT2> parse_llmc(std::span<const std::byte> bytes, const std::string& source);
 
 /// Loads an llm.c float32 model file (e.g. gpt2_124M.bin) into a new model (on the CPU).
 std::unique_ptr<GPT2> load_llmc(const std::string& path);
+
+/// The bytes of `model` as an llm.c float32 model file (version 3).
+std::vector<std::byte> serialize_llmc(const GPT2& model);
 
 /// Writes `model` as an llm.c float32 model file (version 3) that llm.c can load.
 void save_llmc(const GPT2& model, const std::string& path);

@@ -42,24 +42,38 @@ class Tokenizer {
   static constexpr std::string_view kFileMagic = "TTBPETOK";
   /// Version of the saved file format written by save().
   static constexpr uint32_t kFileVersion = 1;
+  /// The most bytes all tokens may take together (64 MiB; GPT-2's take 0.3 MiB). A merge's
+  /// token is its parts' bytes concatenated, so k merges (x, x), (xx, xx), ... describe a
+  /// token of 2^k bytes: the constructor rejects that instead of allocating it.
+  static constexpr int64_t kMaxVocabBytes = int64_t{1} << 26;
 
   /// Builds a tokenizer from its parts and checks them: ids in [0, vocab_size) with
   /// vocab_size = 256 + merges + specials, each id assigned once, no pair merged twice, every
-  /// merge built from bytes or earlier merges. Throws tt::Error naming the problem.
+  /// merge built from bytes or earlier merges, all tokens together at most kMaxVocabBytes
+  /// bytes. Throws tt::Error naming the problem.
   Tokenizer(const std::array<int32_t, 256>& byte_ids, std::vector<BpeMerge> merges,
             std::vector<SpecialToken> specials, std::string_view pattern = kGpt2Pattern);
 
   /// Loads a file written by save(); throws tt::Error naming the file and the problem (wrong
   /// magic or version, truncated, trailing bytes, ids out of range, duplicate merges, ...).
   static Tokenizer load(const std::string& path);
+  /// load() from the bytes of a saved tokenizer in memory; `source` names them in errors.
+  static Tokenizer parse(std::string_view bytes, const std::string& source = "<memory>");
   /// Writes the tokenizer in the binary format described in README_data.md.
   void save(const std::string& path) const;
+  /// The bytes save() writes.
+  std::string serialize() const;
   /// Loads GPT-2's vocabulary: encoder.json (token string -> id, bytes written with GPT-2's
   /// byte-to-unicode table) and vocab.bpe ("#version" line, then one merge "a b" per line, in
   /// rank order). Entries of encoder.json that are neither bytes nor merges become special
   /// tokens (GPT-2: "<|endoftext|>" = 50256). Throws tt::Error naming the file and the problem.
   static Tokenizer load_gpt2(const std::string& encoder_json_path,
                              const std::string& vocab_bpe_path);
+  /// load_gpt2() from the contents of encoder.json and vocab.bpe in memory; the sources name
+  /// them in errors.
+  static Tokenizer parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
+                              const std::string& encoder_json_source = "encoder.json",
+                              const std::string& vocab_bpe_source = "vocab.bpe");
 
   /// Token ids of ordinary text: special-token strings in `text` are encoded as plain text.
   std::vector<int32_t> encode(std::string_view text) const;
