@@ -23,7 +23,10 @@ std::string shape_str(const Shape& shape) {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    TT_CHECK(!__builtin_mul_overflow(n, s, &n), "shape ", shape,
+             ": the number of elements overflows int64");
+  }
   return n;
 }
 
@@ -63,7 +66,8 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t running = 1;
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
     strides[d] = running;
-    running *= std::max<int64_t>(shape[d], 1);
+    TT_CHECK(!__builtin_mul_overflow(running, std::max<int64_t>(shape[d], 1), &running),
+             "contiguous_strides: shape ", shape, " has strides that overflow int64");
   }
   return strides;
 }

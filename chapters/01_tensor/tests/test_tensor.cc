@@ -158,6 +158,15 @@ TEST(Ch01_Helpers, TensorNearReportsTheMismatch) {
   EXPECT_FALSE(testing::tensor_near("a", "c", "", "", a, tensor({1, 2}), 1, 1));
 }
 
+TEST(Ch01_Tensor, ShapesWhoseSizesOverflowInt64AreRejected) {
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_TRUE(testing::throws_tt_error([&] { shape_numel({big, big}); }, {"overflows int64"}));
+  // No elements, but the strides of the two big dims would overflow (e.g. a hostile .npy).
+  EXPECT_TRUE(testing::throws_tt_error([&] { empty({0, big, big}); },
+                                       {"contiguous_strides", "[0, 1099511627776, "}));
+  EXPECT_EQ(shape_numel({0, big}), 0);
+}
+
 TEST(Ch01_Helpers, TensorNearMatchesNanAndInfinitiesExactly) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();

@@ -32,7 +32,8 @@ using Strides = std::vector<int64_t>;
 std::ostream& operator<<(std::ostream& os, const Shape& shape);
 /// Formats a shape as "[2, 3]".
 std::string shape_str(const Shape& shape);
-/// Number of elements of a shape (1 for the 0-d shape []).
+/// Number of elements of a shape (1 for the 0-d shape []); throws tt::Error when it overflows
+/// int64.
 int64_t shape_numel(const Shape& shape);
 
 namespace autograd {
@@ -250,7 +251,8 @@ class TensorImpl {
 // ----- layout helpers (exercises) ---------------------------------------------------------
 
 /// Row-major ("C order") strides of `shape`: the last dim has stride 1, each earlier dim the
-/// product of the sizes to its right.
+/// product of the sizes to its right (size-0 dims counted as 1); throws tt::Error when a
+/// stride overflows int64 (e.g. [0, 2^40, 2^40]).
 Strides contiguous_strides(const Shape& shape);
 
 /// Strides that let a tensor of (old_shape, old_strides) be viewed as new_shape without a copy,
