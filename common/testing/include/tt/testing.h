@@ -7,6 +7,8 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tt/cuda_probe.h"
 #include "tt/error.h"
@@ -30,7 +32,7 @@ std::string reference_path(const std::string& relative);
 /// `needles`. A tt::NotImplemented (an unfinished exercise) or any other exception fails the
 /// check with its own message, so a starter never passes an error test by accident.
 template <typename Fn>
-::testing::AssertionResult throws_tt_error(Fn&& fn, std::initializer_list<std::string> needles) {
+::testing::AssertionResult throws_tt_error(Fn&& fn, const std::vector<std::string>& needles) {
   try {
     fn();
   } catch (const tt::Error& e) {
@@ -48,6 +50,12 @@ template <typename Fn>
            << "expected tt::Error, got another exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "expected tt::Error, nothing was thrown";
+}
+
+/// throws_tt_error with the needles as a braced list: `throws_tt_error(fn, {"add", "[2]"})`.
+template <typename Fn>
+::testing::AssertionResult throws_tt_error(Fn&& fn, std::initializer_list<std::string> needles) {
+  return throws_tt_error(std::forward<Fn>(fn), std::vector<std::string>(needles));
 }
 
 }  // namespace tt::testing
