@@ -15,18 +15,7 @@
 namespace tt {
 namespace {
 
-/// One misuse: `call` must throw tt::Error whose message contains every needle.
-struct MisuseCase {
-  std::string what;
-  std::function<void()> call;
-  std::vector<std::string> needles;
-};
-
-void expect_errors(const std::vector<MisuseCase>& cases) {
-  for (const MisuseCase& c : cases) {
-    EXPECT_TRUE(testing::throws_tt_error(c.call, c.needles)) << "case: " << c.what;
-  }
-}
+using testing::expect_errors;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();

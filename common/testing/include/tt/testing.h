@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -56,6 +57,21 @@ template <typename Fn>
 template <typename Fn>
 ::testing::AssertionResult throws_tt_error(Fn&& fn, std::initializer_list<std::string> needles) {
   return throws_tt_error(std::forward<Fn>(fn), std::vector<std::string>(needles));
+}
+
+/// One row of a table-driven misuse test: `call` must throw tt::Error whose message contains
+/// every needle (the op's name, the offending shapes, dtypes, devices or values).
+struct MisuseCase {
+  std::string what;                  ///< label printed when the row fails
+  std::function<void()> call;        ///< the misuse
+  std::vector<std::string> needles;  ///< substrings the error message must contain
+};
+
+/// EXPECTs every row of `cases` (see throws_tt_error); a failure names the row.
+inline void expect_errors(const std::vector<MisuseCase>& cases) {
+  for (const MisuseCase& c : cases) {
+    EXPECT_TRUE(throws_tt_error(c.call, c.needles)) << "case: " << c.what;
+  }
 }
 
 }  // namespace tt::testing
