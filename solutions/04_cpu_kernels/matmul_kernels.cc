@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <vector>
 
-// GCC 12 reports -Wmaybe-uninitialized inside Eigen's AVX-512 packet transposes (the
-// _mm512_undefined_pd() intrinsic, GCC bug 105593, fixed in GCC 13) when -march=native enables
-// AVX-512: a false positive in a system header that would break -Werror builds on such CPUs.
+// GCC 12 reports -Wmaybe-uninitialized (-O3) or -Wuninitialized (-O2) inside Eigen's AVX-512
+// packet transposes (the _mm512_undefined_ps/pd() intrinsics, GCC bug 105593, fixed in GCC 13)
+// when -march=native enables AVX-512: a false positive in a system header that would break
+// -Werror builds on such CPUs.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <Eigen/Core>
 
