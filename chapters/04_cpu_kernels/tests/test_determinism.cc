@@ -1,9 +1,10 @@
 // What the thread count changes (README, "Determinism"): nothing in our own kernels (fixed
 // partitions, see the SameBitsForAnyThreadCount tests), and, in Eigen's GEMM (the default
 // "matmul" kernel), only the split of K between one thread and several: a multi-threaded
-// product sums K in blocks of at most 320 (fewer with a small L1), a single-threaded one in
-// larger, L1-derived blocks. So 1 vs 2 threads agree bit for bit for small K, any two thread
-// counts >= 2 agree for every K, and 1 vs 2 threads may differ in the last bits for large K.
+// product sums K in fixed blocks of at most 320 (fewer with a small L1), a single-threaded one
+// in blocks it derives from the L1 size and K. So 1 vs 2 threads agree bit for bit for small K,
+// any two thread counts >= 2 agree for every K, and 1 vs 2 threads may differ in the last bits
+// for large K.
 #include <cstring>
 #include <vector>
 
