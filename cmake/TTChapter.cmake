@@ -10,7 +10,8 @@
 #                    previous chapter's library, so chapter N can use everything before it.
 #   tt_chNN_tests    gtest executable of chapters/NN_topic/tests/*.cc, discovered at test time
 #                    (tests are labelled chNN, chNN.M from the name ChNN_M_What, and cpu|cuda).
-#   <app>            one executable per chapters/NN_topic/apps/<app>.cc (demos, tools).
+#   <app>            one executable per chapters/NN_topic/apps/<app>.cc (demos, tools); the
+#                    tests depend on them (a test may run an app from the same bin/ folder).
 #   check-chNN       runs this chapter's tests and prints "chNN: k/n exercises passing — next: ...".
 #   check-upto-chNN  the same for chapters 01..NN.
 #
@@ -126,11 +127,18 @@ function(tt_add_chapter dir)
 
   # Apps: one executable per file.
   file(GLOB apps CONFIGURE_DEPENDS "${chdir}/apps/*.cc")
+  set(app_targets "")
   foreach(app IN LISTS apps)
     get_filename_component(app_name "${app}" NAME_WE)
     add_executable(${app_name} "${app}")
     target_link_libraries(${app_name} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>")
+    list(APPEND app_targets ${app_name})
   endforeach()
+  # Tests may run the chapter's apps (chapter 08 runs train_gpt2, found next to the test
+  # binary): building the tests builds the apps.
+  if(exe AND app_targets)
+    add_dependencies(${exe} ${app_targets})
+  endif()
 
   # check-chNN / check-upto-chNN.
   get_property(test_targets GLOBAL PROPERTY TT_TEST_TARGETS)

@@ -3,15 +3,6 @@ find_package(Threads REQUIRED)
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
-# Eigen through tt::eigen: GCC 12 at -O3 -march=native on AVX-512 machines reports
-# -Wmaybe-uninitialized inside its own intrinsics headers (the `__m512d __Y = __Y;` idiom)
-# when Eigen's GEMM packing is inlined. False positives outside our code; silenced only for
-# the targets that use Eigen.
-add_library(tt_eigen INTERFACE)
-target_link_libraries(tt_eigen INTERFACE Eigen3::Eigen)
-target_compile_options(tt_eigen INTERFACE
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-maybe-uninitialized>)
-add_library(tt::eigen ALIAS tt_eigen)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 # Chapter 08 (tokenizer): PCRE2 for GPT-2's pre-tokenization regex (Debian libpcre2-dev) and
 # nlohmann-json (Debian nlohmann-json3-dev) for GPT-2's encoder.json; chapter 05 also reads

@@ -82,7 +82,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   Shape new_shape(dims.size());
   Strides new_strides(dims.size());
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    const int64_t d = wrap_dim(dims[i], dim(), "Tensor::permute");
+    const int64_t d = wrap_dim(dims[i], shape(), "Tensor::permute");
     TT_CHECK(!seen[d], "Tensor::permute: dim ", d, " appears twice in the permutation for shape ",
              shape());
     seen[d] = true;
@@ -99,7 +99,8 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 
 Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) const {
 #if TT_SOLUTION
-  const int64_t d = wrap_dim(dim_, dim(), "Tensor::slice");
+  TT_CHECK(dim() > 0, "Tensor::slice: cannot slice a 0-d tensor (shape [])");
+  const int64_t d = wrap_dim(dim_, shape(), "Tensor::slice");
   TT_CHECK(step > 0, "Tensor::slice: step must be positive, got ", step);
   const int64_t n = size(d);
   if (start < 0) start += n;
@@ -155,7 +156,8 @@ Tensor Tensor::expand(const Shape& target) const {
 
 Tensor Tensor::squeeze(int64_t dim_) const {
 #if TT_SOLUTION
-  const int64_t d = wrap_dim(dim_, dim(), "Tensor::squeeze");
+  const int64_t d = wrap_dim(dim_, shape(), "Tensor::squeeze");
+  if (dim() == 0) return make_view({}, {}, offset());  // a 0-d tensor has nothing to squeeze
   TT_CHECK(size(d) == 1, "Tensor::squeeze: dim ", d, " of shape ", shape(), " has size ", size(d),
            ", not 1");
   Shape new_shape = shape();
@@ -171,6 +173,9 @@ Tensor Tensor::squeeze(int64_t dim_) const {
 
 Tensor Tensor::unsqueeze(int64_t dim_) const {
 #if TT_SOLUTION
+  // The new dim may go anywhere in 0..dim(): the valid range is that of a tensor with one more dim.
+  TT_CHECK(dim_ >= -(dim() + 1) && dim_ <= dim(), "Tensor::unsqueeze: dim ", dim_,
+           " is out of range [", -(dim() + 1), ", ", dim(), "] for shape ", shape());
   const int64_t d = wrap_dim(dim_, dim() + 1, "Tensor::unsqueeze");
   Shape new_shape = shape();
   Strides new_strides = strides();

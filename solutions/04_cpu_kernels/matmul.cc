@@ -58,8 +58,10 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulAlgo algo) {
     out_shape.push_back(N);
     return matmul_forward(a.reshape({-1, K}), b, algo).view(out_shape);
   }
+  // The op label names both full shapes, so a batch mismatch says which product failed.
+  const std::string op = detail::str("matmul of ", a.shape(), " and ", b.shape(), " (batch dims)");
   const Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
-                                       Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+                                       Shape(b.shape().begin(), b.shape().end() - 2), op.c_str());
   Shape a_shape = batch, b_shape = batch, out_shape = batch;
   a_shape.insert(a_shape.end(), {M, K});
   b_shape.insert(b_shape.end(), {K, N});

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include <Eigen/Core>
+#include "tt/eigen.h"
 
 #include "tt/dispatcher.h"
 #include "tt/ops_matmul.h"

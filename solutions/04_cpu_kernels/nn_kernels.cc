@@ -15,8 +15,8 @@
 #include <optional>
 #include <vector>
 
-#include <Eigen/Core>
 
+#include "tt/eigen.h"
 #include "tt/ops_nn.h"
 #include "tt/todo.h"
 
@@ -85,9 +85,9 @@ void softmax_rows(const Tensor& out, const Tensor& x, int64_t dim) {
     T* yr = po + l.row_start(r);
     const int64_t s = l.inner;
     double sum = 0;
-    if (s == 1) {
-      // A contiguous row (softmax over the last dim): Eigen's max and exp run on SIMD lanes;
-      // the sum stays one double accumulator in element order.
+    if (s == 1 && l.n > 0) {
+      // A contiguous, non-empty row (softmax over the last dim): Eigen's max and exp run on
+      // SIMD lanes; the sum stays one double accumulator in element order.
       const Eigen::Map<const Array> xv(xr, l.n);
       Eigen::Map<Array> yv(yr, l.n);
       const T m = xv.template maxCoeff<Eigen::PropagateNaN>();

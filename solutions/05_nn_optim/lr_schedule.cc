@@ -10,8 +10,8 @@ namespace tt::optim {
 WarmupCosineLR::WarmupCosineLR(double max_lr, double min_lr, int64_t warmup_steps,
                                int64_t total_steps)
     : max_lr_(max_lr), min_lr_(min_lr), warmup_steps_(warmup_steps), total_steps_(total_steps) {
-  TT_CHECK(max_lr >= min_lr && min_lr >= 0, "WarmupCosineLR: need max_lr >= min_lr >= 0, got ",
-           max_lr, " and ", min_lr);
+  TT_CHECK(std::isfinite(max_lr) && max_lr >= min_lr && min_lr >= 0,
+           "WarmupCosineLR: need finite max_lr >= min_lr >= 0, got ", max_lr, " and ", min_lr);
   TT_CHECK(warmup_steps >= 0 && total_steps > warmup_steps,
            "WarmupCosineLR: need total_steps > warmup_steps >= 0, got ", total_steps, " and ",
            warmup_steps);

@@ -11,7 +11,7 @@ namespace tt::gpt2 {
 
 Tensor causal_self_attention(const Tensor& qkv, int64_t n_head) {
 #if TT_SOLUTION
-  TT_CHECK(qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0,
+  TT_CHECK(qkv.defined() && qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0,
            "causal_self_attention: qkv must be [B, T, 3C] with C divisible by n_head = ", n_head,
            ", got ", qkv.describe());
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;

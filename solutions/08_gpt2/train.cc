@@ -22,6 +22,8 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
   for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
     const Batch batch = next_batch();
     const Tensor loss = loss_of(batch);
+    TT_CHECK(loss.defined() && loss.numel() == 1,
+             "train_step: loss_of must return a one-element tensor, got ", loss.describe());
     r.loss += loss.item() * scale;
     r.tokens += batch.inputs.numel();
     // d(mean over micro-batches)/dp = sum of d(loss_i / n)/dp: backward adds into .grad.
@@ -53,6 +55,23 @@ TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
       optimizer,
       [&](const Batch& b) { return model.loss(b.inputs.to(device), b.targets.to(device)); },
       next_batch, options);
+}
+
+bool all_finite(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> floats;
+  for (const Tensor& t : tensors) {
+    TT_CHECK(t.defined(), "all_finite: undefined tensor in the list");
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
+    TT_CHECK(floats.empty() || t.device() == floats[0].device(),
+             "all_finite: tensors on different devices: ", floats[0].describe(), " and ",
+             t.describe());
+    floats.push_back(t.is_contiguous() ? t : t.contiguous());
+  }
+  if (floats.empty()) return true;
+  // One pass on the tensors' device: the sum of squares of finite float32 values is finite in
+  // double, and a NaN or Inf anywhere makes it NaN or Inf.
+  return std::isfinite(
+      call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", floats[0].device(), floats));
 }
 
 double evaluate(GPT2& model, const std::function<Batch()>& next_batch, int64_t num_batches) {

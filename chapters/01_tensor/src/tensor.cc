@@ -30,11 +30,27 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+namespace {
+// Both wrap_dim overloads: `shape`, when given, is named in the error instead of the rank.
+int64_t wrap_dim_impl(int64_t dim, int64_t ndim, const Shape* shape, const char* op) {
+  const int64_t n = std::max<int64_t>(ndim, 1);  // a 0-d tensor accepts dim 0 and -1
+  if (dim < -n || dim >= n) [[unlikely]] {
+    if (shape != nullptr) {
+      TT_THROW(op, ": dim ", dim, " is out of range [", -n, ", ", n - 1, "] for shape ", *shape);
+    }
+    TT_THROW(op, ": dim ", dim, " is out of range [", -n, ", ", n - 1, "] for a tensor with ", ndim,
+             " dims");
+  }
+  return dim < 0 ? dim + n : dim;
+}
+}  // namespace
+
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
-  const int64_t lo = -std::max<int64_t>(ndim, 1), hi = std::max<int64_t>(ndim, 1) - 1;
-  TT_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " is out of range [", lo, ", ", hi,
-           "] for a tensor with ", ndim, " dims");
-  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+  return wrap_dim_impl(dim, ndim, nullptr, op);
+}
+
+int64_t wrap_dim(int64_t dim, const Shape& shape, const char* op) {
+  return wrap_dim_impl(dim, static_cast<int64_t>(shape.size()), &shape, op);
 }
 
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
@@ -178,10 +194,12 @@ int64_t Tensor::numel() const {
 }
 
 int64_t Tensor::size(int64_t d) const {
-  return shape()[wrap_dim(d, dim(), "Tensor::size")];
+  TT_CHECK(dim() > 0, "Tensor::size(", d, "): a 0-d tensor (shape []) has no dims");
+  return shape()[wrap_dim(d, shape(), "Tensor::size")];
 }
 int64_t Tensor::stride(int64_t d) const {
-  return strides()[wrap_dim(d, dim(), "Tensor::stride")];
+  TT_CHECK(dim() > 0, "Tensor::stride(", d, "): a 0-d tensor (shape []) has no dims");
+  return strides()[wrap_dim(d, shape(), "Tensor::stride")];
 }
 
 void* Tensor::data_ptr() const {
@@ -222,8 +240,8 @@ Tensor Tensor::reshape(Shape new_shape) const {
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
-  const int64_t s = wrap_dim(start_dim, dim(), "Tensor::flatten");
-  const int64_t e = wrap_dim(end_dim, dim(), "Tensor::flatten");
+  const int64_t s = wrap_dim(start_dim, shape(), "Tensor::flatten");
+  const int64_t e = wrap_dim(end_dim, shape(), "Tensor::flatten");
   TT_CHECK(s <= e, "Tensor::flatten: start_dim ", s, " > end_dim ", e);
   Shape ns(shape().begin(), shape().begin() + s);
   int64_t m = 1;
@@ -234,22 +252,25 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  const int64_t w0 = wrap_dim(d0, shape(), "Tensor::transpose");
+  const int64_t w1 = wrap_dim(d1, shape(), "Tensor::transpose");
   std::vector<int64_t> perm(dim());
   for (int64_t i = 0; i < dim(); ++i) perm[i] = i;
-  std::swap(perm[wrap_dim(d0, dim(), "Tensor::transpose")],
-            perm[wrap_dim(d1, dim(), "Tensor::transpose")]);
+  if (dim() > 0) std::swap(perm[w0], perm[w1]);  // a 0-d tensor is its own transpose
   return permute(perm);
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-  const int64_t dd = wrap_dim(d, dim(), "Tensor::narrow");
+  TT_CHECK(dim() > 0, "Tensor::narrow: cannot narrow a 0-d tensor (shape [])");
+  const int64_t dd = wrap_dim(d, shape(), "Tensor::narrow");
   TT_CHECK(start >= 0 && length >= 0 && start + length <= size(dd), "Tensor::narrow: start ", start,
            " length ", length, " do not fit dim ", dd, " of shape ", shape());
   return slice(dd, start, start + length);
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
-  const int64_t dd = wrap_dim(d, dim(), "Tensor::select");
+  TT_CHECK(dim() > 0, "Tensor::select: cannot select from a 0-d tensor (shape [])");
+  const int64_t dd = wrap_dim(d, shape(), "Tensor::select");
   const int64_t n = size(dd);
   TT_CHECK(index >= -n && index < n, "Tensor::select: index ", index, " out of range for dim ", dd,
            " of shape ", shape());
@@ -368,8 +389,7 @@ const Tensor& Tensor::set_requires_grad(bool requires_grad_) const {
   TT_CHECK(is_leaf(), "Tensor::set_requires_grad: only leaf tensors can change requires_grad; ",
            "use detach() to get a leaf from ", describe());
   TT_CHECK(!requires_grad_ || is_floating(dtype()),
-           "Tensor::set_requires_grad: only floating tensors can require grad, got ",
-           dtype_name(dtype()));
+           "Tensor::set_requires_grad: only floating tensors can require grad, got ", describe());
   meta(checked_impl()).requires_grad = requires_grad_;
   return *this;
 }
@@ -410,8 +430,13 @@ Tensor Tensor::detach() const {
 // ----- creation --------------------------------------------------------------------------
 
 Tensor empty(const Shape& shape, TensorOptions options) {
+  // Sizes, strides (products of sizes, 0 counted as 1) and the byte count must fit in int64:
+  // no signed overflow anywhere later.
+  int64_t span = static_cast<int64_t>(dtype_size(options.dtype));
   for (int64_t s : shape) {
     TT_CHECK(s >= 0, "empty: negative size in shape ", shape);
+    TT_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span), "empty: shape ", shape,
+             " of ", dtype_name(options.dtype), " needs more than 2^63 bytes");
   }
   const int64_t n = shape_numel(shape);
   auto storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * dtype_size(options.dtype),
@@ -440,7 +465,11 @@ Tensor scalar_tensor(double value, TensorOptions options) {
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
   TT_CHECK(step != 0.0, "arange: step must be non-zero");
+  TT_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+           "arange: start, end and step must be finite, got ", start, ", ", end, ", ", step);
   const double count = std::ceil((end - start) / step);
+  TT_CHECK(count < 0x1p62, "arange: [", start, ", ", end, ") with step ", step, " has ", count,
+           " elements (too many)");
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   Tensor host = empty({n}, {options.dtype});
   dispatch_dtype(options.dtype, "arange", [&]<typename T>() {

@@ -1,5 +1,6 @@
 // Tests of chapter 01's given code: creation, metadata, printing, devices, .npy conversion.
 // (They rely on the exercises too, so on a fresh starter they fail with an exercise id.)
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,33 @@ TEST(Ch01_Tensor, InvalidGeometryThrows) {
   EXPECT_TT_ERROR(from_vector(std::vector<float>{1, 2, 3}, {2, 2}), "[2, 2]");
 }
 
+TEST(Ch01_Tensor, HugeShapesAndNonFiniteRangesThrowBeforeAllocating) {
+  // numel * element size must fit in int64: no signed overflow, no absurd allocation.
+  EXPECT_TT_ERROR(empty({int64_t{1} << 40, int64_t{1} << 40}), "empty", "[1099511627776, ",
+                  "2^63 bytes");
+  EXPECT_TT_ERROR(empty({0, int64_t{1} << 62, 4}), "empty", "2^63 bytes");  // strides overflow
+  EXPECT_EQ(empty({0, int64_t{1} << 40}).numel(), 0);
+  EXPECT_TT_ERROR(arange(0, INFINITY), "arange", "finite", "inf");
+  EXPECT_TT_ERROR(arange(0, NAN), "arange", "finite", "nan");
+  EXPECT_TT_ERROR(arange(0, 1e30), "arange", "too many");
+}
+
+TEST(Ch01_Tensor, ZeroDimTensorsHaveNoDimToIndex) {
+  // A 0-d tensor has no size(0): asking is an error, never a read past the shape.
+  const Tensor s = scalar_tensor(5);
+  EXPECT_TT_ERROR(s.size(0), "Tensor::size", "0-d");
+  EXPECT_TT_ERROR(s.stride(-1), "Tensor::stride", "0-d");
+  EXPECT_TT_ERROR(s.slice(0, 0, 1), "slice", "0-d");
+  EXPECT_TT_ERROR(s.select(0, 0), "select", "0-d");
+  EXPECT_TT_ERROR(s.narrow(0, 0, 1), "narrow", "0-d");
+  EXPECT_TT_ERROR(s.transpose(0, 1), "transpose", "dim 1", "[]");
+  // Like PyTorch, dims 0 and -1 name "the" dim of a 0-d tensor for transpose and squeeze.
+  EXPECT_EQ(s.transpose(0, -1).item(), 5.0);
+  EXPECT_EQ(s.squeeze(0).dim(), 0);
+  EXPECT_EQ(s.unsqueeze(0).shape(), (Shape{1}));
+  EXPECT_TT_ERROR(s.unsqueeze(2), "unsqueeze", "dim 2", "[-1, 0]", "[]");
+}
+
 TEST(Ch01_Tensor, DevicesParseAndPrint) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu());
   EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
@@ -162,8 +190,9 @@ TEST(Ch01_Tensor, ShapesWhoseSizesOverflowInt64AreRejected) {
   const int64_t big = int64_t{1} << 40;
   EXPECT_TRUE(testing::throws_tt_error([&] { shape_numel({big, big}); }, {"overflows int64"}));
   // No elements, but the strides of the two big dims would overflow (e.g. a hostile .npy).
-  EXPECT_TRUE(testing::throws_tt_error([&] { empty({0, big, big}); },
-                                       {"contiguous_strides", "[0, 1099511627776, "}));
+  EXPECT_TRUE(testing::throws_tt_error([&] { empty({0, big, big}); }, {"[0, 1099511627776, "}));
+  EXPECT_TRUE(testing::throws_tt_error([&] { contiguous_strides({0, big, big}); },
+                                       {"contiguous_strides", "overflow"}));
   EXPECT_EQ(shape_numel({0, big}), 0);
 }
 

@@ -207,6 +207,8 @@ class BinaryFn final : public autograd::Function {
 };
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  TT_CHECK(a.defined() && b.defined(), binary_name(op), ": undefined input (", a.describe(), ", ",
+           b.describe(), ")");
   return autograd::Function::apply<BinaryFn>({a, b}, op)[0];
 }
 
@@ -214,10 +216,11 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 enum class UnaryOp { kNeg, kExp, kLog, kSqrt, kTanh, kAddScalar, kMulScalar, kPowScalar };
 
-/// One Function for every single-input op; `s` is the scalar of the *_scalar ops.
+/// One Function for every single-input op; `s` is the scalar of the *_scalar ops, `label` the
+/// front-end's name for error messages ("sub" for sub(a, s), which runs add_scalar).
 class UnaryFn final : public autograd::Function {
  public:
-  UnaryFn(UnaryOp op, double s) : op_(op), s_(s) {}
+  UnaryFn(UnaryOp op, double s, const char* label) : op_(op), s_(s), label_(label) {}
   std::string name() const override {
     static const char* names[] = {"NegBackward",       "ExpBackward",      "LogBackward",
                                   "SqrtBackward",      "TanhBackward",     "AddScalarBackward",
@@ -226,30 +229,23 @@ class UnaryFn final : public autograd::Function {
   }
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor& a = in[0];
+    if (op_ != UnaryOp::kNeg) check_floating(label_, a);  // neg also takes int64
     switch (op_) {
       case UnaryOp::kNeg:
-        TT_CHECK(a.defined(), "neg: undefined input");
         return {unary_forward("neg", a)};
       case UnaryOp::kExp:
-        check_floating("exp", a);
         return {unary_forward("exp", a)};
       case UnaryOp::kLog:
-        check_floating("log", a);
         return {unary_forward("log", a)};
       case UnaryOp::kSqrt:
-        check_floating("sqrt", a);
         return {unary_forward("sqrt", a)};
       case UnaryOp::kTanh:
-        check_floating("tanh", a);
         return {unary_forward("tanh", a)};
       case UnaryOp::kAddScalar:
-        check_floating("add_scalar", a);
         return {scalar_forward("add_scalar", a, s_)};
       case UnaryOp::kMulScalar:
-        check_floating("mul_scalar", a);
         return {scalar_forward("mul_scalar", a, s_)};
       case UnaryOp::kPowScalar:
-        check_floating("pow", a);
         return {scalar_forward("pow_scalar", a, s_)};
     }
     return {};
@@ -299,10 +295,12 @@ class UnaryFn final : public autograd::Function {
  private:
   UnaryOp op_;
   double s_;
+  const char* label_;
 };
 
-Tensor unary(UnaryOp op, const Tensor& a, double s = 0.0) {
-  return autograd::Function::apply<UnaryFn>({a}, op, s)[0];
+Tensor unary(const char* label, UnaryOp op, const Tensor& a, double s = 0.0) {
+  TT_CHECK(a.defined(), label, ": undefined input");
+  return autograd::Function::apply<UnaryFn>({a}, op, s, label)[0];
 }
 
 }  // namespace
@@ -323,34 +321,34 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double s) {
-  return unary(UnaryOp::kAddScalar, a, s);
+  return unary("add", UnaryOp::kAddScalar, a, s);
 }
 Tensor sub(const Tensor& a, double s) {
-  return unary(UnaryOp::kAddScalar, a, -s);
+  return unary("sub", UnaryOp::kAddScalar, a, -s);
 }
 Tensor mul(const Tensor& a, double s) {
-  return unary(UnaryOp::kMulScalar, a, s);
+  return unary("mul", UnaryOp::kMulScalar, a, s);
 }
 Tensor div(const Tensor& a, double s) {
-  return unary(UnaryOp::kMulScalar, a, 1.0 / s);
+  return unary("div", UnaryOp::kMulScalar, a, 1.0 / s);
 }
 Tensor pow(const Tensor& a, double p) {
-  return unary(UnaryOp::kPowScalar, a, p);
+  return unary("pow", UnaryOp::kPowScalar, a, p);
 }
 Tensor neg(const Tensor& a) {
-  return unary(UnaryOp::kNeg, a);
+  return unary("neg", UnaryOp::kNeg, a);
 }
 Tensor exp(const Tensor& a) {
-  return unary(UnaryOp::kExp, a);
+  return unary("exp", UnaryOp::kExp, a);
 }
 Tensor log(const Tensor& a) {
-  return unary(UnaryOp::kLog, a);
+  return unary("log", UnaryOp::kLog, a);
 }
 Tensor sqrt(const Tensor& a) {
-  return unary(UnaryOp::kSqrt, a);
+  return unary("sqrt", UnaryOp::kSqrt, a);
 }
 Tensor tanh(const Tensor& a) {
-  return unary(UnaryOp::kTanh, a);
+  return unary("tanh", UnaryOp::kTanh, a);
 }
 
 }  // namespace tt

@@ -20,8 +20,8 @@
 #include <optional>
 #include <vector>
 
-#include <Eigen/Core>
 
+#include "tt/eigen.h"
 #include "tt/ops_nn.h"
 #include "tt/todo.h"
 

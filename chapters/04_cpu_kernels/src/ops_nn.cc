@@ -68,7 +68,7 @@ struct SoftmaxFamilyFn : autograd::Function {
 
 Tensor softmax_family(const char* op, const Tensor& x, int64_t dim, bool log) {
   check_floating(op, x, "x");
-  const int64_t d = wrap_dim(dim, x.dim(), op);
+  const int64_t d = wrap_dim(dim, x.shape(), op);
   return autograd::Function::apply<SoftmaxFamilyFn>({x}, d, log)[0];
 }
 
@@ -266,6 +266,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   TT_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
            "cross_entropy: expected logits [N, V] and targets [N], got logits ", logits.describe(),
            " and targets ", targets.describe());
+  TT_CHECK(logits.size(1) > 0, "cross_entropy: logits [N, V] need at least one class (V > 0), got ",
+           logits.describe());
   check_same_device("cross_entropy", logits, targets);
   return autograd::Function::apply<CrossEntropyFn>({logits, targets}, ignore_index)[0];
 }

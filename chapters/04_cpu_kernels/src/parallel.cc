@@ -3,11 +3,11 @@
 
 #include <omp.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <exception>
 #include <mutex>
 
+#include "tt/eigen.h"
 #include "tt/error.h"
 
 namespace tt {

@@ -12,11 +12,14 @@
 namespace tt {
 namespace {
 
-/// Which dims of an n-dim tensor `dims` selects (empty: all), validated for `op`.
+/// Which dims of an n-dim tensor `dims` selects (empty: all), validated for `op`. A 0-d tensor
+/// accepts dims 0 and -1 (and has no dim to mark), like PyTorch.
 std::vector<bool> reduced_mask(const char* op, const Tensor& x, const std::vector<int64_t>& dims) {
+  TT_CHECK(x.defined(), op, ": undefined input");
   std::vector<bool> mask(static_cast<std::size_t>(x.dim()), dims.empty());
   for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, x.dim(), op);
+    const int64_t w = wrap_dim(d, x.shape(), op);
+    if (x.dim() == 0) continue;
     TT_CHECK(!mask[w], op, ": dim ", d, " appears twice in ", dims, " for ", x.describe());
     mask[w] = true;
   }
@@ -43,7 +46,6 @@ class SumFn final : public autograd::Function {
   std::string name() const override { return "SumBackward"; }
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor& x = in[0];
-    TT_CHECK(x.defined(), "sum: undefined input");
     const std::vector<bool> mask = reduced_mask("sum", x, dims_);
     keep_shape_ = reduced_shape(x.shape(), mask, true);
     Tensor out = empty(keep_shape_, {x.dtype(), x.device()});
@@ -72,8 +74,7 @@ class MaxFn final : public autograd::Function {
   std::string name() const override { return "MaxBackward"; }
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor& x = in[0];
-    TT_CHECK(x.defined(), "max: undefined input");
-    dim_ = wrap_dim(dim_, x.dim(), "max");
+    dim_ = wrap_dim(dim_, x.shape(), "max");
     TT_CHECK(x.size(dim_) > 0, "max: cannot reduce the empty dim ", dim_, " of ", x.describe());
     Shape keep = x.shape();
     keep[dim_] = 1;
@@ -107,6 +108,7 @@ class MaxFn final : public autograd::Function {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  TT_CHECK(x.defined(), "sum: undefined input");
   return autograd::Function::apply<SumFn>({x}, dims, keepdim)[0];
 }
 
@@ -128,6 +130,12 @@ Tensor mean(const Tensor& x) {
 }
 
 MaxResult max_with_indices(const Tensor& x, int64_t dim, bool keepdim) {
+  TT_CHECK(x.defined(), "max: undefined input");
+  if (x.dim() == 0) {
+    // A 0-d tensor is its own maximum, at index 0 (PyTorch's rule); the results stay 0-d.
+    wrap_dim(dim, x.shape(), "max");
+    return max_with_indices(reshape(x, {1}), 0, false);
+  }
   std::vector<Tensor> out = autograd::Function::apply<MaxFn>({x}, dim, keepdim);
   return {out[0], out[1]};
 }

@@ -7,11 +7,13 @@
 
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
+#include <utility>
 
 namespace tt::ckpt {
 
@@ -94,7 +96,36 @@ struct TempFile {
   TT_THROW("checkpoint: ", what, " '", path, "' failed: ", std::strerror(errno));
 }
 
+/// The test hook of write_file_atomic (see set_before_rename_hook).
+std::function<void(const std::string&)>& before_rename_hook() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
+/// Throws when a float tensor of `state` (already on the host, contiguous) holds NaN or Inf:
+/// save_checkpoint never writes the state of a diverged run over a good checkpoint.
+void check_finite(const StateDict& state, const std::vector<Tensor>& host,
+                  const std::string& path) {
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    const Tensor& t = host[i];
+    if (!is_floating(t.dtype())) continue;
+    dispatch_floating(t.dtype(), "save_checkpoint", [&]<typename T>() {
+      const T* p = static_cast<const T*>(t.data_ptr());
+      for (int64_t j = 0, n = t.numel(); j < n; ++j) {
+        TT_CHECK(std::isfinite(p[j]), "save_checkpoint: refusing to write '", path, "': '",
+                 state[i].first, "' (shape ", t.shape(), ", ", dtype_name(t.dtype()), ") holds ",
+                 p[j], " at flat index ", j,
+                 " (the run diverged); the file on disk, if any, is left unchanged");
+      }
+    });
+  }
+}
+
 }  // namespace
+
+void set_before_rename_hook(std::function<void(const std::string& temp_path)> hook) {
+  before_rename_hook() = std::move(hook);
+}
 
 uint64_t fnv1a64(const void* data, std::size_t n, uint64_t hash) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -105,7 +136,9 @@ uint64_t fnv1a64(const void* data, std::size_t n, uint64_t hash) {
   return hash;
 }
 
-std::vector<std::byte> serialize(const StateDict& state) {
+namespace {
+/// serialize(), checking that every float value is finite when `finite_path` is given.
+std::vector<std::byte> serialize_impl(const StateDict& state, const std::string* finite_path) {
   // Validate everything first and bring every tensor to the host, contiguous.
   std::set<std::string> names;
   std::vector<Tensor> host;
@@ -121,6 +154,7 @@ std::vector<std::byte> serialize(const StateDict& state) {
     table_size += 4 + name.size() + 1 + 1 + 8 * static_cast<uint64_t>(t.dim()) + 8 + 8;
   }
   TT_CHECK(state.size() <= std::numeric_limits<uint32_t>::max(), "checkpoint: too many tensors");
+  if (finite_path != nullptr) check_finite(state, host, *finite_path);
   const uint64_t data_offset = align_up(kHeaderSize + table_size);
   std::vector<uint64_t> offsets;
   uint64_t data_size = 0;
@@ -156,6 +190,11 @@ std::vector<std::byte> serialize(const StateDict& state) {
   w.pad_to(data_offset + data_size);
   w.put<uint64_t>(fnv1a64(out.data(), out.size()));
   return out;
+}
+}  // namespace
+
+std::vector<std::byte> serialize(const StateDict& state) {
+  return serialize_impl(state, nullptr);
 }
 
 StateDict parse(const std::vector<std::byte>& bytes, const std::string& source) {
@@ -264,6 +303,7 @@ void write_file_atomic(const std::string& path, const std::vector<std::byte>& by
   const int fd = tmp.fd;
   tmp.fd = -1;
   if (::close(fd) != 0) throw_errno("closing", tmp.path);
+  if (before_rename_hook()) before_rename_hook()(tmp.path);
   if (::rename(tmp.path.c_str(), path.c_str()) != 0)
     throw_errno("renaming the temporary file to", path);
   tmp.keep = true;
@@ -306,7 +346,7 @@ StateDict checkpoint_state(const nn::Module& model, const optim::Optimizer* opti
 
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer) {
-  save(path, checkpoint_state(model, optimizer));
+  write_file_atomic(path, serialize_impl(checkpoint_state(model, optimizer), &path));
 }
 
 void load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer) {

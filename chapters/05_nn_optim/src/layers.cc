@@ -36,6 +36,8 @@ Tensor Linear::forward(const Tensor& x) {
   TT_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features,
            "Linear::forward: expected input [..., ", in_features, "], got ",
            x.defined() ? x.describe() : std::string("an undefined tensor"));
+  TT_CHECK(x.dtype() == weight.dtype() && x.device() == weight.device(), "Linear::forward: input ",
+           x.describe(), " must have the dtype and device of the weight ", weight.describe());
   Tensor y = matmul(x, transpose(weight, 0, 1));
   return bias.defined() ? add(y, bias) : y;
 }
@@ -117,6 +119,10 @@ Tensor MLP::forward(const Tensor& x) {
 // ----- initialisation ----------------------------------------------------------------------
 
 const Tensor& normal_(const Tensor& t, double std, Generator& gen) {
+  TT_CHECK(t.defined() && is_floating(t.dtype()), "normal_: expected a float tensor, got ",
+           t.describe());
+  TT_CHECK(std::isfinite(std) && std >= 0, "normal_: std must be finite and >= 0, got ", std,
+           " (for ", t.describe(), ")");
   std::vector<double> v = randn(t.shape(), gen, {.dtype = DType::kFloat64}).to_vector<double>();
   for (double& x : v) x *= std;
   t.copy_(from_vector<double>(v, t.shape()));

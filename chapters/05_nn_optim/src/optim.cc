@@ -1,5 +1,6 @@
 // Optimizer base class (groups, state, step counter, state dict), SGD and AdamW front-ends.
 // The updates themselves are the kernels "sgd_step" and "adamw_step" (optim_kernels.cc).
+#include <cmath>
 #include <map>
 #include <unordered_set>
 #include <utility>
@@ -11,16 +12,21 @@ namespace tt::optim {
 Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr,
                      std::vector<std::string> state_names)
     : name_(std::move(name)), groups_(std::move(groups)), state_names_(std::move(state_names)) {
-  TT_CHECK(lr >= 0, name_, ": learning rate must be >= 0, got ", lr);
+  TT_CHECK(std::isfinite(lr) && lr >= 0, name_, ": learning rate must be finite and >= 0, got ",
+           lr);
   std::unordered_set<const TensorImpl*> seen;
   int64_t index = 0;
-  for (const ParamGroup& group : groups_) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& group = groups_[g];
+    TT_CHECK(std::isfinite(group.weight_decay) && group.weight_decay >= 0, name_,
+             ": weight_decay of parameter group ", g, " must be finite and >= 0, got ",
+             group.weight_decay);
     for (const Tensor& p : group.params) {
       TT_CHECK(p.defined(), name_, ": parameter ", index, " is undefined");
       TT_CHECK(is_floating(p.dtype()) && p.is_contiguous() && p.is_leaf(), name_, ": parameter ",
                index, " must be a contiguous float32/float64 leaf, got ", p.describe());
-      TT_CHECK(seen.insert(p.impl().get()).second, name_, ": parameter ", index,
-               " appears twice (pass module.parameters(), which lists tied weights once)");
+      TT_CHECK(seen.insert(p.impl().get()).second, name_, ": parameter ", index, " (", p.describe(),
+               ") appears twice (pass module.parameters(), which lists tied weights once)");
       std::vector<Tensor> state;
       for (std::size_t k = 0; k < state_names_.size(); ++k) state.push_back(zeros_like(p));
       state_.push_back(std::move(state));
@@ -36,7 +42,8 @@ double Optimizer::lr() const {
 }
 
 void Optimizer::set_lr(double lr) {
-  TT_CHECK(lr >= 0, name_, "::set_lr: learning rate must be >= 0, got ", lr);
+  TT_CHECK(std::isfinite(lr) && lr >= 0, name_,
+           "::set_lr: learning rate must be finite and >= 0, got ", lr);
   lr_.data<double>()[0] = lr;
 }
 
@@ -107,7 +114,11 @@ std::vector<ParamGroup> one_group(std::vector<Tensor> params, double weight_deca
 }
 
 std::vector<std::string> sgd_state(const SgdOptions& o) {
-  TT_CHECK(o.momentum >= 0 && o.weight_decay >= 0, "SGD: momentum and weight_decay must be >= 0");
+  TT_CHECK(
+      std::isfinite(o.momentum) && o.momentum >= 0 && std::isfinite(o.weight_decay) &&
+          o.weight_decay >= 0 && std::isfinite(o.dampening),
+      "SGD: momentum and weight_decay must be finite and >= 0, dampening finite; got momentum ",
+      o.momentum, ", weight_decay ", o.weight_decay, ", dampening ", o.dampening);
   TT_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
            "SGD: Nesterov momentum requires momentum > 0 and dampening = 0");
   if (o.momentum == 0) return {};
@@ -117,7 +128,10 @@ std::vector<std::string> sgd_state(const SgdOptions& o) {
 std::vector<std::string> adamw_state(const AdamWOptions& o) {
   TT_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
            "AdamW: betas must be in [0, 1), got (", o.beta1, ", ", o.beta2, ")");
-  TT_CHECK(o.eps >= 0 && o.weight_decay >= 0, "AdamW: eps and weight_decay must be >= 0");
+  TT_CHECK(
+      std::isfinite(o.eps) && o.eps >= 0 && std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+      "AdamW: eps and weight_decay must be finite and >= 0, got eps ", o.eps, ", weight_decay ",
+      o.weight_decay);
   return {"exp_avg", "exp_avg_sq"};
 }
 

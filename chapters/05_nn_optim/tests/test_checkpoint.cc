@@ -2,6 +2,8 @@
 // rejection), the atomic write, and resuming training bit for bit from a checkpoint.
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -218,6 +220,56 @@ TEST_F(Ch05_Checkpoint, SaveIsAtomicAndLeavesNoTemporaryFiles) {
   EXPECT_TT_ERROR(ckpt::save(path("no/such/dir/x.ckpt"), {{"v", tensor({1})}}),
                   "no/such/dir/x.ckpt");
   EXPECT_TT_ERROR(ckpt::save(p, {{"v", tensor({1})}, {"v", tensor({2})}}), "duplicate key 'v'");
+}
+
+TEST_F(Ch05_Checkpoint, CrashBetweenWriteAndRenameKeepsThePreviousFile) {
+  // Simulate a crash at the worst moment of an overwrite: the new content is complete and
+  // fsync'ed in the temporary file, the rename has not happened. A forked child process dies
+  // there (the hook calls _Exit); the parent then inspects what is on disk.
+  const std::string p = one_tensor_file();
+  EXPECT_EXIT(
+      {
+        ckpt::set_before_rename_hook([](const std::string&) { std::_Exit(42); });
+        ckpt::save(p, {{"w", from_vector<float>({9, 9, 9, 9, 9, 9}, {2, 3})}});
+      },
+      ::testing::ExitedWithCode(42), "");
+  // The previous checkpoint is intact and loads.
+  EXPECT_EQ(ckpt::load(p)[0].second.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  // The crash left exactly one stray temporary file next to it, never read by load().
+  std::vector<fs::path> stray;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    if (entry.path() != fs::path(p)) stray.push_back(entry.path());
+  }
+  ASSERT_EQ(stray.size(), 1u);
+  EXPECT_TRUE(stray[0].filename().string().starts_with("one.ckpt.tmp.")) << stray[0];
+  EXPECT_EQ(ckpt::load(stray[0].string())[0].second.to_vector<float>()[0], 9.0f);
+  // The next save (in this process, without the hook) replaces the file normally.
+  ckpt::save(p, {{"w", from_vector<float>({7, 7, 7, 7, 7, 7}, {2, 3})}});
+  EXPECT_EQ(ckpt::load(p)[0].second.to_vector<float>()[0], 7.0f);
+}
+
+TEST_F(Ch05_Checkpoint, SaveCheckpointRefusesNonFiniteValues) {
+  Generator gen(3);
+  nn::Linear model(3, 2, true, gen);
+  optim::AdamW opt(model.parameters(), {});
+  const std::string p = path("good.ckpt");
+  ckpt::save_checkpoint(p, model, &opt);
+  const auto good_bytes = ckpt::read_file(p);
+  const auto good_weight = model.weight.to_vector<float>();
+  // A diverged model (a NaN weight) or optimizer state (an Inf moment) is never written.
+  model.bias.fill_(NAN);
+  EXPECT_TT_ERROR(ckpt::save_checkpoint(p, model, &opt), "save_checkpoint", p, "'model.bias'",
+                  "[2]", "nan", "left unchanged");
+  model.bias.fill_(0);
+  opt.state_dict().back().second.fill_(INFINITY);
+  EXPECT_TT_ERROR(ckpt::save_checkpoint(p, model, &opt), "save_checkpoint",
+                  "'optimizer.state.1.exp_avg_sq'", "inf");
+  EXPECT_TRUE(ckpt::read_file(p) == good_bytes);  // the good checkpoint is untouched
+  ckpt::load_checkpoint(p, model, &opt);
+  EXPECT_EQ(model.weight.to_vector<float>(), good_weight);
+  // The generic ckpt::save stores any values, NaN included.
+  ckpt::save(path("raw.ckpt"), {{"x", from_vector<float>({NAN}, {1})}});
+  EXPECT_TRUE(std::isnan(ckpt::load(path("raw.ckpt"))[0].second.item()));
 }
 
 TEST_F(Ch05_Checkpoint, ModelAndOptimizerMismatchesChangeNothing) {

@@ -8,7 +8,8 @@
 // <out>/train.csv (one row per step, plus val_loss rows), <out>/loss.png (gnuplot, when
 // installed), <out>/checkpoint.ttckpt (model + optimizer, atomic) and <out>/model.bin (llm.c
 // format) at the end. A NaN/Inf loss or gradient stops the run before the update, so the last
-// checkpoint stays the last good one.
+// checkpoint stays the last good one (exit status 3); save_checkpoint also refuses NaN/Inf
+// weights (exit status 1 with the error). See "Non-finite policy" in tt/train.h.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -104,7 +105,9 @@ const char* const kUsage =
     "  --tf32                let float32 GEMMs on the GPU use TF32 tensor cores (faster;\n"
     "                        inputs rounded to 10-bit mantissas; off by default, as in PyTorch)\n"
     "  --peak-tflops X       peak TFLOP/s for MFU (default on a GPU: 67, H100 FP32; with\n"
-    "                        --tf32: 495, H100 dense TF32)\n";
+    "                        --tf32: 495, H100 dense TF32)\n"
+    "exit status: 0 done, 1 error (message on stderr), 3 stopped at a NaN/Inf loss or\n"
+    "gradient norm (nothing written after the last good checkpoint)\n";
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -360,19 +363,30 @@ int run(const Options& o) {
   Timer total;
   int64_t step = start;
   int status = 0;
+  const std::vector<Tensor> params = model->parameters();
+  // Non-finite policy (tt/train.h): stop at once, write nothing more, exit with status 3.
+  auto stop_nonfinite = [&](const std::string& what) {
+    bar.println("step " + std::to_string(step + 1) + ": " + what +
+                    "; stopping. The last good checkpoint is " +
+                    (fs::exists(ckpt_path) ? ckpt_path : std::string("(none written yet)")),
+                stderr);
+    status = 3;
+  };
   while (step < o.steps) {
     schedule.apply(opt);
     const double lr = opt.lr();
     Timer t;
     const TrainStepResult r = train_step(*model, opt, next_train, so);
     const double ms = t.elapsed_ms();
+    const std::string loss_norm =
+        "loss " + fmt("%g", r.loss) + ", grad norm " + fmt("%g", r.grad_norm);
     if (!r.finite) {
-      bar.println("step " + std::to_string(step + 1) + ": loss " + fmt("%g", r.loss) +
-                      ", grad norm " + fmt("%g", r.grad_norm) +
-                      " is not finite; stopping before the update. The last good checkpoint is " +
-                      (fs::exists(ckpt_path) ? ckpt_path : std::string("(none written yet)")),
-                  stderr);
-      status = 3;
+      stop_nonfinite(loss_norm + " is not finite (the update was skipped)");
+      break;
+    }
+    if (!all_finite(params)) {
+      stop_nonfinite(loss_norm + " was finite, but the update with lr " + fmt("%g", lr) +
+                     " made the parameters NaN/Inf");
       break;
     }
     ++step;

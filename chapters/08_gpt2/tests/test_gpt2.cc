@@ -16,29 +16,8 @@
 namespace tt::gpt2 {
 namespace {
 
-GPT2Config tiny_config() {
-  return {.block_size = 16,
-          .vocab_size = 50,
-          .padded_vocab_size = 64,
-          .n_layer = 2,
-          .n_head = 2,
-          .n_embd = 16};
-}
-
-/// A deterministic batch of tokens < V built with given code only.
-Batch fixed_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  Generator g(seed);
-  std::vector<int64_t> w(static_cast<std::size_t>(B * T + 1));
-  for (auto& t : w) t = static_cast<int64_t>(g.next_u64() % static_cast<uint64_t>(V));
-  std::vector<int64_t> x, y;
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < T; ++t) {
-      x.push_back(w[static_cast<std::size_t>(b * T + t)]);
-      y.push_back(w[static_cast<std::size_t>(b * T + t + 1)]);
-    }
-  }
-  return {from_vector(x, {B, T}), from_vector(y, {B, T})};
-}
+using ch08_test::fixed_batch;
+using ch08_test::tiny_config;
 
 // ----- configuration and parameters ------------------------------------------------------------
 
@@ -359,19 +338,23 @@ TEST(Ch08_8_TrainStep, NonFiniteLossSkipsTheUpdate) {
 }
 
 TEST(Ch08_Train, ResumeFromCheckpointIsExact) {
-  // 6 steps straight == 3 steps, checkpoint, fresh objects, load, 3 more steps (bitwise).
+  // 6 steps straight == 3 steps, checkpoint, fresh objects, load, 3 more steps: the losses are
+  // compared with == (bit for bit, not within a tolerance), and so are the final parameters
+  // and the optimizer state (moments, step, lr).
   const GPT2Config c = tiny_config();
   auto batches = [](int64_t& i) { return fixed_batch(2, 8, 50, 100 + static_cast<uint64_t>(i++)); };
   auto make_opt = [](GPT2& m) {
     return std::make_unique<optim::AdamW>(param_groups(m, 0.1), optim::AdamWOptions{});
   };
   std::vector<double> straight;
+  GPT2 straight_model(c, 9);
+  auto straight_opt = make_opt(straight_model);
   {
-    GPT2 m(c, 9);
-    auto opt = make_opt(m);
     int64_t i = 0;
-    for (int s = 0; s < 6; ++s)
-      straight.push_back(train_step(m, *opt, [&] { return batches(i); }, {2, 1.0}).loss);
+    for (int s = 0; s < 6; ++s) {
+      straight.push_back(
+          train_step(straight_model, *straight_opt, [&] { return batches(i); }, {2, 1.0}).loss);
+    }
   }
   const ch08_test::TempDir dir;
   const std::string path = dir.file("resume.ttckpt");
@@ -384,16 +367,26 @@ TEST(Ch08_Train, ResumeFromCheckpointIsExact) {
       resumed.push_back(train_step(m, *opt, [&] { return batches(i); }, {2, 1.0}).loss);
     ckpt::save_checkpoint(path, m, opt.get());
   }
-  {
-    GPT2 m(c, 1234);  // a different init: everything must come from the file
-    auto opt = make_opt(m);
-    ckpt::load_checkpoint(path, m, opt.get());
-    EXPECT_EQ(opt->step_count(), 3);
-    for (int s = 0; s < 3; ++s)
-      resumed.push_back(train_step(m, *opt, [&] { return batches(i); }, {2, 1.0}).loss);
-  }
+  GPT2 m(c, 1234);  // a different init: everything must come from the file
+  auto opt = make_opt(m);
+  ckpt::load_checkpoint(path, m, opt.get());
+  EXPECT_EQ(opt->step_count(), 3);
+  for (int s = 0; s < 3; ++s)
+    resumed.push_back(train_step(m, *opt, [&] { return batches(i); }, {2, 1.0}).loss);
   ASSERT_EQ(resumed.size(), straight.size());
   for (std::size_t s = 0; s < straight.size(); ++s) EXPECT_EQ(resumed[s], straight[s]) << s;
+  const auto a = straight_model.state_dict(), b = m.state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].second.to_vector<float>(), b[k].second.to_vector<float>()) << a[k].first;
+  }
+  const auto sa = straight_opt->state_dict(), sb = opt->state_dict();
+  ASSERT_EQ(sa.size(), sb.size());
+  EXPECT_EQ(sa[0].second.item(), sb[0].second.item());  // step
+  EXPECT_EQ(sa[1].second.item(), sb[1].second.item());  // lr
+  for (std::size_t k = 2; k < sa.size(); ++k) {
+    EXPECT_EQ(sa[k].second.to_vector<float>(), sb[k].second.to_vector<float>()) << sa[k].first;
+  }
 }
 
 TEST(Ch08_Train, ParamGroupsAndFlops) {

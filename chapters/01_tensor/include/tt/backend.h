@@ -18,7 +18,7 @@ class Tensor;
 
 /// Allocation statistics, in bytes (what a caching allocator reports too).
 struct AllocatorStats {
-  std::size_t allocated = 0;          ///< bytes handed out and not yet returned
+  std::size_t allocated = 0;          ///< bytes in use: handed out, not yet returned (leak tests)
   std::size_t peak_allocated = 0;     ///< maximum of `allocated` since start
   std::size_t reserved = 0;           ///< bytes held from the system (>= allocated when caching)
   std::size_t num_allocs = 0;         ///< number of allocate() calls
@@ -46,7 +46,9 @@ class CpuAllocator final : public Allocator {
   void* allocate(std::size_t nbytes) override;
   /// Frees a block from allocate().
   void deallocate(void* ptr, std::size_t nbytes) override;
-  /// Live/peak byte counts.
+  /// Process-wide counts of every CpuAllocator: `allocated` is the bytes in use (the sizes
+  /// requested, before rounding), so a step that frees what it allocates leaves it unchanged
+  /// (Ch08_Leaks checks 1,100 GPT-2 steps); `peak_allocated` its maximum.
   AllocatorStats stats() const override;
 
  private:

@@ -95,9 +95,9 @@ class Tensor {
   const Strides& strides() const;
   /// Number of dimensions.
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
-  /// Size of dimension `d` (negative d counts from the end).
+  /// Size of dimension `d` (negative d counts from the end); throws for a 0-d tensor.
   int64_t size(int64_t d) const;
-  /// Stride of dimension `d` (negative d counts from the end).
+  /// Stride of dimension `d` (negative d counts from the end); throws for a 0-d tensor.
   int64_t stride(int64_t d) const;
   /// Offset of element 0 from the start of the storage, in elements.
   int64_t offset() const;
@@ -137,17 +137,19 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   /// Reorders dimensions: result.size(i) == size(dims[i]).
   Tensor permute(const std::vector<int64_t>& dims) const;
-  /// Swaps two dimensions.
+  /// Swaps two dimensions (a 0-d tensor accepts dims 0 and -1 and returns a view of itself).
   Tensor transpose(int64_t d0, int64_t d1) const;
-  /// Elements start, start+step, ... < end along `dim` (end is clamped to size(dim)).
+  /// Elements start, start+step, ... < end along `dim` (end is clamped to size(dim)); throws
+  /// for a 0-d tensor.
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
-  /// `length` elements from `start` along `dim`.
+  /// `length` elements from `start` along `dim` (throws for a 0-d tensor).
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  /// Index `index` along `dim`, removing that dimension.
+  /// Index `index` along `dim`, removing that dimension (throws for a 0-d tensor).
   Tensor select(int64_t dim, int64_t index) const;
   /// Broadcasts size-1 dims (and new leading dims) to `shape` with stride 0; -1 keeps a size.
   Tensor expand(const Shape& shape) const;
-  /// Removes dimension `dim`, which must have size 1.
+  /// Removes dimension `dim`, which must have size 1 (a 0-d tensor accepts dims 0 and -1 and
+  /// returns a view of itself).
   Tensor squeeze(int64_t dim) const;
   /// Removes every size-1 dimension.
   Tensor squeeze() const;
@@ -265,7 +267,10 @@ std::optional<Strides> compute_view_strides(const Shape& old_shape, const Stride
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
 
 /// Normalizes a possibly negative dimension index into [0, ndim); throws naming `op` otherwise.
+/// A 0-d tensor accepts dim 0 and -1 (as in PyTorch's reductions).
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+/// wrap_dim for a tensor of `shape`; the error names the shape.
+int64_t wrap_dim(int64_t dim, const Shape& shape, const char* op);
 
 /// Element offsets of a strided walk: for the row-major linear indices begin .. begin+count-1
 /// of `shape`, writes into off_a[i] / off_b[i] the offset (in elements, relative to element 0)

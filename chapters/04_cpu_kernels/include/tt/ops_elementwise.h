@@ -9,6 +9,13 @@
 /// "mul", "div"). The backward pass reduces each gradient back to its input's shape with
 /// sum_to_shape, because an input element that was used \f$ n \f$ times receives the sum of
 /// those \f$ n \f$ gradients.
+///
+/// Edge cases: empty tensors (a size-0 dim) broadcast like any other shape and give empty
+/// results. Floating-point ops follow IEEE arithmetic and never throw on values: NaN propagates,
+/// x / 0 is +-inf (0 / 0 is NaN), log(0) = -inf, log and sqrt of negative numbers are NaN.
+/// int64 division truncates and throws tt::Error on a zero divisor. Errors (shapes that do not
+/// broadcast, different dtypes or devices, int64 into a float-only op, undefined inputs) name
+/// the front-end op ("sub" for sub(a, 2.0)) and the inputs' shapes, dtypes and devices.
 #pragma once
 
 #include "tt/ops.h"

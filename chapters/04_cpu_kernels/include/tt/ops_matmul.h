@@ -8,6 +8,12 @@
 /// \f[ \frac{\partial L}{\partial A} = \frac{\partial L}{\partial C} B^\top, \qquad
 ///     \frac{\partial L}{\partial B} = A^\top \frac{\partial L}{\partial C}, \f]
 /// each summed over the batch dims its input was broadcast along.
+///
+/// Edge cases: any of M, N, K and the batch dims may be 0. With K = 0 every output element is an
+/// empty sum, so the result is zeros [..., M, N] (every algorithm); with M, N or a batch dim 0
+/// the result is empty. NaN and Inf propagate by IEEE arithmetic: a NaN in row i of a makes row
+/// i of the result NaN, an Inf in column j of b makes column j infinite or NaN (Inf * 0 = NaN).
+/// Nothing throws on non-finite values.
 #pragma once
 
 #include <utility>

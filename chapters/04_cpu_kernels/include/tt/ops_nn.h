@@ -18,6 +18,15 @@
 /// the cross-entropy mean) add per-block partial sums in block order, so results are bitwise
 /// identical for any OMP_NUM_THREADS.
 ///
+/// Edge cases (tested in test_api_misuse.cc): tensors with no rows give empty results and,
+/// in backward, zero weight gradients (layernorm, embedding); a softmax over an empty dim gives
+/// an empty result; cross_entropy over N = 0 rows (or with every row ignored) is the mean of
+/// nothing, NaN, like PyTorch; V = 0 classes and layernorm's C = 0 are errors. NaN and Inf
+/// propagate per row and never throw: a NaN logit makes its softmax row / loss NaN, a row that
+/// is all -inf or holds +inf gives a NaN softmax row (inf - inf, as in PyTorch), -inf next to
+/// finite logits is probability 0, a -inf target logit gives loss +inf, and layernorm of a row
+/// holding an Inf is NaN. gelu(+inf) = +inf.
+///
 /// Accumulation: row sums (softmax denominators, layernorm mean/variance, dot products of
 /// backward passes, the cross-entropy mean) are accumulated in double for both float32 and
 /// float64 inputs.

@@ -8,6 +8,13 @@
 /// gradient to every element that was summed (expand); the backward of max sends it only to the
 /// element that was the maximum.
 ///
+/// Edge cases: the sum over no elements is 0 (also for int64) and the mean over no elements is
+/// 0/0 = NaN (PyTorch's convention); max over an empty dim throws tt::Error (there is no
+/// maximum), while max over a non-empty dim of a tensor with no rows gives empty results. A 0-d
+/// tensor accepts dim 0 and -1. NaN and Inf follow IEEE arithmetic: a NaN anywhere in a sum
+/// makes it NaN, +Inf + -Inf is NaN, and max returns the first NaN (NaN beats every number).
+/// Nothing here throws on non-finite values.
+///
 /// Determinism: the CPU kernels sum in blocks of kReduceBlock consecutive elements (in the
 /// row-major order of the reduced dims), accumulate in double (int64 for int64), and add the
 /// block sums in block order. Blocks never depend on the thread count, so results are bitwise

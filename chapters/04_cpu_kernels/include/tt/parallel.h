@@ -20,6 +20,20 @@ int num_threads();
 /// The environment variable OMP_NUM_THREADS sets the initial value.
 void set_num_threads(int n);
 
+/// Sets the thread count (set_num_threads) for the lifetime of the object, then restores the
+/// previous one: `{ ScopedNumThreads one(1); ... }`.
+class ScopedNumThreads {
+ public:
+  /// Switches to `n` threads (n >= 1).
+  explicit ScopedNumThreads(int n) : saved_(num_threads()) { set_num_threads(n); }
+  ~ScopedNumThreads() { set_num_threads(saved_); }
+  ScopedNumThreads(const ScopedNumThreads&) = delete;
+  ScopedNumThreads& operator=(const ScopedNumThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 /// Calls `fn(chunk_begin, chunk_end)` for the consecutive chunks
 /// [begin, begin+grain), [begin+grain, begin+2*grain), ... covering [begin, end), in parallel.
 /// The chunks depend only on (begin, end, grain); a single chunk runs on the calling thread.

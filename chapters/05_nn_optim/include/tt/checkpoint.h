@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,9 +73,18 @@ StateDict load(const std::string& path);
 /// under "model.", then the optimizer's under "optimizer." (handles to the live tensors).
 StateDict checkpoint_state(const nn::Module& model, const optim::Optimizer* optimizer = nullptr);
 
-/// Saves checkpoint_state(model, optimizer) into one file (atomically).
+/// Saves checkpoint_state(model, optimizer) into one file (atomically). Refuses (throws
+/// tt::Error naming the path, the key, the value and its index, before touching the file) when a
+/// float tensor holds NaN or Inf: the state of a diverged run never replaces the last good
+/// checkpoint. (ckpt::save writes any values.)
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer = nullptr);
+
+/// Test hook: when set, write_file_atomic calls `hook(temporary path)` after the temporary file
+/// is complete and fsync'ed and before it is renamed over the target, the one moment a crash
+/// leaves both files on disk. Tests make it exit the process to check that the previous file
+/// survives. An empty function removes it. Not thread-safe; for tests only.
+void set_before_rename_hook(std::function<void(const std::string& temp_path)> hook);
 
 /// Loads a file written by save_checkpoint into the model and (when given) the optimizer. The
 /// file, every key, shape and dtype of both are validated before the first value is copied:

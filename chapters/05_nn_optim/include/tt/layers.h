@@ -27,7 +27,8 @@ class Linear : public Module {
          TensorOptions options = {});
   /// As above with the default generator.
   Linear(int64_t in_features, int64_t out_features, bool bias = true, TensorOptions options = {});
-  /// x W^T + b.
+  /// x W^T + b. Throws tt::Error naming the shapes when x is not [..., in_features], and
+  /// naming dtypes and devices when x's differ from the weight's.
   Tensor forward(const Tensor& x) override;
   /// "in=4, out=8, bias=true".
   std::string extra_repr() const override;
@@ -135,7 +136,8 @@ class MLP : public Module {
 // ----- initialisation ----------------------------------------------------------------------
 
 /// Fills `t` in place (any device) with samples of \f$ N(0, \mathrm{std}^2) \f$ drawn from
-/// `gen` in row-major order. Returns t.
+/// `gen` in row-major order. Returns t. Throws tt::Error for a non-float `t` or a negative or
+/// non-finite std.
 const Tensor& normal_(const Tensor& t, double std, Generator& gen);
 
 /// True for names of GPT-2's residual projections: the weight of a module named "c_proj"

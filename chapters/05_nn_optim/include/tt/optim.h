@@ -9,6 +9,12 @@
 /// one fused multi-tensor launch (chapter 07 registers a CUDA "adamw_step" with the same
 /// signature).
 ///
+/// Hyper-parameters are validated when the optimizer is built (and by set_lr): a negative or
+/// non-finite learning rate, weight decay, momentum, eps, or betas outside [0, 1) throw tt::Error
+/// naming the optimizer and the value. Gradient *values* are not checked: step() applies a
+/// NaN/Inf gradient, which makes those parameters NaN/Inf. Check before stepping (chapter 08's
+/// train_step skips the update when the loss or the clip_grad_norm_ result is not finite).
+///
 /// Bias correction uses the optimizer's step counter. A parameter without a gradient is
 /// skipped; PyTorch counts steps per parameter, which agrees whenever every parameter gets a
 /// gradient at every step (the case in training).
@@ -197,6 +203,9 @@ using ScaleInplaceKernel = void(const std::vector<Tensor>& tensors, double facto
 /// \f$ n = \sqrt{\sum_p \lVert g_p\rVert^2},\ c = \mathrm{max\_norm}/(n + 10^{-6}) \f$, and if
 /// c < 1 every gradient is multiplied by c. Parameters without a gradient are ignored. Returns
 /// n, the norm before clipping (0 when there is no gradient) (exercise ch05.4).
+/// A NaN or Inf gradient makes n NaN or Inf, and is returned as such, as in PyTorch: with
+/// n = Inf, c = 0 scales every gradient to 0 (Inf ones to NaN); with n = NaN nothing is scaled.
+/// Either way the gradients are unusable: test std::isfinite(n) before optimizer.step().
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 // ----- learning-rate schedules -------------------------------------------------------------

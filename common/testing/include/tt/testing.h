@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tt/cuda_probe.h"
 #include "tt/error.h"
@@ -30,7 +33,7 @@ std::string reference_path(const std::string& relative);
 /// `needles`. A tt::NotImplemented (an unfinished exercise) or any other exception fails the
 /// check with its own message, so a starter never passes an error test by accident.
 template <typename Fn>
-::testing::AssertionResult throws_tt_error(Fn&& fn, std::initializer_list<std::string> needles) {
+::testing::AssertionResult throws_tt_error(Fn&& fn, const std::vector<std::string>& needles) {
   try {
     fn();
   } catch (const tt::Error& e) {
@@ -48,6 +51,27 @@ template <typename Fn>
            << "expected tt::Error, got another exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "expected tt::Error, nothing was thrown";
+}
+
+/// throws_tt_error with the needles as a braced list: `throws_tt_error(fn, {"add", "[2]"})`.
+template <typename Fn>
+::testing::AssertionResult throws_tt_error(Fn&& fn, std::initializer_list<std::string> needles) {
+  return throws_tt_error(std::forward<Fn>(fn), std::vector<std::string>(needles));
+}
+
+/// One row of a table-driven misuse test: `call` must throw tt::Error whose message contains
+/// every needle (the op's name, the offending shapes, dtypes, devices or values).
+struct MisuseCase {
+  std::string what;                  ///< label printed when the row fails
+  std::function<void()> call;        ///< the misuse
+  std::vector<std::string> needles;  ///< substrings the error message must contain
+};
+
+/// EXPECTs every row of `cases` (see throws_tt_error); a failure names the row.
+inline void expect_errors(const std::vector<MisuseCase>& cases) {
+  for (const MisuseCase& c : cases) {
+    EXPECT_TRUE(throws_tt_error(c.call, c.needles)) << "case: " << c.what;
+  }
 }
 
 }  // namespace tt::testing

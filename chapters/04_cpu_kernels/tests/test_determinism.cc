@@ -1,0 +1,45 @@
+// What the thread count changes (README, "Determinism"): nothing in our own kernels (fixed
+// partitions, see the SameBitsForAnyThreadCount tests), and, in Eigen's GEMM (the default
+// "matmul" kernel), only the split of K between one thread and several: a multi-threaded
+// product sums K in fixed blocks of at most 320 (fewer with a small L1), a single-threaded one
+// in blocks it derives from the L1 size and K. So 1 vs 2 threads agree bit for bit for small K,
+// any two thread counts >= 2 agree for every K, and 1 vs 2 threads may differ in the last bits
+// for large K.
+#include <cstring>
+#include <vector>
+
+#include "tt/functional.h"
+#include "tt/testing.h"
+
+namespace tt {
+namespace {
+
+/// a [M, K] @ b [K, 384] with `threads` threads, through the given algorithm.
+std::vector<float> product(int64_t M, int64_t K, int threads, MatmulAlgo algo) {
+  Generator gen(static_cast<uint64_t>(K));
+  const Tensor a = randn({M, K}, gen), b = randn({K, 384}, gen);
+  const ScopedNumThreads scoped(threads);
+  return matmul(a, b, algo).to_vector<float>();
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+TEST(Ch04_Determinism, EigenGemmDependsOnlyOnOneVersusSeveralThreadsAndOnlyForLargeK) {
+  // [128, K] @ [K, 384] is large enough for Eigen to use 2 threads.
+  const auto small_k_one = product(128, 256, 1, MatmulAlgo::kEigen);
+  EXPECT_TRUE(same_bits(small_k_one, product(128, 256, 2, MatmulAlgo::kEigen)))
+      << "K = 256 fits one K block with 1 and with 2 threads";
+  const auto large_k_two = product(128, 1024, 2, MatmulAlgo::kEigen);
+  EXPECT_TRUE(same_bits(large_k_two, product(128, 1024, 3, MatmulAlgo::kEigen)))
+      << "2 and 3 threads use the same K blocks";
+  const auto large_k_one = product(128, 1024, 1, MatmulAlgo::kEigen);
+  EXPECT_TENSOR_NEAR(from_vector(large_k_one), from_vector(large_k_two), 1e-4, 1e-5);
+  // Our blocked kernel sums every K in the same order for any thread count.
+  EXPECT_TRUE(same_bits(product(128, 1024, 1, MatmulAlgo::kBlocked),
+                        product(128, 1024, 2, MatmulAlgo::kBlocked)));
+}
+
+}  // namespace
+}  // namespace tt
