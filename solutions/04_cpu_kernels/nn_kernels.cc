@@ -15,7 +15,6 @@
 #include <optional>
 #include <vector>
 
-
 #include "tt/eigen.h"
 #include "tt/ops_nn.h"
 #include "tt/todo.h"
