@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "tt/eigen.h"
-
 #include "tt/dispatcher.h"
+#include "tt/eigen.h"
 #include "tt/ops_matmul.h"
 #include "tt/parallel.h"
 #include "tt/todo.h"

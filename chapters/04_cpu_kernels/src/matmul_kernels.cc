@@ -9,9 +9,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "tt/eigen.h"
-
 #include "tt/dispatcher.h"
+#include "tt/eigen.h"
 #include "tt/ops_matmul.h"
 #include "tt/parallel.h"
 #include "tt/todo.h"
