@@ -96,7 +96,9 @@ TEST(Ch08_GPT2Cuda, TinyModelMatchesTheCpu) {
     EXPECT_NEAR(g.grad_norm, c.grad_norm, 1e-4 * c.grad_norm) << "step " << step;
   }
   for (std::size_t i = 0; i < cpu_params.size(); ++i) {
-    EXPECT_TENSOR_NEAR(on_cpu(gpu_params[i].second), cpu_params[i].second, 1e-5, 1e-4)
+    // Adam moves every weight by about lr = 1e-3 per step whatever the gradient's size, so a
+    // tiny gradient whose rounding differs between the devices can move a weight by ~1e-5 more.
+    EXPECT_TENSOR_NEAR(on_cpu(gpu_params[i].second), cpu_params[i].second, 1e-4, 1e-4)
         << cpu_params[i].first;
   }
 }
