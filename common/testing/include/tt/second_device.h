@@ -56,17 +56,17 @@ class HostMemoryBackend final : public DeviceBackend {
 
 }  // namespace detail
 
-/// cuda:0 (real, or the host-memory stand-in in a build without a CUDA backend); std::nullopt in
-/// a CUDA build on a machine without a usable GPU (the caller skips).
+/// cuda:0: the real one when this binary has the CUDA backend (chapter 06 linked) and a usable
+/// GPU, the host-memory stand-in when it has no CUDA backend (a CPU build, or a chapter before
+/// 06, GPU or not); std::nullopt with the backend but without a GPU (the caller skips).
 inline std::optional<Device> second_device() {
-  if (cuda_device_count() > 0) return Device::cuda(0);
   static const bool stand_in = [] {
-    if (has_backend(DeviceType::kCUDA)) return false;  // the real backend, without a GPU
+    if (has_backend(DeviceType::kCUDA)) return false;  // the real backend
     static detail::HostMemoryBackend backend;
     register_backend(DeviceType::kCUDA, &backend);
     return true;
   }();
-  if (stand_in) return Device::cuda(0);
+  if (stand_in || cuda_device_count() > 0) return Device::cuda(0);
   return std::nullopt;
 }
 
