@@ -140,14 +140,14 @@ void sum(const Tensor& out, const Tensor& in) {
     fill(out, 0.0);
     return;
   }
-  g.kept = make_strided_indexer(kept_shape, kept_strides, kept_strides);
-  g.reduced = make_strided_indexer(red_shape, red_strides, red_strides);
   g.n_red = in.numel() / n_out;
   g.n_chunks = (g.n_red + kReduceChunk - 1) / kReduceChunk;
   const int dev = in.device().index;
   DeviceGuard guard(dev);
   dispatch_dtype(in.dtype(), "cuda::sum", [&]<typename T>() {
 #if TT_SOLUTION
+    g.kept = make_strided_indexer(kept_shape, kept_strides, kept_strides);
+    g.reduced = make_strided_indexer(red_shape, red_strides, red_strides);
     const int64_t n_tasks = n_out * g.n_chunks;
     // With one chunk per output the first kernel writes the sums themselves.
     const Tensor partial = g.n_chunks == 1 ? out : empty({n_tasks}, {in.dtype(), in.device()});
@@ -163,7 +163,8 @@ void sum(const Tensor& out, const Tensor& in) {
     // later user of the block is queued on the same stream (see tt/caching_allocator.h).
 #else
     TT_TODO("ch06.3",
-            "CUDA sum with warp shuffles: warp_reduce_sum (5 __shfl_down_sync steps), "
+            "CUDA sum with warp shuffles: g.kept / g.reduced from make_strided_indexer (ch06.1), "
+            "warp_reduce_sum (5 __shfl_down_sync steps), "
             "block_reduce_sum (warp sums via shared memory, then warp 0), sum_chunks_kernel "
             "(task t = output t / n_chunks, chunk t % n_chunks; strided per-thread sums, block "
             "reduce, partial[t]); launch it, then sum_partials_kernel when n_chunks > 1");
