@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_main.h"
 #include "tt/cuda_probe.h"
 #include "tt/tensor.h"
 
@@ -245,11 +246,7 @@ inline int run_main(int argc, char** argv, const char* program) {
     benchmark::AddCustomContext("gpu", prop.name);
 #endif
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_registered(argc, argv);
 }
 
 }  // namespace tt::bench

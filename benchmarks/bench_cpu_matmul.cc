@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "tt/dispatcher.h"
 #include "tt/ops_matmul.h"
 #include "tt/parallel.h"
@@ -103,9 +104,5 @@ int main(int argc, char** argv) {
 #if !TT_HAVE_OPENBLAS
   std::printf("bench_cpu_matmul: OpenBLAS not found at configure time: baseline skipped\n");
 #endif
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return tt::bench::run_registered(argc, argv);
 }

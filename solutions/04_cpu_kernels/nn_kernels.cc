@@ -319,14 +319,19 @@ void gelu_backward(const Tensor& dx, const Tensor& dout, const Tensor& x) {
     T* pdx = dx.data<T>();
     const T beta = static_cast<T>(kSqrt2OverPi), kappa = static_cast<T>(kGeluCoeff);
     const int64_t n = x.numel(), chunks = (n + kGeluChunk - 1) / kGeluChunk;
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t b = c * kGeluChunk, len = std::min(kGeluChunk, n - b);
-      const Eigen::Map<const Array> v(px + b, len), dy(pdy + b, len);
-      const Array t = (beta * (v + kappa * v.cube())).tanh();
-      Eigen::Map<Array>(pdx + b, len) =
-          dy * (T(0.5) * (T(1) + t) +
-                T(0.5) * v * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * v.square()));
+#pragma omp parallel
+    {
+      Array t_buf(kGeluChunk);  // this thread's tanh(u) of one chunk
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t b = c * kGeluChunk, len = std::min(kGeluChunk, n - b);
+        const Eigen::Map<const Array> v(px + b, len), dy(pdy + b, len);
+        auto t = t_buf.head(len);
+        t = (beta * (v + kappa * v.cube())).tanh();
+        Eigen::Map<Array>(pdx + b, len) =
+            dy * (T(0.5) * (T(1) + t) +
+                  T(0.5) * v * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * v.square()));
+      }
     }
   });
 #else

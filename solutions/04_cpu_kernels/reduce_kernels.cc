@@ -84,12 +84,12 @@ void sum(const Tensor& out, const Tensor& in) {
       const int64_t step = *split.red_step;
       const int64_t ncol = (split.n_out + kReduceCols - 1) / kReduceCols;
       parallel_for(0, ncol * nblk, 1, [&](int64_t tb, int64_t te) {
-        std::vector<Acc<T>> acc(static_cast<std::size_t>(kReduceCols));
+        Acc<T> acc[kReduceCols];
         for (int64_t t = tb; t < te; ++t) {
           const int64_t j0 = (t / nblk) * kReduceCols, b = t % nblk;
           const int64_t cols = std::min(kReduceCols, split.n_out - j0);
           const int64_t r0 = b * kReduceBlock, len = std::min(kReduceBlock, split.n_red - r0);
-          std::fill(acc.begin(), acc.end(), Acc<T>(0));
+          std::fill(acc, acc + cols, Acc<T>(0));
           for (int64_t r = r0; r < r0 + len; ++r) {
             const T* row = x + r * step + j0;
             for (int64_t j = 0; j < cols; ++j) acc[j] += static_cast<Acc<T>>(row[j]);

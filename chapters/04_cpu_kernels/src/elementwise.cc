@@ -133,20 +133,21 @@ const char* binary_name(BinaryOp op) {
 
 /// binary_op(op, a, b) for same-shape operands. Chapter 02's CPU kernels are serial; on the CPU
 /// the rows of dim 0 are split into fixed slabs, each one a call of that kernel on narrowed
-/// views, run in parallel (element-wise: no ordering question). Only for floating dtypes: the
+/// views, run in parallel (element-wise: no ordering question); the kernel is looked up once.
+/// Only for floating dtypes: the
 /// int64 "div" kernel throws on a zero divisor, and nothing may throw inside parallel_for.
 Tensor parallel_binary(const char* op, const Tensor& a, const Tensor& b) {
   if (!a.device().is_cpu() || !is_floating(a.dtype()) || a.dim() == 0 ||
       a.numel() < 2 * cpu::kElementwiseGrain || a.shape() != b.shape()) {
     return binary_op(op, a, b);
   }
+  BinaryKernel* kernel = KernelRegistry::instance().find<BinaryKernel>(op, DeviceType::kCPU);
   Tensor out = empty(a.shape(), {a.dtype(), a.device()});
   const int64_t rows = a.size(0), row_len = a.numel() / rows;
-  parallel_for(0, rows, std::max<int64_t>(1, cpu::kElementwiseGrain / row_len),
-               [&](int64_t r0, int64_t r1) {
-                 call_kernel<BinaryKernel>(op, out.device(), out.narrow(0, r0, r1 - r0),
-                                           a.narrow(0, r0, r1 - r0), b.narrow(0, r0, r1 - r0));
-               });
+  parallel_for(
+      0, rows, std::max<int64_t>(1, cpu::kElementwiseGrain / row_len), [&](int64_t r0, int64_t r1) {
+        kernel(out.narrow(0, r0, r1 - r0), a.narrow(0, r0, r1 - r0), b.narrow(0, r0, r1 - r0));
+      });
   return out;
 }
 
