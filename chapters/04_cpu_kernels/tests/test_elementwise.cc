@@ -133,8 +133,7 @@ TEST(Ch04_Elementwise, GradientOfABroadcastInputIsSummed) {
 }
 
 TEST(Ch04_Parallel, ExceptionOfTheLowestChunkIsRethrownAfterEveryChunkRan) {
-  const int saved = num_threads();
-  set_num_threads(2);
+  const ScopedNumThreads two(2);
   std::atomic<int> ran{0};
   try {
     parallel_for(0, 100, 1, [&](int64_t b, int64_t) {
@@ -145,7 +144,6 @@ TEST(Ch04_Parallel, ExceptionOfTheLowestChunkIsRethrownAfterEveryChunkRan) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), "chunk 37");
   }
-  set_num_threads(saved);
   EXPECT_EQ(ran.load(), 100);
 }
 

@@ -75,15 +75,13 @@ TEST(Ch04_3_SumKernel, ColumnSumsEqualTheStridedPathBitForBit) {
   const Tensor x = test04::randn_t({rows, cols}, 5, DType::kFloat32);
   const Tensor col_major = x.transpose(0, 1).contiguous().transpose(0, 1);  // strides [1, rows]
   ASSERT_FALSE(col_major.is_contiguous());
-  const int saved = num_threads();
   for (int threads : {1, 2}) {
-    set_num_threads(threads);
+    const ScopedNumThreads scoped(threads);
     Tensor fast = empty({1, cols}), strided = empty({1, cols});
     cpu::sum(fast, x);
     cpu::sum(strided, col_major);
     EXPECT_EQ(fast.to_vector<float>(), strided.to_vector<float>()) << threads << " threads";
   }
-  set_num_threads(saved);
 }
 
 // ----- ch04.4 max_dim kernel -----------------------------------------------------------------
