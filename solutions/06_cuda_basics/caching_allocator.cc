@@ -72,10 +72,10 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
   return block;
 #else
   TT_TODO("ch06.4",
-          "size_class and CachingAllocator::allocate: a live block of size_class(nbytes) bytes, "
-          "a cached block of exactly that class when there is one (no raw call); when raw_ is "
-          "out of memory the cache is freed and one retry made, then tt::Error naming the "
-          "device; stats kept; thread-safe");
+          "size_class and CachingAllocator::allocate: allocate(nbytes) returns a live block of "
+          "size_class(nbytes) bytes, a cached block of exactly that class when there is one (no "
+          "raw call); when raw_ is out of memory the cache is freed and one retry made, then "
+          "tt::Error naming the device; stats kept; thread-safe");
 #endif
 }
 

@@ -125,8 +125,8 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
 #else
     (void)o, (void)pa, (void)pb;
     TT_TODO("ch06.2",
-            "launch_binary: out (contiguous) = op(a, b) element-wise for every dtype and any "
-            "strides of a and b (broadcast, transposed, misaligned views, n >= 2^31); contiguous "
+            "launch_binary: out (contiguous) = op(a, b) element-wise for every dtype, any n and "
+            "any strides of a and b (broadcast, transposed, misaligned views); contiguous "
             "16-byte-aligned operands read 16-byte packs; kernels on stream(dev), every launch "
             "checked");
 #endif
