@@ -30,8 +30,9 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   return total;
 #else
   TT_TODO("ch05.4",
-          "clip_grad_norm_: n = sqrt(sum of squares of ALL gradients) via \"sum_of_squares\"; "
-          "c = max_norm / (n + 1e-6); if c < 1 scale every gradient by c via \"scale_\"; return n");
+          "clip_grad_norm_: returns n, the L2 norm of all gradients taken as one vector (before "
+          "clipping); when max_norm / (n + 1e-6) < 1 every gradient is scaled by that factor in "
+          "place, otherwise none changes; the work runs in the gradients' device kernels");
 #endif
 }
 

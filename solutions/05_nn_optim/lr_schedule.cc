@@ -30,8 +30,9 @@ double WarmupCosineLR::lr(int64_t step) const {
   return min_lr_ + coeff * (max_lr_ - min_lr_);
 #else
   TT_TODO("ch05.5",
-          "WarmupCosineLR::lr: max_lr*(s+1)/W while s < W; min_lr from s >= S; in between "
-          "min + 0.5*(1 + cos(pi*(s-W)/(S-W)))*(max - min)");
+          "WarmupCosineLR::lr: the rate of 0-based step s: linear warmup that is > 0 at s = 0 "
+          "and reaches max_lr at s = W - 1, half a cosine from max_lr at s = W down to min_lr at "
+          "s = S, min_lr for s >= S");
 #endif
 }
 

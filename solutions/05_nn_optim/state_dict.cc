@@ -57,8 +57,10 @@ void apply_state_dict(const StateDict& targets, const StateDict& state, const st
   for (const auto& [target, value] : copies) target->copy_(*value);
 #else
   TT_TODO("ch05.6",
-          "apply_state_dict: first collect every problem (missing, unexpected, duplicate keys; "
-          "dtype or shape mismatch) and throw them all naming source; only then copy_ values");
+          "apply_state_dict: copies state[name] into the target of that name, all or nothing: "
+          "every problem (missing or unexpected key when strict, duplicate key, undefined "
+          "tensor, dtype or shape mismatch) is listed in one tt::Error naming source, and then "
+          "no target has changed");
 #endif
 }
 

@@ -30,8 +30,9 @@ std::size_t size_class(std::size_t nbytes) {
   return (nbytes + g - 1) / g * g;
 #else
   TT_TODO("ch06.4",
-          "caching allocator: size_class rounds nbytes up to a multiple of kSmallGranularity "
-          "(<= kSmallSizeLimit) or kLargeGranularity (above)");
+          "size_class and CachingAllocator::allocate: size_class(nbytes) is nbytes rounded up to "
+          "a multiple of kSmallGranularity when nbytes <= kSmallSizeLimit, of kLargeGranularity "
+          "above; 0 stays 0");
 #endif
 }
 
@@ -71,9 +72,10 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
   return block;
 #else
   TT_TODO("ch06.4",
-          "CachingAllocator::allocate: take a block from free_blocks_[size_class(nbytes)] if "
-          "any, else raw_.raw_allocate (on nullptr: release_cache_locked() and retry once, then "
-          "throw); record it in live_blocks_ and the stats (count_allocation)");
+          "size_class and CachingAllocator::allocate: allocate(nbytes) returns a live block of "
+          "size_class(nbytes) bytes, a cached block of exactly that class when there is one (no "
+          "raw call); when raw_ is out of memory the cache is freed and one retry made, then "
+          "tt::Error naming the device; stats kept; thread-safe");
 #endif
 }
 

@@ -67,11 +67,10 @@ void copy(const Tensor& dst, const Tensor& src) {
     });
   });
 #else
-  TT_TODO(
-      "ch06.5",
-      "cuda::copy (strided, converting): build make_strided_indexer(dst.shape(), "
-      "dst.strides(), src.strides()); dispatch_dtype on dst and on src, dispatch_index_type(n); "
-      "launch copy_strided_kernel<D, S, Index> (grid-stride loop: dst[off.a] = D(src[off.b]))");
+  TT_TODO("ch06.5",
+          "cuda::copy: dst[i] = src[i] converted to dst's dtype for every element, any dtype "
+          "pair, any strides of dst and src (broadcast src included), any n; one kernel launch "
+          "on stream(dev), checked");
 #endif
 }
 

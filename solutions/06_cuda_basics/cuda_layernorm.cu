@@ -162,10 +162,10 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 #else
     (void)eps;
     TT_TODO("ch06.7",
-            "layernorm forward kernel: one block per row (grid-stride, row_block_threads(C, "
-            "sizeof(T)) threads); mean = block_allreduce of the row sum / C, var = block_allreduce "
-            "of (x - mean)^2 / C, rstd = 1 / sqrt(var + eps); write (x - mean) * rstd * w + b, "
-            "and mean[r], rstd[r] from thread 0; launch with grid_size and stream(dev)");
+            "layernorm_forward_kernel: per row of C, out = (x - mean) * rstd * weight + bias "
+            "with the biased variance and rstd = 1 / sqrt(var + eps), mean[r] and rstd[r] "
+            "stored; float32 and float64, bitwise repeatable; launched on stream(dev) and "
+            "checked");
 #endif
   });
 }

@@ -163,11 +163,9 @@ void sum(const Tensor& out, const Tensor& in) {
     // later user of the block is queued on the same stream (see tt/caching_allocator.h).
 #else
     TT_TODO("ch06.3",
-            "CUDA sum with warp shuffles: g.kept / g.reduced from make_strided_indexer (ch06.1), "
-            "warp_reduce_sum (5 __shfl_down_sync steps), "
-            "block_reduce_sum (warp sums via shared memory, then warp 0), sum_chunks_kernel "
-            "(task t = output t / n_chunks, chunk t % n_chunks; strided per-thread sums, block "
-            "reduce, partial[t]); launch it, then sum_partials_kernel when n_chunks > 1");
+            "cuda::sum: out[j] = the sum of in over the reduced dims (out: in's rank, size 1 "
+            "where reduced; in: any strides), accumulated in in's dtype, bitwise identical on "
+            "every run and GPU (no atomics); kernels on stream(dev), every launch checked");
 #endif
   });
 }

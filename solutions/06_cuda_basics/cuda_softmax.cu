@@ -152,11 +152,9 @@ void launch_softmax_forward(const char* op, const Tensor& out, const Tensor& x, 
       TT_CUDA_CHECK_LAUNCH("softmax_rows_kernel");
 #else
       TT_TODO("ch06.6",
-              "softmax row kernel: one block per contiguous row (grid-stride over rows, "
-              "row_block_threads(n, sizeof(T)) threads); the row max with for_each_in_row and "
-              "block_allreduce(MaxOp), the sum of exp(x - max) with block_allreduce(SumOp), then "
-              "write exp(x - max) / sum (log-softmax: x - max - log(sum)); launch with grid_size "
-              "and stream(dev), then TT_CUDA_CHECK_LAUNCH");
+              "softmax_rows_kernel: out = softmax (log-softmax when kLog) of each contiguous row "
+              "of n elements, float32 and float64, finite for large |x| and with -inf entries, "
+              "bitwise repeatable; launched on stream(dev) and checked");
 #endif
       return;
     }

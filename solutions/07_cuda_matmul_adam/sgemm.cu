@@ -265,9 +265,10 @@ void sgemm_tiled(const SgemmArgs& p, cudaStream_t stream) {
   TT_CUDA_CHECK_LAUNCH("sgemm_tiled_kernel");
 #else
   TT_TODO("ch07.2",
-          "shared-memory tiled SGEMM: 32x32 blocks; per K step load one element of the A and B "
-          "tiles each (0 outside the matrix), __syncthreads, 32 FMAs from shared memory, "
-          "__syncthreads; return early when M or N is 0");
+          "sgemm_tiled: row-major C[M x N] = A[M x K] B[K x N] (row strides lda, ldb, ldc) for "
+          "any M, N, K (K = 0 gives zeros) by a kernel that reads A and B through 32x32 "
+          "shared-memory tiles; nothing launched when M or N is 0, else one checked launch on "
+          "stream");
 #endif
 }
 
@@ -281,9 +282,9 @@ void sgemm_regblock(const SgemmArgs& p, cudaStream_t stream) {
   TT_CUDA_CHECK_LAUNCH("sgemm_regblock_kernel");
 #else
   TT_TODO("ch07.3",
-          "register-blocked SGEMM: 128x128 block tiles, BK = 8, 256 threads each accumulating an "
-          "8x8 tile in registers (acc[8][8]); per k load 8 A and 8 B values from shared memory "
-          "into registers and do 64 FMAs; return early when M or N is 0");
+          "sgemm_regblock: the C = A B of sgemm_tiled, any M, N, K, by a kernel whose threads "
+          "each keep 8x8 outputs of a 128x128 block tile in registers; nothing launched when M "
+          "or N is 0, else one checked launch on stream");
 #endif
 }
 
@@ -304,9 +305,10 @@ void sgemm_vec4(const SgemmArgs& p, cudaStream_t stream) {
   TT_CUDA_CHECK_LAUNCH("sgemm_vec4_kernel");
 #else
   TT_TODO("ch07.4",
-          "vectorized SGEMM: regblock with float4 global loads (scalar at the edges or when rows "
-          "are not 16-byte aligned), the A tile stored transposed with rows padded to 132 floats, "
-          "float4 shared loads, two shared buffers and one __syncthreads per K step");
+          "sgemm_vec4: the C = A B of sgemm_regblock, any M, N, K, strides and alignment, with "
+          "16-byte global and shared accesses where rows are aligned (scalar otherwise) and "
+          "double-buffered shared tiles; nothing launched when M or N is 0, else one checked "
+          "launch on stream");
 #endif
 }
 

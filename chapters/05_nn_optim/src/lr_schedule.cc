@@ -25,8 +25,9 @@ WarmupCosineLR::WarmupCosineLR(double max_lr, double min_lr, int64_t warmup_step
 double WarmupCosineLR::lr(int64_t step) const {
   TT_CHECK(step >= 0, "WarmupCosineLR::lr: step must be >= 0, got ", step);
   TT_TODO("ch05.5",
-          "WarmupCosineLR::lr: max_lr*(s+1)/W while s < W; min_lr from s >= S; in between "
-          "min + 0.5*(1 + cos(pi*(s-W)/(S-W)))*(max - min)");
+          "WarmupCosineLR::lr: the rate of 0-based step s: linear warmup that is > 0 at s = 0 "
+          "and reaches max_lr at s = W - 1, half a cosine from max_lr at s = W down to min_lr at "
+          "s = S, min_lr for s >= S");
 }
 
 }  // namespace tt::optim

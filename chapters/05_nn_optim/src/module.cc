@@ -29,8 +29,10 @@ std::vector<NamedTensor> named_tensors(
     const Module& root, bool recurse,
     const std::function<const std::vector<NamedTensor>&(const Module&)>& own) {
   TT_TODO("ch05.1",
-          "Module::named_parameters: pre-order walk (own tensors in order, then each child with "
-          "prefix 'name.'), skipping a TensorImpl already listed");
+          "Module::named_parameters: root's tensors with dotted names ('h.0.attn.weight'), "
+          "pre-order in registration order (own list first, then each child's, only when "
+          "recurse); a tensor whose TensorImpl was already listed appears once, under its first "
+          "name");
 }
 
 }  // namespace

@@ -24,8 +24,9 @@ using optim::SgdStepArgs;
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_buffers, const SgdStepArgs& args) {
   TT_TODO("ch05.2",
-          "SGD step: per element d = g + wd*p; with momentum b = d on the first step, else "
-          "b = mu*b + (1-dampening)*d; d = nesterov ? d + mu*b : b; then p -= lr*d");
+          "sgd_step: each params[j] (float32 or float64) updated in place from grads[j] exactly "
+          "as torch.optim.SGD does: weight decay, momentum (momentum_buffers empty when there is "
+          "none; the buffer starts as d on args.first_step), dampening and Nesterov from args");
 }
 
 /// CPU kernel "adamw_step" (exercise ch05.3), the arithmetic of torch.optim.AdamW per element
@@ -35,8 +36,10 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                 const AdamWStepArgs& args) {
   TT_TODO("ch05.3",
-          "AdamW step: p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; "
-          "p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)");
+          "adamw_step: each params[j] (float32 or float64) updated in place from grads[j] "
+          "exactly as torch.optim.AdamW does at step args.step >= 1 (decay outside the moments, "
+          "eps after the bias correction); exp_avgs[j], exp_avg_sqs[j] hold the new uncorrected "
+          "moments");
 }
 
 /// CPU kernel "sum_of_squares": sum of t^2 over all tensors, in list then element order, in

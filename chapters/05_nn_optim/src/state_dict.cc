@@ -16,8 +16,10 @@ namespace tt::nn {
 void apply_state_dict(const StateDict& targets, const StateDict& state, const std::string& source,
                       bool strict) {
   TT_TODO("ch05.6",
-          "apply_state_dict: first collect every problem (missing, unexpected, duplicate keys; "
-          "dtype or shape mismatch) and throw them all naming source; only then copy_ values");
+          "apply_state_dict: copies state[name] into the target of that name, all or nothing: "
+          "every problem (missing or unexpected key when strict, duplicate key, undefined "
+          "tensor, dtype or shape mismatch) is listed in one tt::Error naming source, and then "
+          "no target has changed");
 }
 
 StateDict prefixed(const std::string& prefix, const StateDict& state) {

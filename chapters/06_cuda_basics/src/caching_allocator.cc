@@ -31,8 +31,9 @@ void count_allocation(AllocatorStats& stats, std::size_t bytes) {
 
 std::size_t size_class(std::size_t nbytes) {
   TT_TODO("ch06.4",
-          "caching allocator: size_class rounds nbytes up to a multiple of kSmallGranularity "
-          "(<= kSmallSizeLimit) or kLargeGranularity (above)");
+          "size_class and CachingAllocator::allocate: size_class(nbytes) is nbytes rounded up to "
+          "a multiple of kSmallGranularity when nbytes <= kSmallSizeLimit, of kLargeGranularity "
+          "above; 0 stays 0");
 }
 
 // ----- CachingAllocator --------------------------------------------------------------------
@@ -45,9 +46,10 @@ CachingAllocator::~CachingAllocator() {
 void* CachingAllocator::allocate(std::size_t nbytes) {
   if (nbytes == 0) return nullptr;
   TT_TODO("ch06.4",
-          "CachingAllocator::allocate: take a block from free_blocks_[size_class(nbytes)] if "
-          "any, else raw_.raw_allocate (on nullptr: release_cache_locked() and retry once, then "
-          "throw); record it in live_blocks_ and the stats (count_allocation)");
+          "size_class and CachingAllocator::allocate: allocate(nbytes) returns a live block of "
+          "size_class(nbytes) bytes, a cached block of exactly that class when there is one (no "
+          "raw call); when raw_ is out of memory the cache is freed and one retry made, then "
+          "tt::Error naming the device; stats kept; thread-safe");
 }
 
 void CachingAllocator::deallocate(void* ptr, std::size_t nbytes) {

@@ -87,11 +87,10 @@ void launch_binary(const char* name, const Tensor& out, const Tensor& a, const T
     const T* pb = static_cast<const T*>(b.data_ptr());
     (void)o, (void)pa, (void)pb;
     TT_TODO("ch06.2",
-            "CUDA binary kernels: when a and b are contiguous and all pointers 16-byte aligned, "
-            "launch binary_vec16_kernel (Pack<T> loads, grid-stride over n / V packs, then the "
-            "tail); otherwise binary_strided_kernel with make_strided_indexer(out.shape(), "
-            "a.strides(), b.strides()) and dispatch_index_type(n); grid_size(), kBlockThreads, stream(dev), "
-            "TT_CUDA_CHECK_LAUNCH");
+            "launch_binary: out (contiguous) = op(a, b) element-wise for every dtype, any n and "
+            "any strides of a and b (broadcast, transposed, misaligned views); contiguous "
+            "16-byte-aligned operands read 16-byte packs; kernels on stream(dev), every launch "
+            "checked");
   });
 }
 

@@ -18,9 +18,10 @@ StridedIndexer make_strided_indexer(const Shape& shape, const Strides& a, const 
            shape, " has ", shape.size(), " dims but the strides ", a, " and ", b, " have ",
            a.size(), " and ", b.size());
   TT_TODO("ch06.1",
-          "make_strided_indexer: walk the dims from the innermost; skip size-1 dims; merge dim d "
-          "into the current run when a[d] == run_stride_a * run_size and the same for b; "
-          "throw when more than kMaxIndexerDims remain; store them outermost first");
+          "make_strided_indexer: an indexer, outermost dim first, whose offsets(i) are the "
+          "offsets in a and b of row-major element i of shape, with size-1 dims dropped and dims "
+          "merged wherever both a and b step over them contiguously; tt::Error if more than "
+          "kMaxIndexerDims remain");
 }
 
 }  // namespace tt::cuda

@@ -33,9 +33,9 @@ TT_HOST_DEVICE void adamw_update(float& p, float g, float& m, float& v,
                                  const AdamWCoefficients& c) {
 #if !defined(__CUDA_ARCH__)
   TT_TODO("ch07.5",
-          "AdamW element update: p = p * decay; m = m * beta1 + one_minus_beta1 * g; "
-          "v = v * beta2 + one_minus_beta2 * g * g; "
-          "p = p + neg_step_size * m / (sqrtf(v) / bias_correction2_sqrt + eps)");
+          "adamw_update: one element of torch.optim.AdamW in float, in chapter 05's operation "
+          "order, from the step's constants c: p, m and v updated in place; callable on host and "
+          "device");
 #endif
 }
 
@@ -255,10 +255,10 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
 
 double sum_of_squares(const std::vector<Tensor>& tensors) {
   TT_TODO("ch07.6",
-          "sum of squares: make_table (it validates the tensors); pass 1 writes one double sum of "
-          "squares per chunk (grid-stride over chunks, block_allreduce, no atomics) into a "
-          "partials tensor; pass 2 (one block) adds the partials in a fixed order into a 0-d "
-          "float64 tensor; return its item()");
+          "cuda::sum_of_squares: the sum of x^2 over every element of every tensor (contiguous "
+          "float32, one CUDA device, validated by make_table), accumulated in double, bitwise "
+          "identical on every run and GPU (no atomics); 0 when there are no elements; launches "
+          "on the device's stream, checked");
 }
 
 void scale_(const std::vector<Tensor>& tensors, double factor) {

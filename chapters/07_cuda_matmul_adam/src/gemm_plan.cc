@@ -21,9 +21,10 @@ namespace tt::cuda {
 GemmPlan plan_row_major_gemm(const MatrixLayout& a, const MatrixLayout& b,
                              const MatrixLayout& out) {
   TT_TODO("ch07.1",
-          "plan_row_major_gemm: compute C^T = B^T A^T; the first BLAS operand is b, the second a; "
-          "a row-major operand is read with op N and ld = row_stride, a column-major one with op T "
-          "and ld = col_stride; m = N, n = M, k = K, ldc = out's row stride");
+          "plan_row_major_gemm: the column-major BLAS call that writes row-major out = a @ b in "
+          "place, with no copy, for operands that are row-major or column-major (transposed "
+          "views), padded, or a single row/column (ld >= 1 and >= stored rows); tt::Error for "
+          "shapes that do not match, an out that is not row-major, or an operand that is neither");
 }
 
 }  // namespace tt::cuda
