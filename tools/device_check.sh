@@ -24,12 +24,14 @@ cd "$(dirname "$0")/.."
 
 # Per chapter: benchmark binaries, and the gtest filter of tests whose kernels use shared memory.
 declare -A BENCHMARKS=([06]="bench_cuda_basics bench_nn" [07]="bench_cuda_matmul bench_optim"
-  [08]="bench_gpt2_step")
+  [08]="bench_gpt2_step" [10]="bench_attention")
 declare -A RACECHECK_FILTER=([06]="Ch06_3_CudaSum.*:Ch06_6_CudaSoftmax.*:Ch06_7_CudaLayerNorm.*:Ch06_CudaSoftmaxBackward.*:Ch06_CudaLayerNormBackward.*:Ch06_CudaCrossEntropy.*-*Gpt2*"
-  [07]="Ch07_2_CudaSgemmTiled.Layouts:Ch07_3_CudaSgemmRegblock.Layouts:Ch07_4_CudaSgemmVec4.Layouts:Ch07_6_CudaSumOfSquares.*")
+  [07]="Ch07_2_CudaSgemmTiled.Layouts:Ch07_3_CudaSgemmRegblock.Layouts:Ch07_4_CudaSgemmVec4.Layouts:Ch07_6_CudaSumOfSquares.*"
+  [10]="Ch10_4_FlashAttentionCuda.*:Ch10_5_FlashAttentionCuda.*")
 # gtest negative patterns (':'-separated) of tests that make CUDA API calls fail on purpose, and
-# the GPT-2 124M comparison (minutes under memcheck; the tiny model runs the same kernels).
-MEMCHECK_EXCLUDE="*OutOfMemory*:*LaunchCheck*:*Gpt2_124M*"
+# the GPT-2 124M comparison (minutes under memcheck; the tiny model runs the same kernels), and
+# chapter 10's T = 8192 attention (the smaller tests run the same kernels).
+MEMCHECK_EXCLUDE="*OutOfMemory*:*LaunchCheck*:*Gpt2_124M*:*LongSequence*"
 
 build=1
 bench=1

@@ -101,6 +101,19 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 
 }  // namespace cpu
 
+namespace cuda {
+
+/// The CUDA kernel "flash_attention_forward" (CUDA builds only; exercise ch10.4): float32,
+/// hs in {32, 64, 128}, tensor cores in TF32 (3xTF32 when cuda::allow_tf32() is false).
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                             const Tensor& v);
+/// The CUDA kernel "flash_attention_backward" (CUDA builds only; exercise ch10.5).
+void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                              const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse);
+
+}  // namespace cuda
+
 /// Causal attention of q, k, v [B, NH, T, hs] (same shape, dtype and device; float32 or float64,
 /// float32 only on CUDA) through the FlashAttention kernels, scale \f$ 1/\sqrt{hs} \f$. Result
 /// [B, NH, T, hs]; differentiable in q, k and v.

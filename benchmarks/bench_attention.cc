@@ -1,0 +1,90 @@
+// Causal attention forward + backward, the naive composition of chapter 04's ops against chapter
+// 10's FlashAttention (names attention_{naive,flash}/<device>/<shape>, see bench_common.h):
+//
+//   attention_{naive,flash}/{cpu,cuda}/B8_NH6_T256_hs64         the CPU "mini" GPT-2's attention
+//   attention_{naive,flash}/cuda_tf32/B8_NH12_T{1024,2048}_hs64 GPT-2 124M's, TF32 tensor cores
+//   attention_flash/cuda_tf32/B8_NH12_T{4096,8192}_hs64         (naive needs 6.4 GB per [B, NH,
+//                                                               T, T] tensor at 4096: not run)
+//   attention_flash/cuda/B8_NH12_T{1024,2048}_hs64              exact mode (3xTF32), for its cost
+//
+//   build/bin/bench_attention --benchmark_filter=/cuda_tf32/
+//
+// The same shapes and precision as PyTorch's anchor ../shared/anchors/sdpa_bench.py (fp32 inputs,
+// TF32 allowed, F.scaled_dot_product_attention(is_causal=True) and a naive matmul-softmax-matmul;
+// fwd + bwd with an all-ones gradient, .grad accumulated across iterations, as here).
+//
+// One iteration: y = attention(q, k, v) with q, k, v requiring grad, then backward(y, dout).
+// Counters: GFLOP/s of the causal attention's matrix products, 7 B NH T^2 hs per fwd + bwd
+// (forward Q K^T and P V: 2 x 2 T^2 hs / 2 each; backward: 2.5x the forward, FlashAttention's
+// convention; the recomputation of S in the backward is not counted), and GB/s of the
+// compulsory traffic: q, k, v, out, lse written/read once per pass (11 [B, NH, T, hs] tensors).
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+
+#include "bench_common.h"
+#include "tt/autograd.h"
+#include "tt/cuda_matmul.h"
+#include "tt/flash_attention.h"
+
+namespace {
+
+using namespace tt;
+
+struct AttentionShape {
+  int64_t B, NH, T, hs;
+  std::string args() const {
+    return "B" + std::to_string(B) + "_NH" + std::to_string(NH) + "_T" + std::to_string(T) + "_hs" +
+           std::to_string(hs);
+  }
+  double flops() const { return 7.0 * double(B * NH) * double(T) * double(T) * double(hs); }
+  double bytes() const { return 11.0 * 4.0 * double(B * NH * T * hs); }
+};
+
+using AttentionFn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);
+
+void fwd_bwd(benchmark::State& state, Device device, const AttentionShape& s, AttentionFn fn) {
+  const Shape shape{s.B, s.NH, s.T, s.hs};
+  Tensor q = bench::filled(shape, 1, device), k = bench::filled(shape, 2, device);
+  Tensor v = bench::filled(shape, 3, device);
+  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad();
+  const Tensor dout = full(shape, 1.0, {DType::kFloat32, device});
+  const double seconds = bench::time_on(state, device, [&] {
+    const Tensor y = fn(q, k, v);
+    autograd::backward(y, dout);
+  });
+  bench::set_rates(state, seconds, s.bytes(), s.flops());
+}
+
+void register_attention(const std::string& device_part, Device device, const AttentionShape& s,
+                        bool naive, bool tf32, int64_t iterations) {
+  const std::string name =
+      std::string(naive ? "attention_naive/" : "attention_flash/") + device_part + "/" + s.args();
+  bench::register_on(
+      name, device,
+      [s, naive, tf32](benchmark::State& st, Device d) {
+        cuda::AllowTf32Guard mode(tf32);
+        fwd_bwd(st, d, s, naive ? &causal_attention_naive : &flash_attention);
+      },
+      iterations);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const AttentionShape mini{8, 6, 256, 64};
+  for (const bool naive : {true, false}) {
+    register_attention("cpu", Device::cpu(), mini, naive, false, 0);
+    register_attention("cuda", Device::cuda(), mini, naive, false, 20);
+  }
+  for (const int64_t T : {1024, 2048, 4096, 8192}) {
+    const AttentionShape s{8, 12, T, 64};
+    if (T <= 2048) register_attention("cuda_tf32", Device::cuda(), s, true, true, 20);
+    register_attention("cuda_tf32", Device::cuda(), s, false, true, T <= 2048 ? 20 : 10);
+  }
+  for (const int64_t T : {1024, 2048}) {
+    register_attention("cuda", Device::cuda(), AttentionShape{8, 12, T, 64}, false, false, 20);
+  }
+  return bench::run_main(argc, argv, "bench_attention");
+}

@@ -1,0 +1,450 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 10_fast_step. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch10
+// Generated from solutions/10_fast_step/flash_attention_cuda.cu by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// Exercises ch10.4 and ch10.5: causal FlashAttention on the GPU, forward and backward, with the
+// matrix products on tensor cores (TF32 mma.sync m16n8k8), registered under the CPU kernels'
+// names ("flash_attention_forward", "flash_attention_backward"), so that tt::flash_attention runs
+// on CUDA tensors unchanged.
+//
+// Geometry. A block of 4 warps owns a tile of kTile = 64 rows (queries in the forward and the dQ
+// kernel, keys in the dK/dV kernel); each warp owns 16 of them, the M of one mma. The other
+// operand streams through shared memory in tiles of 64 rows. Shared tiles are [64][hs + 4]: the
+// padding of 4 floats puts the 32 lanes of every fragment load in 32 different banks. Query
+// tiles and key tiles have the same size, so the diagonal tile is the only one that needs the
+// causal mask and every tile above it is skipped.
+//
+// Fragments (PTX ISA, mma.m16n8k8 .tf32; lane = 4 g + t, g = 0..7, t = 0..3):
+//   A 16x8:  a0 (g, t)    a1 (g+8, t)    a2 (g, t+4)    a3 (g+8, t+4)
+//   B 8x8:   b0 (t, g)    b1 (t+4, g)
+//   C 16x8:  c0 (g, 2t)   c1 (g, 2t+1)   c2 (g+8, 2t)   c3 (g+8, 2t+1)
+// The scores come out in C layout and go back in as the A operand of P V: instead of shuffling
+// them between lanes, the 8 keys of a k-step are taken in the order 0,2,4,6,1,3,5,7 (k = t is
+// key 2t, k = t + 4 is key 2t + 1) for A and for B alike; a sum does not depend on its order.
+//
+// Precision. TF32 keeps 10 of fp32's 23 mantissa bits of each operand (round to nearest), the
+// products are accumulated in fp32, and the softmax statistics (max, sum, log-sum-exp) are fp32.
+// When cuda::allow_tf32() is false, each product is done as three TF32 products ("3xTF32":
+// a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi with a = a_hi + a_lo), as accurate as fp32 FMA for
+// these sizes and still on tensor cores.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "tt/cuda_device.h"
+#include "tt/cuda_matmul.h"
+#include "tt/dispatcher.h"
+#include "tt/flash_attention.h"
+#include "tt/todo.h"
+
+namespace tt::cuda {
+
+namespace {
+
+constexpr int kTile = 64;                      // rows of a tile (queries or keys)
+constexpr int kWarps = 4;                      // warps of a block, 16 rows each
+constexpr int kThreads = kWarps * 32;          // threads of a block
+constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in base 2: exp(x) = 2^(x log2 e)
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ----- tensor-core helpers (given) ---------------------------------------------------------------
+
+/// x rounded to TF32 (10 mantissa bits, round to nearest), as the bits of an fp32 number.
+__device__ __forceinline__ uint32_t tf32_bits(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+/// An mma operand element: its TF32 value, and for 3xTF32 also the TF32 value of the remainder.
+template <bool kExact>
+struct Tf32 {
+  uint32_t hi;
+};
+template <>
+struct Tf32<true> {
+  uint32_t hi, lo;
+};
+
+template <bool kExact>
+__device__ __forceinline__ Tf32<kExact> split(float x) {
+  Tf32<kExact> r;
+  r.hi = tf32_bits(x);
+  if constexpr (kExact) r.lo = tf32_bits(x - __uint_as_float(r.hi));
+  return r;
+}
+
+/// c += a b for one 16x8x8 tile on the tensor cores (fragments in the layout above).
+__device__ __forceinline__ void mma_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/// c += a b in TF32, or in 3xTF32 (the small cross terms first).
+template <bool kExact>
+__device__ __forceinline__ void mma(float (&c)[4], const Tf32<kExact> (&a)[4],
+                                    const Tf32<kExact> (&b)[2]) {
+  if constexpr (kExact) {
+    mma_tf32(c, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
+    mma_tf32(c, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
+  }
+  mma_tf32(c, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
+}
+
+/// One warp: c (16 x kN, as kN/8 C fragments) += A B^T, with A (16 x kK) and B (kN x kK) both
+/// row-major in shared memory (leading dimensions lda, ldb): e.g. S = Q K^T with Q and K stored
+/// [row][hs].
+template <bool kExact, int kN, int kK>
+__device__ __forceinline__ void warp_mma_abt(float (&c)[kN / 8][4], const float* a, int lda,
+                                             const float* b, int ldb) {
+  const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k0 = 0; k0 < kK; k0 += 8) {
+    const Tf32<kExact> fa[4] = {
+        split<kExact>(a[g * lda + k0 + t]), split<kExact>(a[(g + 8) * lda + k0 + t]),
+        split<kExact>(a[g * lda + k0 + t + 4]), split<kExact>(a[(g + 8) * lda + k0 + t + 4])};
+#pragma unroll
+    for (int n = 0; n < kN / 8; ++n) {
+      const float* bn = b + (n * 8 + g) * ldb + k0 + t;
+      const Tf32<kExact> fb[2] = {split<kExact>(bn[0]), split<kExact>(bn[4])};
+      mma<kExact>(c[n], fa, fb);
+    }
+  }
+}
+
+/// One warp: c (16 x kN) += P B, with P (16 x kK) the C fragments of a previous warp_mma_abt
+/// (kK/8 of them, in registers) and B (kK x kN) row-major in shared memory: e.g. O += P V with V
+/// stored [key][hs]. Keys are taken in the permuted order of the file comment.
+template <bool kExact, int kN, int kK>
+__device__ __forceinline__ void warp_mma_pb(float (&c)[kN / 8][4], const float (&p)[kK / 8][4],
+                                            const float* b, int ldb) {
+  const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k8 = 0; k8 < kK / 8; ++k8) {
+    const Tf32<kExact> fa[4] = {split<kExact>(p[k8][0]), split<kExact>(p[k8][2]),
+                                split<kExact>(p[k8][1]), split<kExact>(p[k8][3])};
+    const float* b0 = b + (k8 * 8 + 2 * t) * ldb + g;  // key 2t of the k-step; b0 + ldb: 2t + 1
+#pragma unroll
+    for (int n = 0; n < kN / 8; ++n) {
+      const Tf32<kExact> fb[2] = {split<kExact>(b0[n * 8]), split<kExact>(b0[ldb + n * 8])};
+      mma<kExact>(c[n], fa, fb);
+    }
+  }
+}
+
+/// The whole block copies rows [row0, row0 + kTile) of a row-major [n, D] matrix into the shared
+/// tile dst [kTile][D + 4] with 16-byte loads; rows at or beyond n are zero.
+template <int D>
+__device__ __forceinline__ void load_tile(float* dst, const float* src, int row0, int n) {
+  constexpr int kVecs = D / 4;  // float4 per row
+  for (int i = threadIdx.x; i < kTile * kVecs; i += kThreads) {
+    const int r = i / kVecs, c = (i % kVecs) * 4;
+    float4 val = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row0 + r < n) val = *reinterpret_cast<const float4*>(src + int64_t{row0 + r} * D + c);
+    *reinterpret_cast<float4*>(dst + r * (D + 4) + c) = val;
+  }
+}
+
+/// Writes the rows of a warp's 16 x D accumulator c, times `scale`, to dst[row][D] (row-major),
+/// for the rows below n; `row0` is the warp's first row.
+template <int D>
+__device__ __forceinline__ void store_rows(float* dst, const float (&c)[D / 8][4], int row0, int n,
+                                           float scale) {
+  const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + g + 8 * h;
+    if (row >= n) continue;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<float2*>(dst + int64_t{row} * D + j * 8 + 2 * t) =
+          make_float2(c[j][2 * h] * scale, c[j][2 * h + 1] * scale);
+    }
+  }
+}
+
+// ----- forward (exercise ch10.4) -----------------------------------------------------------------
+
+/// Grid (query tiles, B * NH). Writes o [n, D] and lse [n] of one head per blockIdx.y.
+template <int D, bool kExact>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                         const float* __restrict__ v, float* __restrict__ o,
+                         float* __restrict__ lse, int n, float scale_log2) {
+  constexpr int kLd = D + 4;
+  extern __shared__ float smem[];
+  float* sq = smem;
+  float* sk = sq + kTile * kLd;
+  float* sv = sk + kTile * kLd;
+  const int tile = gridDim.x - 1 - blockIdx.x;  // longest rows (most key tiles) start first
+  const int64_t head = int64_t{blockIdx.y} * n * D;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int row0 = tile * kTile + warp * 16;  // the warp's first query row
+  const float* wq = sq + warp * 16 * kLd;
+  (void)g, (void)t;
+  load_tile<D>(sq, q + head, tile * kTile, n);
+
+  float acc[D / 8][4] = {};             // unnormalized O of rows g and g+8 (C layout)
+  float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (base-2 scores)
+  float l[2] = {0.f, 0.f};              // this lane's part of their running sums
+  for (int kt = 0; kt <= tile; ++kt) {  // causal: key tiles 0 .. diagonal
+    __syncthreads();                    // the previous K, V tiles are no longer read
+    load_tile<D>(sk, k + head, kt * kTile, n);
+    load_tile<D>(sv, v + head, kt * kTile, n);
+    __syncthreads();
+    (void)scale_log2;
+    __trap();  // unreachable: the host wrapper throws TODO ch10.4 before launching
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float total = l[h] + __shfl_xor_sync(0xffffffffu, l[h], 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    l[h] = total;
+    const int row = row0 + g + 8 * h;
+    if (t == 0 && row < n) lse[int64_t{blockIdx.y} * n + row] = (m[h] + log2f(total)) * kLn2;
+  }
+  // Each row's 1 / sum: rows g and g+8 take different factors, so scale per half.
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    acc[j][0] /= l[0];
+    acc[j][1] /= l[0];
+    acc[j][2] /= l[1];
+    acc[j][3] /= l[1];
+  }
+  store_rows<D>(o + head, acc, row0, n, 1.f);
+}
+
+// ----- backward (exercise ch10.5) ----------------------------------------------------------------
+
+/// D[row] = sum_c dout[row, c] o[row, c], one warp per row (given).
+template <int D>
+__global__ void flash_backward_rowdot_kernel(const float* __restrict__ dout,
+                                             const float* __restrict__ o, float* __restrict__ d,
+                                             int64_t rows) {
+  const int64_t row = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float s = 0.f;
+  for (int c = lane; c < D; c += 32) s += dout[row * D + c] * o[row * D + c];
+  for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (lane == 0) d[row] = s;
+}
+
+/// Grid (query tiles, B * NH): dQ of one query tile, looping over the key tiles it sees.
+template <int D, bool kExact>
+__global__ void __launch_bounds__(kThreads)
+    flash_backward_dq_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                             const float* __restrict__ v, const float* __restrict__ dout,
+                             const float* __restrict__ lse, const float* __restrict__ dsum,
+                             float* __restrict__ dq, int n, float scale_log2, float scale) {
+  constexpr int kLd = D + 4;
+  extern __shared__ float smem[];
+  float* sq = smem;
+  float* sdo = sq + kTile * kLd;
+  float* sk = sdo + kTile * kLd;
+  float* sv = sk + kTile * kLd;
+  const int tile = gridDim.x - 1 - blockIdx.x;
+  const int64_t head = int64_t{blockIdx.y} * n * D;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int row0 = tile * kTile + warp * 16;
+  const float* wq = sq + warp * 16 * kLd;
+  const float* wdo = sdo + warp * 16 * kLd;
+  (void)t;
+  load_tile<D>(sq, q + head, tile * kTile, n);
+  load_tile<D>(sdo, dout + head, tile * kTile, n);
+  float lse2[2], drow[2];  // rows g, g+8: log-sum-exp in base 2, and D
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + g + 8 * h;
+    lse2[h] = row < n ? lse[int64_t{blockIdx.y} * n + row] * kLog2e : 0.f;
+    drow[h] = row < n ? dsum[int64_t{blockIdx.y} * n + row] : 0.f;
+  }
+  float acc[D / 8][4] = {};  // dQ * sqrt(hs) of rows g, g+8
+  for (int kt = 0; kt <= tile; ++kt) {
+    __syncthreads();
+    load_tile<D>(sk, k + head, kt * kTile, n);
+    load_tile<D>(sv, v + head, kt * kTile, n);
+    __syncthreads();
+    (void)scale_log2, (void)wdo;
+    __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
+  }
+  store_rows<D>(dq + head, acc, row0, n, scale);
+}
+
+/// Grid (key tiles, B * NH): dK and dV of one key tile, looping over the query tiles that see it.
+template <int D, bool kExact>
+__global__ void __launch_bounds__(kThreads)
+    flash_backward_dkdv_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                               const float* __restrict__ v, const float* __restrict__ dout,
+                               const float* __restrict__ lse, const float* __restrict__ dsum,
+                               float* __restrict__ dk, float* __restrict__ dv, int n,
+                               float scale_log2, float scale) {
+  constexpr int kLd = D + 4;
+  extern __shared__ float smem[];
+  float* sk = smem;
+  float* sv = sk + kTile * kLd;
+  float* sq = sv + kTile * kLd;
+  float* sdo = sq + kTile * kLd;
+  float* sl = sdo + kTile * kLd;  // lse of the query tile, base 2 (+inf beyond n: P = 0)
+  float* sd = sl + kTile;         // D of the query tile
+  const int tile = blockIdx.x;    // key tile; tile 0 is seen by every query tile: first
+  const int64_t head = int64_t{blockIdx.y} * n * D;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int row0 = tile * kTile + warp * 16;  // the warp's first key
+  const float* wk = sk + warp * 16 * kLd;
+  const float* wv = sv + warp * 16 * kLd;
+  (void)g, (void)t;
+  load_tile<D>(sk, k + head, tile * kTile, n);
+  load_tile<D>(sv, v + head, tile * kTile, n);
+  float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // keys g, g+8 of the warp
+  const int tiles = (n + kTile - 1) / kTile;
+  for (int qt = tile; qt < tiles; ++qt) {
+    __syncthreads();
+    load_tile<D>(sq, q + head, qt * kTile, n);
+    load_tile<D>(sdo, dout + head, qt * kTile, n);
+    for (int i = threadIdx.x; i < kTile; i += kThreads) {
+      const int row = qt * kTile + i;
+      sl[i] = row < n ? lse[int64_t{blockIdx.y} * n + row] * kLog2e : INFINITY;
+      sd[i] = row < n ? dsum[int64_t{blockIdx.y} * n + row] : 0.f;
+    }
+    __syncthreads();
+    (void)scale_log2, (void)wk, (void)wv;
+    __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
+  }
+  store_rows<D>(dk + head, dk_acc, row0, n, scale);
+  store_rows<D>(dv + head, dv_acc, row0, n, 1.f);
+}
+
+// ----- host side (given) ----------------------------------------------------
+
+/// Checks the kernels' tensors: contiguous float32 on one CUDA device, [B, NH, T, hs] of q's
+/// shape (lse: [B, NH, T]), hs one of 32, 64, 128, 16-byte aligned; returns hs.
+int64_t check_cuda_tensors(const char* op, std::initializer_list<const Tensor*> bhtd,
+                           const Tensor& lse) {
+  const Tensor& q = **bhtd.begin();
+  TT_CHECK(q.defined() && q.dim() == 4 && q.device().is_cuda() && q.dtype() == DType::kFloat32,
+           "cuda::", op,
+           ": expected float32 CUDA tensors [B, NH, T, hs] (float64 runs on the CPU "
+           "only), got ",
+           q.describe());
+  for (const Tensor* t : bhtd) {
+    TT_CHECK(t->defined() && t->device() == q.device() && t->is_contiguous() &&
+                 t->dtype() == q.dtype() && t->shape() == q.shape(),
+             "cuda::", op, ": expected contiguous float32 tensors of one shape on one device, got ",
+             q.describe(), " and ", t->describe());
+    TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
+             ": tensor data must be 16-byte aligned (take a clone()), got ", t->describe());
+  }
+  const Shape rows{q.size(0), q.size(1), q.size(2)};
+  TT_CHECK(lse.defined() && lse.device() == q.device() && lse.is_contiguous() &&
+               lse.dtype() == q.dtype() && lse.shape() == rows,
+           "cuda::", op, ": lse must be a contiguous float32 tensor ", rows, " on ",
+           q.device().str(), ", got ", lse.describe());
+  const int64_t hs = q.size(3);
+  TT_CHECK(hs == 32 || hs == 64 || hs == 128, "cuda::", op,
+           ": head size hs must be 32, 64 or 128 on CUDA, got hs = ", hs, " in q ", q.describe());
+  TT_CHECK(q.size(0) * q.size(1) <= 65535 && q.size(2) <= (int64_t{1} << 24), "cuda::", op,
+           ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());
+  return hs;
+}
+
+/// Calls f.template operator()<D, kExact>() for the head size and the TF32 setting.
+template <typename F>
+void dispatch_kernel(int64_t hs, F&& f) {
+  const bool exact = !allow_tf32();
+  auto with = [&]<int D>() {
+    if (exact) {
+      f.template operator()<D, true>();
+    } else {
+      f.template operator()<D, false>();
+    }
+  };
+  if (hs == 32) with.template operator()<32>();
+  if (hs == 64) with.template operator()<64>();
+  if (hs == 128) with.template operator()<128>();
+}
+
+/// Dynamic shared memory of `tiles` [kTile][D + 4] tiles plus `extra` floats, with the
+/// kernel's limit raised to it (above 48 KB a kernel must opt in).
+template <typename Kernel>
+std::size_t shared_bytes(Kernel kernel, int d, int tiles, int extra = 0) {
+  const std::size_t bytes = sizeof(float) * (std::size_t(tiles) * kTile * (d + 4) + extra);
+  TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(bytes)));
+  return bytes;
+}
+
+}  // namespace
+
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                             const Tensor& v) {
+  const int64_t hs = check_cuda_tensors("flash_attention_forward", {&q, &k, &v, &out}, lse);
+  if (q.numel() == 0) return;
+  const int dev = q.device().index;
+  DeviceGuard guard(dev);
+  const int n = static_cast<int>(q.size(2));
+  const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(q.size(0) * q.size(1)));
+  const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(hs));
+  dispatch_kernel(hs, [&]<int D, bool kExact>() {
+    TT_TODO("ch10.4",
+            "flash_forward_kernel: per 64-row query tile, O = softmax(Q K^T / sqrt(hs), causal) V "
+            "and lse = log-sum-exp of each row, with S = Q K^T and O += P V on tensor cores "
+            "(warp_mma_abt, warp_mma_pb), the online softmax per row across the quad, the "
+            "diagonal tile masked; matches the float64 reference within the TF32 tolerance");
+    auto kernel = flash_forward_kernel<D, kExact>;
+    const std::size_t smem = shared_bytes(kernel, D, 3);
+    kernel<<<grid, kThreads, smem, stream(dev)>>>(q.data<float>(), k.data<float>(), v.data<float>(),
+                                                  out.data<float>(), lse.data<float>(), n,
+                                                  scale_log2);
+    TT_CUDA_CHECK_LAUNCH("flash_forward_kernel");
+  });
+}
+
+void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                              const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse) {
+  const int64_t hs =
+      check_cuda_tensors("flash_attention_backward", {&q, &k, &v, &out, &dout, &dq, &dk, &dv}, lse);
+  if (q.numel() == 0) return;
+  const int dev = q.device().index;
+  DeviceGuard guard(dev);
+  const int n = static_cast<int>(q.size(2));
+  const int64_t rows = q.size(0) * q.size(1) * n;
+  const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(q.size(0) * q.size(1)));
+  const float scale = 1.f / std::sqrt(static_cast<float>(hs)), scale_log2 = kLog2e * scale;
+  const Tensor dsum = empty(lse.shape(), {DType::kFloat32, q.device()});
+  dispatch_kernel(hs, [&]<int D, bool kExact>() {
+    TT_TODO("ch10.5",
+            "flash backward kernels: dK, dV per 64-key tile (flash_backward_dkdv_kernel) and dQ "
+            "per 64-query tile (flash_backward_dq_kernel), recomputing P = exp(S - lse) on "
+            "tensor cores, dS = P o (dP - D), dV = P^T dO, dK = dS^T Q / sqrt(hs), "
+            "dQ = dS K / sqrt(hs), causal tiles skipped; matches the float64 reference");
+    flash_backward_rowdot_kernel<D>
+        <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream(dev)>>>(
+            dout.data<float>(), out.data<float>(), dsum.data<float>(), rows);
+    TT_CUDA_CHECK_LAUNCH("flash_backward_rowdot_kernel");
+    auto dkdv = flash_backward_dkdv_kernel<D, kExact>;
+    const std::size_t smem_kv = shared_bytes(dkdv, D, 4, 2 * kTile);
+    dkdv<<<grid, kThreads, smem_kv, stream(dev)>>>(
+        q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(), lse.data<float>(),
+        dsum.data<float>(), dk.data<float>(), dv.data<float>(), n, scale_log2, scale);
+    TT_CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
+    auto dqk = flash_backward_dq_kernel<D, kExact>;
+    const std::size_t smem_q = shared_bytes(dqk, D, 4);
+    dqk<<<grid, kThreads, smem_q, stream(dev)>>>(
+        q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(), lse.data<float>(),
+        dsum.data<float>(), dq.data<float>(), n, scale_log2, scale);
+    TT_CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
+  });
+}
+
+TT_REGISTER_KERNEL("flash_attention_forward", DeviceType::kCUDA, cuda::flash_attention_forward);
+TT_REGISTER_KERNEL("flash_attention_backward", DeviceType::kCUDA, cuda::flash_attention_backward);
+
+}  // namespace tt::cuda
