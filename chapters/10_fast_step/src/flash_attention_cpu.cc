@@ -18,10 +18,12 @@ namespace tt::cpu {
 
 namespace {
 
-/// sum_c a[c] * b[c] over hs elements.
+/// sum_c a[c] * b[c] over hs elements (vectorized: the SIMD lanes keep partial sums, added in
+/// a fixed order, so the result is the same on every run).
 template <typename T>
 T dot(const T* a, const T* b, int64_t hs) {
   T s = 0;
+#pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < hs; ++c) s += a[c] * b[c];
   return s;
 }
@@ -29,6 +31,7 @@ T dot(const T* a, const T* b, int64_t hs) {
 /// y[c] += w * x[c] over hs elements.
 template <typename T>
 void axpy(T* y, T w, const T* x, int64_t hs) {
+#pragma omp simd
   for (int64_t c = 0; c < hs; ++c) y[c] += w * x[c];
 }
 
