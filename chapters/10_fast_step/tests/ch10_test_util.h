@@ -22,6 +22,18 @@ inline Tensor randn_t(const Shape& shape, uint64_t seed, DType dtype) {
   return randn(shape, gen, {dtype});
 }
 
+/// Seeded inputs q, k, v and an output gradient dout, all of `shape` and `dtype` (CPU).
+struct AttentionInputs {
+  Tensor q, k, v, dout;
+};
+
+/// Four N(0, 1) tensors from seeds seed, seed + 1, seed + 2, seed + 3.
+inline AttentionInputs random_inputs(const Shape& shape, uint64_t seed,
+                                     DType dtype = DType::kFloat32) {
+  return {randn_t(shape, seed, dtype), randn_t(shape, seed + 1, dtype),
+          randn_t(shape, seed + 2, dtype), randn_t(shape, seed + 3, dtype)};
+}
+
 /// Everything the tests compare with: the forward output and log-sum-exp and the gradients of
 /// sum(out * dout), all float64 on the CPU, from causal_attention_naive.
 struct AttentionReference {
@@ -73,6 +85,11 @@ inline AttentionReference reference_attention(const Tensor& q, const Tensor& k, 
   r.dv = v64.grad();
   r.lse = reference_lse(q64.detach(), k64.detach());
   return r;
+}
+
+/// The float64 reference of `in`.
+inline AttentionReference reference_attention(const AttentionInputs& in) {
+  return reference_attention(in.q, in.k, in.v, in.dout);
 }
 
 /// ||a - ref|| / ||ref|| (Frobenius norms, in float64 on the CPU).

@@ -100,11 +100,9 @@ TEST(Ch10_2_FlashAttentionCpu, ForwardMatchesNaive) {
   uint64_t seed = 100;
   for (const Case& c : kCases) {
     const Shape shape{c.B, c.NH, c.T, c.hs};
-    const Tensor q = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor k = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor v = randn_t(shape, ++seed, DType::kFloat32);
-    const test10::AttentionReference ref =
-        test10::reference_attention(q, k, v, randn_t(shape, ++seed, DType::kFloat32));
+    const test10::AttentionInputs in = test10::random_inputs(shape, seed += 4);
+    const test10::AttentionReference ref = test10::reference_attention(in);
+    const Tensor &q = in.q, &k = in.k, &v = in.v;
     Tensor out = empty(shape), lse = empty({c.B, c.NH, c.T});
     call_kernel<FlashAttentionForwardKernel>("flash_attention_forward", Device::cpu(), out, lse, q,
                                              k, v);
@@ -138,11 +136,9 @@ TEST(Ch10_3_FlashAttentionCpu, BackwardMatchesNaive) {
   uint64_t seed = 200;
   for (const Case& c : kCases) {
     const Shape shape{c.B, c.NH, c.T, c.hs};
-    const Tensor q = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor k = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor v = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor dout = randn_t(shape, ++seed, DType::kFloat32);
-    const test10::AttentionReference ref = test10::reference_attention(q, k, v, dout);
+    const test10::AttentionInputs in = test10::random_inputs(shape, seed += 4);
+    const test10::AttentionReference ref = test10::reference_attention(in);
+    const Tensor &q = in.q, &k = in.k, &v = in.v, &dout = in.dout;
     // The backward kernel alone, fed with the reference's forward results (so that this test
     // does not depend on exercise ch10.2).
     Tensor dq = empty(shape), dk = empty(shape), dv = empty(shape);

@@ -74,11 +74,9 @@ TEST(Ch10_4_FlashAttentionCuda, ForwardMatchesReference) {
   uint64_t seed = 300;
   for_each_case([&](const Case& c, bool tf32, const std::string& name) {
     const Shape shape{c.B, c.NH, c.T, c.hs};
-    const Tensor q = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor k = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor v = randn_t(shape, ++seed, DType::kFloat32);
-    const test10::AttentionReference ref =
-        test10::reference_attention(q, k, v, randn_t(shape, ++seed, DType::kFloat32));
+    const test10::AttentionInputs in = test10::random_inputs(shape, seed += 4);
+    const test10::AttentionReference ref = test10::reference_attention(in);
+    const Tensor &q = in.q, &k = in.k, &v = in.v;
     const Device gpu = Device::cuda(0);
     // Poisoned outputs: every element must be written.
     Tensor out = full(shape, NAN, {DType::kFloat32, gpu});
@@ -95,11 +93,9 @@ TEST(Ch10_5_FlashAttentionCuda, BackwardMatchesReference) {
   uint64_t seed = 400;
   for_each_case([&](const Case& c, bool tf32, const std::string& name) {
     const Shape shape{c.B, c.NH, c.T, c.hs};
-    const Tensor q = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor k = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor v = randn_t(shape, ++seed, DType::kFloat32);
-    const Tensor dout = randn_t(shape, ++seed, DType::kFloat32);
-    const test10::AttentionReference ref = test10::reference_attention(q, k, v, dout);
+    const test10::AttentionInputs in = test10::random_inputs(shape, seed += 4);
+    const test10::AttentionReference ref = test10::reference_attention(in);
+    const Tensor &q = in.q, &k = in.k, &v = in.v, &dout = in.dout;
     const Device gpu = Device::cuda(0);
     const TensorOptions opts{DType::kFloat32, gpu};
     Tensor dq = full(shape, NAN, opts), dk = full(shape, NAN, opts), dv = full(shape, NAN, opts);
