@@ -6,6 +6,7 @@
 //   attention_flash/cuda_tf32/B8_NH12_T{4096,8192}_hs64         (naive needs 6.4 GB per [B, NH,
 //                                                               T, T] tensor at 4096: not run)
 //   attention_flash/cuda/B8_NH12_T{1024,2048}_hs64              exact mode (3xTF32), for its cost
+//   attention_{naive,flash}_fwd/cuda_tf32/...                   the forward alone (no graph)
 //
 //   build/bin/bench_attention --benchmark_filter=/cuda_tf32/
 //
@@ -13,7 +14,8 @@
 // TF32 allowed, F.scaled_dot_product_attention(is_causal=True) and a naive matmul-softmax-matmul;
 // fwd + bwd with an all-ones gradient, .grad accumulated across iterations, as here).
 //
-// One iteration: y = attention(q, k, v) with q, k, v requiring grad, then backward(y, dout).
+// One iteration: y = attention(q, k, v) with q, k, v requiring grad, then backward(y, dout)
+// (the _fwd families: the forward alone).
 // Counters: GFLOP/s of the causal attention's matrix products, 7 B NH T^2 hs per fwd + bwd
 // (forward Q K^T and P V: 2 x 2 T^2 hs / 2 each; backward: 2.5x the forward, FlashAttention's
 // convention; the recomputation of S in the backward is not counted), and GB/s of the
@@ -44,28 +46,34 @@ struct AttentionShape {
 
 using AttentionFn = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);
 
-void fwd_bwd(benchmark::State& state, Device device, const AttentionShape& s, AttentionFn fn) {
+/// Times fn(q, k, v) and, with `backward`, backward(y, dout) (the forward alone records no graph:
+/// q, k, v then do not require grad). Rates: the forward is 2/7 of the flops, 5 of the 11 tensors.
+void run_attention(benchmark::State& state, Device device, const AttentionShape& s, AttentionFn fn,
+                   bool backward) {
   const Shape shape{s.B, s.NH, s.T, s.hs};
   Tensor q = bench::filled(shape, 1, device), k = bench::filled(shape, 2, device);
   Tensor v = bench::filled(shape, 3, device);
-  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad();
+  if (backward) {
+    for (Tensor* t : {&q, &k, &v}) t->set_requires_grad();
+  }
   const Tensor dout = full(shape, 1.0, {DType::kFloat32, device});
   const double seconds = bench::time_on(state, device, [&] {
     const Tensor y = fn(q, k, v);
-    autograd::backward(y, dout);
+    if (backward) autograd::backward(y, dout);
   });
-  bench::set_rates(state, seconds, s.bytes(), s.flops());
+  bench::set_rates(state, seconds, backward ? s.bytes() : s.bytes() * 5 / 11,
+                   backward ? s.flops() : s.flops() * 2 / 7);
 }
 
 void register_attention(const std::string& device_part, Device device, const AttentionShape& s,
-                        bool naive, bool tf32, int64_t iterations) {
-  const std::string name =
-      std::string(naive ? "attention_naive/" : "attention_flash/") + device_part + "/" + s.args();
+                        bool naive, bool tf32, int64_t iterations, bool backward = true) {
+  const std::string name = std::string(naive ? "attention_naive" : "attention_flash") +
+                           (backward ? "/" : "_fwd/") + device_part + "/" + s.args();
   bench::register_on(
       name, device,
-      [s, naive, tf32](benchmark::State& st, Device d) {
+      [s, naive, tf32, backward](benchmark::State& st, Device d) {
         cuda::AllowTf32Guard mode(tf32);
-        fwd_bwd(st, d, s, naive ? &causal_attention_naive : &flash_attention);
+        run_attention(st, d, s, naive ? &causal_attention_naive : &flash_attention, backward);
       },
       iterations);
 }
@@ -85,6 +93,11 @@ int main(int argc, char** argv) {
   }
   for (const int64_t T : {1024, 2048}) {
     register_attention("cuda", Device::cuda(), AttentionShape{8, 12, T, 64}, false, false, 20);
+  }
+  for (const int64_t T : {1024, 2048, 4096}) {
+    const AttentionShape s{8, 12, T, 64};
+    if (T <= 2048) register_attention("cuda_tf32", Device::cuda(), s, true, true, 20, false);
+    register_attention("cuda_tf32", Device::cuda(), s, false, true, 20, false);
   }
   return bench::run_main(argc, argv, "bench_attention");
 }
