@@ -9,9 +9,12 @@
 //    sqrt(hs) * 2^-11 * |q_c k_c| / sqrt(hs) ~ 5e-4, which moves each probability by the same
 //    relative amount; P and V are rounded again for P V. The outputs are averages of O(1)
 //    values, so their errors are a few 1e-4 (METHOD.md: "tf32 near 3e-4"). We require
-//    ||err|| / ||ref|| <= 2e-3 (about 5x the expected 3-4e-4) and every element within
-//    3e-2 abs + 1e-2 rel (catches one wrong row that a norm would average away). Gradients go
-//    through two more TF32 products (dP, then dS K): same norm bound, elements within 5e-2.
+//    ||err|| / max(||ref||, sqrt(numel)) <= 2e-3 (test10::relative_error; about 5x the expected
+//    3-4e-4) and every element within 3e-2 abs + 1e-2 rel (catches one wrong row that a norm
+//    would average away). Gradients go through two more TF32 products (dP, then dS K), and
+//    dS = P (dP - D) subtracts a TF32 dP from an fp32 D: errors of ~1e-3 of |dP| even where the
+//    exact dS is 0 (T = 1: dq = dk = 0 exactly; measured RMS error 4e-4). Same norm bound,
+//    elements within 5e-2.
 //  - exact mode (allow_tf32() false, 3xTF32): products are as accurate as fp32 FMA, so the
 //    errors are fp32 rounding: ||err|| / ||ref|| <= 2e-5 and elements within 1e-4 abs + 1e-4 rel.
 #include <cmath>
