@@ -76,6 +76,18 @@ __device__ __forceinline__ Tf32<kExact> split(float x) {
   return r;
 }
 
+/// An operand element read from a shared tile. In TF32 mode load_tile has already rounded the
+/// tile to TF32 (once per element, instead of once per use by each of the 4 warps): its bits are
+/// the operand. In 3xTF32 mode the tile holds fp32 values, split here.
+template <bool kExact>
+__device__ __forceinline__ Tf32<kExact> from_tile(float x) {
+  if constexpr (kExact) {
+    return split<true>(x);
+  } else {
+    return Tf32<false>{__float_as_uint(x)};
+  }
+}
+
 /// c += a b for one 16x8x8 tile on the tensor cores (fragments in the layout above).
 __device__ __forceinline__ void mma_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint32_t b0, uint32_t b1) {
@@ -106,13 +118,14 @@ __device__ __forceinline__ void warp_mma_abt(float (&c)[kN / 8][4], const float*
   const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k0 = 0; k0 < kK; k0 += 8) {
-    const Tf32<kExact> fa[4] = {
-        split<kExact>(a[g * lda + k0 + t]), split<kExact>(a[(g + 8) * lda + k0 + t]),
-        split<kExact>(a[g * lda + k0 + t + 4]), split<kExact>(a[(g + 8) * lda + k0 + t + 4])};
+    const Tf32<kExact> fa[4] = {from_tile<kExact>(a[g * lda + k0 + t]),
+                                from_tile<kExact>(a[(g + 8) * lda + k0 + t]),
+                                from_tile<kExact>(a[g * lda + k0 + t + 4]),
+                                from_tile<kExact>(a[(g + 8) * lda + k0 + t + 4])};
 #pragma unroll
     for (int n = 0; n < kN / 8; ++n) {
       const float* bn = b + (n * 8 + g) * ldb + k0 + t;
-      const Tf32<kExact> fb[2] = {split<kExact>(bn[0]), split<kExact>(bn[4])};
+      const Tf32<kExact> fb[2] = {from_tile<kExact>(bn[0]), from_tile<kExact>(bn[4])};
       mma<kExact>(c[n], fa, fb);
     }
   }
@@ -132,21 +145,26 @@ __device__ __forceinline__ void warp_mma_pb(float (&c)[kN / 8][4], const float (
     const float* b0 = b + (k8 * 8 + 2 * t) * ldb + g;  // key 2t of the k-step; b0 + ldb: 2t + 1
 #pragma unroll
     for (int n = 0; n < kN / 8; ++n) {
-      const Tf32<kExact> fb[2] = {split<kExact>(b0[n * 8]), split<kExact>(b0[ldb + n * 8])};
+      const Tf32<kExact> fb[2] = {from_tile<kExact>(b0[n * 8]), from_tile<kExact>(b0[ldb + n * 8])};
       mma<kExact>(c[n], fa, fb);
     }
   }
 }
 
 /// The whole block copies rows [row0, row0 + kTile) of a row-major [n, D] matrix into the shared
-/// tile dst [kTile][D + 4] with 16-byte loads; rows at or beyond n are zero.
-template <int D>
+/// tile dst [kTile][D + 4] with 16-byte loads; rows at or beyond n are zero. With kRound (TF32
+/// mode) the values are stored rounded to TF32, ready for from_tile.
+template <int D, bool kRound>
 __device__ __forceinline__ void load_tile(float* dst, const float* src, int row0, int n) {
   constexpr int kVecs = D / 4;  // float4 per row
   for (int i = threadIdx.x; i < kTile * kVecs; i += kThreads) {
     const int r = i / kVecs, c = (i % kVecs) * 4;
     float4 val = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row0 + r < n) val = *reinterpret_cast<const float4*>(src + int64_t{row0 + r} * D + c);
+    if constexpr (kRound) {
+      val = make_float4(__uint_as_float(tf32_bits(val.x)), __uint_as_float(tf32_bits(val.y)),
+                        __uint_as_float(tf32_bits(val.z)), __uint_as_float(tf32_bits(val.w)));
+    }
     *reinterpret_cast<float4*>(dst + r * (D + 4) + c) = val;
   }
 }
@@ -188,15 +206,15 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = tile * kTile + warp * 16;  // the warp's first query row
   const float* wq = sq + warp * 16 * kLd;
   (void)g, (void)t;
-  load_tile<D>(sq, q + head, tile * kTile, n);
+  load_tile<D, !kExact>(sq, q + head, tile * kTile, n);
 
   float acc[D / 8][4] = {};             // unnormalized O of rows g and g+8 (C layout)
   float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (base-2 scores)
   float l[2] = {0.f, 0.f};              // this lane's part of their running sums
   for (int kt = 0; kt <= tile; ++kt) {  // causal: key tiles 0 .. diagonal
     __syncthreads();                    // the previous K, V tiles are no longer read
-    load_tile<D>(sk, k + head, kt * kTile, n);
-    load_tile<D>(sv, v + head, kt * kTile, n);
+    load_tile<D, !kExact>(sk, k + head, kt * kTile, n);
+    load_tile<D, !kExact>(sv, v + head, kt * kTile, n);
     __syncthreads();
     (void)scale_log2;
     __trap();  // unreachable: the host wrapper throws TODO ch10.4 before launching
@@ -256,8 +274,8 @@ __global__ void __launch_bounds__(kThreads)
   const float* wq = sq + warp * 16 * kLd;
   const float* wdo = sdo + warp * 16 * kLd;
   (void)t;
-  load_tile<D>(sq, q + head, tile * kTile, n);
-  load_tile<D>(sdo, dout + head, tile * kTile, n);
+  load_tile<D, !kExact>(sq, q + head, tile * kTile, n);
+  load_tile<D, !kExact>(sdo, dout + head, tile * kTile, n);
   float lse2[2], drow[2];  // rows g, g+8: log-sum-exp in base 2, and D
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -268,8 +286,8 @@ __global__ void __launch_bounds__(kThreads)
   float acc[D / 8][4] = {};  // dQ * sqrt(hs) of rows g, g+8
   for (int kt = 0; kt <= tile; ++kt) {
     __syncthreads();
-    load_tile<D>(sk, k + head, kt * kTile, n);
-    load_tile<D>(sv, v + head, kt * kTile, n);
+    load_tile<D, !kExact>(sk, k + head, kt * kTile, n);
+    load_tile<D, !kExact>(sv, v + head, kt * kTile, n);
     __syncthreads();
     (void)scale_log2, (void)wdo;
     __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
@@ -300,14 +318,14 @@ __global__ void __launch_bounds__(kThreads)
   const float* wk = sk + warp * 16 * kLd;
   const float* wv = sv + warp * 16 * kLd;
   (void)g, (void)t;
-  load_tile<D>(sk, k + head, tile * kTile, n);
-  load_tile<D>(sv, v + head, tile * kTile, n);
+  load_tile<D, !kExact>(sk, k + head, tile * kTile, n);
+  load_tile<D, !kExact>(sv, v + head, tile * kTile, n);
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // keys g, g+8 of the warp
   const int tiles = (n + kTile - 1) / kTile;
   for (int qt = tile; qt < tiles; ++qt) {
     __syncthreads();
-    load_tile<D>(sq, q + head, qt * kTile, n);
-    load_tile<D>(sdo, dout + head, qt * kTile, n);
+    load_tile<D, !kExact>(sq, q + head, qt * kTile, n);
+    load_tile<D, !kExact>(sdo, dout + head, qt * kTile, n);
     for (int i = threadIdx.x; i < kTile; i += kThreads) {
       const int row = qt * kTile + i;
       sl[i] = row < n ? lse[int64_t{blockIdx.y} * n + row] * kLog2e : INFINITY;
