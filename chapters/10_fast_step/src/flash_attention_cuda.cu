@@ -88,25 +88,23 @@ __device__ __forceinline__ Tf32<kExact> from_tile(float x) {
   }
 }
 
-/// c += a b for one 16x8x8 tile on the tensor cores (fragments in the layout above).
-__device__ __forceinline__ void mma_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/// c += a b in TF32, or in 3xTF32 (the small cross terms first).
+/// c += a b for one 16x8x8 tile on the tensor cores (fragments in the layout above), in TF32,
+/// or in 3xTF32 (the small cross terms first).
 template <bool kExact>
 __device__ __forceinline__ void mma(float (&c)[4], const Tf32<kExact> (&a)[4],
                                     const Tf32<kExact> (&b)[2]) {
+  auto issue = [&c](uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  };
   if constexpr (kExact) {
-    mma_tf32(c, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
-    mma_tf32(c, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
+    issue(a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
+    issue(a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
   }
-  mma_tf32(c, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
+  issue(a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
 }
 
 /// One warp: c (16 x kN, as kN/8 C fragments) += A B^T, with A (16 x kK) and B (kN x kK) both
@@ -205,7 +203,6 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first query row
   const float* wq = sq + warp * 16 * kLd;
-  (void)g, (void)t;
   load_tile<D, !kExact>(sq, q + head, tile * kTile, n);
 
   float acc[D / 8][4] = {};             // unnormalized O of rows g and g+8 (C layout)
@@ -216,7 +213,10 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<D, !kExact>(sk, k + head, kt * kTile, n);
     load_tile<D, !kExact>(sv, v + head, kt * kTile, n);
     __syncthreads();
-    (void)scale_log2;
+    // ch10.4, this loop's body: S = Q K^T (warp_mma_abt), scale, mask the diagonal tile, the
+    // online softmax of rows g and g+8 (max over the quad, alpha, weights, l, acc *= alpha),
+    // then O += P V (warp_mma_pb).
+    (void)scale_log2, (void)wq;
     __trap();  // unreachable: the host wrapper throws TODO ch10.4 before launching
   }
 #pragma unroll
@@ -289,7 +289,9 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<D, !kExact>(sk, k + head, kt * kTile, n);
     load_tile<D, !kExact>(sv, v + head, kt * kTile, n);
     __syncthreads();
-    (void)scale_log2, (void)wdo;
+    // ch10.5, this loop's body: S = Q K^T and dP = dO V^T (warp_mma_abt), P = exp2(S - L) (0
+    // on the masked part of the diagonal tile), dS = P (dP - D), then dQ += dS K (warp_mma_pb).
+    (void)scale_log2, (void)wq, (void)wdo;
     __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
   }
   store_rows<D>(dq + head, acc, row0, n, scale);
@@ -332,6 +334,9 @@ __global__ void __launch_bounds__(kThreads)
       sd[i] = row < n ? dsum[int64_t{blockIdx.y} * n + row] : 0.f;
     }
     __syncthreads();
+    // ch10.5, this loop's body: S^T = K Q^T and dP^T = V dO^T (warp_mma_abt), P^T (L and D of
+    // the queries in sl, sd; 0 on the masked part of the diagonal tile), dS^T = P^T (dP^T - D),
+    // then dV += P^T dO and dK += dS^T Q (warp_mma_pb).
     (void)scale_log2, (void)wk, (void)wv;
     __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
   }
