@@ -521,8 +521,8 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   dispatch_kernel(hs, [&]<int D, bool kExact>() {
 #if !TT_SOLUTION
     TT_TODO("ch10.5",
-            "flash backward kernels: dK, dV per 64-key tile (flash_backward_dkdv_kernel) and dQ "
-            "per 64-query tile (flash_backward_dq_kernel), recomputing P = exp(S - lse) on "
+            "flash_backward_dkdv_kernel and flash_backward_dq_kernel: dK, dV per 64-key tile "
+            "and dQ per 64-query tile, recomputing P = exp(S - lse) on "
             "tensor cores, dS = P o (dP - D), dV = P^T dO, dK = dS^T Q / sqrt(hs), "
             "dQ = dS K / sqrt(hs), causal tiles skipped; matches the float64 reference");
 #endif
