@@ -1,0 +1,113 @@
+/// @file flash_attention.h
+/// @brief Causal FlashAttention (chapter 10): attention of q, k, v [B, NH, T, hs] computed tile
+/// by tile with an online softmax, so that no [B, NH, T, T] tensor ever exists.
+///
+/// The op is \f$ O = \mathrm{softmax}(Q K^T / \sqrt{hs} + M)\, V \f$ with the causal mask M
+/// (query i sees keys j <= i), per (batch, head). Its forward also returns, per query row, the
+/// log-sum-exp of the scaled, masked scores, \f$ L_i = \log \sum_{j \le i} e^{S_{ij}} \f$
+/// ([B, NH, T]); the backward recomputes \f$ P_{ij} = e^{S_{ij} - L_i} \f$ from Q, K and L instead
+/// of storing P, with \f$ D_i = \sum_c dO_{ic} O_{ic} \f$:
+/// \f$ dV = P^T dO,\ dP = dO\, V^T,\ dS = P \circ (dP - D),\ dQ = dS\, K / \sqrt{hs},\ dK = dS^T
+/// Q / \sqrt{hs} \f$.
+///
+/// Three layers, as for every op of this project:
+///  - kernels registered as "flash_attention_forward" / "flash_attention_backward": the CPU ones
+///    below (namespace tt::cpu; float32 and float64), and the CUDA ones of
+///    flash_attention_cuda.cu (float32, tensor cores in TF32, or 3xTF32 when
+///    cuda::allow_tf32() is false; hs in {32, 64, 128});
+///  - an autograd Function whose forward saves O and L, and whose backward calls the backward
+///    kernel;
+///  - the front-end flash_attention(), which validates its inputs (tt::Error naming the op, the
+///    shapes, dtypes and devices).
+/// causal_attention_naive() is the same function composed from chapter 04's ops (matmul,
+/// masked_fill, softmax): the reference of the tests, and the "naive" of the benchmark.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "tt/dispatcher.h"
+#include "tt/tensor.h"
+
+namespace tt {
+
+/// "flash_attention_forward": writes out [B, NH, T, hs] and lse [B, NH, T] (q's dtype) from
+/// contiguous q, k, v [B, NH, T, hs].
+using FlashAttentionForwardKernel = void(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                         const Tensor& k, const Tensor& v);
+/// "flash_attention_backward": writes dq, dk, dv (not accumulated) from dout and the forward's
+/// q, k, v, out and lse (all contiguous).
+using FlashAttentionBackwardKernel = void(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                          const Tensor& dout, const Tensor& q, const Tensor& k,
+                                          const Tensor& v, const Tensor& out, const Tensor& lse);
+
+namespace cpu {
+
+/// Query rows per tile of the CPU kernels (a tile of K and V is reused by that many rows).
+inline constexpr int64_t kFlashBlockQ = 32;
+/// Keys per tile of the CPU kernels (the scores of one row and one key tile: kFlashBlockK values).
+inline constexpr int64_t kFlashBlockK = 32;
+
+/// The running state of a softmax over a row that arrives in blocks (exercise ch10.1): the
+/// largest score seen so far and the sum of \f$ e^{x_j - \mathrm{max}} \f$ over the scores seen.
+///
+/// After merging blocks \f$ x^{(1)}, \dots, x^{(b)} \f$ (in any sizes), `max` is the maximum of
+/// all their elements and \f$ \mathrm{sum} = \sum_j e^{x_j - \mathrm{max}} \f$ over all of them,
+/// so \f$ \mathrm{softmax}(x)_j = e^{x_j - \mathrm{max}} / \mathrm{sum} \f$ and
+/// \f$ \log\sum_j e^{x_j} = \mathrm{max} + \log \mathrm{sum} \f$. Scores of -inf (masked) count
+/// as probability 0; a row of only -inf so far has max = -inf and sum = 0.
+template <typename T>
+struct OnlineSoftmax {
+  T max = -std::numeric_limits<T>::infinity();  ///< largest score merged so far
+  T sum = 0;  ///< sum of exp(x - max) over the scores merged so far
+
+  /// Merges the block x[0, n) (n >= 0): updates max and sum, overwrites each x[j] with
+  /// \f$ e^{x_j - \mathrm{max}_{new}} \f$ (0 for -inf), and returns the factor
+  /// \f$ \alpha = e^{\mathrm{max}_{old} - \mathrm{max}_{new}} \f$ (in [0, 1]; 1 while the
+  /// maximum is still -inf) by which anything accumulated with weights \f$ e^{x -
+  /// \mathrm{max}_{old}} \f$ must be multiplied to be relative to the new maximum.
+  T merge(T* x, int64_t n);
+
+  /// \f$ \log \sum_j e^{x_j} \f$ over everything merged: max + log(sum) (-inf for an empty or
+  /// fully masked row).
+  T logsumexp() const;
+};
+
+extern template struct OnlineSoftmax<float>;
+extern template struct OnlineSoftmax<double>;
+
+/// FlashAttention forward of one head (exercise ch10.2): q, k, v, o are [T, hs] row-major,
+/// lse is [T]. Tiles of kFlashBlockQ query rows and kFlashBlockK keys, an OnlineSoftmax per
+/// row, key tiles entirely above the diagonal skipped; memory beyond the outputs is O(tile).
+template <typename T>
+void flash_attention_forward_head(const T* q, const T* k, const T* v, T* o, T* lse, int64_t n,
+                                  int64_t hs);
+
+/// FlashAttention backward of one head (exercise ch10.3): writes dq, dk, dv [T, hs] from dout,
+/// and the forward's q, k, v, o and lse, recomputing P tile by tile from q, k and lse.
+template <typename T>
+void flash_attention_backward_head(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
+                                   const T* v, const T* o, const T* lse, int64_t n, int64_t hs);
+
+/// The CPU kernel "flash_attention_forward": flash_attention_forward_head on every (b, h), in
+/// parallel over the B * NH heads.
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                             const Tensor& v);
+/// The CPU kernel "flash_attention_backward": flash_attention_backward_head on every (b, h), in
+/// parallel over the B * NH heads.
+void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                              const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& out, const Tensor& lse);
+
+}  // namespace cpu
+
+/// Causal attention of q, k, v [B, NH, T, hs] (same shape, dtype and device; float32 or float64,
+/// float32 only on CUDA) through the FlashAttention kernels, scale \f$ 1/\sqrt{hs} \f$. Result
+/// [B, NH, T, hs]; differentiable in q, k and v.
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+
+/// The same function composed from chapter 04's ops: softmax(masked_fill(q k^T / sqrt(hs),
+/// causal_mask(T), -inf)) v. Materializes the [B, NH, T, T] scores (and their softmax).
+Tensor causal_attention_naive(const Tensor& q, const Tensor& k, const Tensor& v);
+
+}  // namespace tt
