@@ -9,11 +9,16 @@ Doxygen site (1.9.4 knows neither $...$ math nor links to files outside its inpu
   * math: $...$ -> \\f$...\\f$, $$...$$ (one or more lines) and ```math blocks -> \\f[...\\f];
   * links: [t](../NN_x/README.md) -> [t](@ref chNN); [t](include/tt/x.h) -> [t](@ref x.h);
     [t](docs/foo.md)-style links into docs/ pages -> @ref of that page's label (see PAGE_LABELS);
-    other relative links (src/x.cc, tests/...) -> the text plus the repository path in code.
+    other relative links (src/x.cc, tests/...) -> the text plus the repository path in code;
+  * folds: a line `<details><summary>text</summary>` and a line `</details>` become the same
+    HTML inside \\htmlonly[block] (Doxygen 1.9.4 otherwise closes the <details> at the end of
+    each paragraph, so only the summary would be inside the fold); `code` in the summary
+    becomes <code>.
 
 Code spans and fenced code blocks are left untouched. The line count is preserved, so Doxygen's
 warnings point at the right README line. Usage (by Doxygen): md_filter.py <file>.
 """
+import html
 import os
 import re
 import sys
@@ -35,6 +40,9 @@ INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\s)((?:[^$\\\n]|\\.)+?)(?<!\s)\$(?![\d
 DISPLAY_ONE_LINE = re.compile(r"\$\$(.+?)\$\$")
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+# A fold as the chapter READMEs write it (tools/readme_exercises checks the form).
+DETAILS_OPEN = re.compile(r"^(\s*)<details><summary>(.*)</summary>\s*$")
+DETAILS_CLOSE = re.compile(r"^(\s*)</details>\s*$")
 
 
 def page_label(path):
@@ -68,6 +76,20 @@ def rewrite_link(match, readme_dir, repo_root):
     if text.strip("`") == path or text.strip("`") == rel:
         return f"`{rel}`"
     return f"{text} (`{rel}`)"
+
+
+def convert_fold(line):
+    """The \\htmlonly form of a fold's opening or closing line, or None for any other line."""
+    m = DETAILS_OPEN.match(line)
+    if m:
+        summary = CODE_SPAN.sub(lambda c: "<code>" + html.escape(c.group(2).strip()) + "</code>",
+                                m.group(2))
+        return (f"{m.group(1)}\\htmlonly[block]<details><summary>{summary}</summary>"
+                "\\endhtmlonly")
+    m = DETAILS_CLOSE.match(line)
+    if m:
+        return f"{m.group(1)}\\htmlonly[block]</details>\\endhtmlonly"
+    return None
 
 
 def convert_inline(line, readme_dir, repo_root):
@@ -118,6 +140,10 @@ def filter_markdown(text, path):
             continue
         if in_math_block:
             out.append(line)
+            continue
+        fold = convert_fold(line)
+        if fold is not None:
+            out.append(fold)
             continue
         if not labelled:
             h = HEADING.match(line)

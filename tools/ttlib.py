@@ -14,19 +14,62 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TODO_RE = re.compile(r'TT_TODO\(\s*"(ch(\d\d)\.(\d+))"\s*,\s*"((?:[^"\\]|\\.)*)"')
+# TT_TODO("chNN.M", "Title: contract"): the text may be split into adjacent string literals.
+_C_STRING = r'"(?:[^"\\\n]|\\.)*"'
+TODO_RE = re.compile(r'TT_TODO\(\s*"(ch(\d\d)\.(\d+))"\s*,\s*((?:' + _C_STRING + r'\s*)+)\)')
+_C_STRING_RE = re.compile(_C_STRING)
+_C_ESCAPES = {"n": "\n", "t": "\t"}
 # Same rule as cmake/TTAddTests.cmake: suite ChNN_M_What (optionally behind "Prefix/").
 TEST_ID_RE = re.compile(r'(?:^|/)Ch(\d\d)_(\d+)_')
 
 
 @dataclasses.dataclass
-class Exercise:
-    id: str          # "ch01.3"
+class Todo:
+    """One TT_TODO(...) of a solution file."""
+    id: str          # "ch01.6"
     chapter: str     # "01"
-    number: int      # 3
-    title: str       # "Tensor::permute"
-    hint: str        # the full hint
+    number: int      # 6
+    text: str        # the whole text: "Tensor::squeeze: ..." (adjacent literals joined)
+    solution: str    # solutions/01_tensor/tensor_views.cc (relative to ROOT)
     starter: str     # chapters/01_tensor/src/tensor_views.cc (relative to ROOT)
+
+    @property
+    def title(self) -> str:
+        """The short name before the first ": " (the function), or the whole text."""
+        return self.text.split(": ", 1)[0].strip() if ": " in self.text else self.text
+
+    @property
+    def contract(self) -> str:
+        """What must hold: the text after the title."""
+        return self.text.split(": ", 1)[1].strip() if ": " in self.text else ""
+
+
+@dataclasses.dataclass
+class Exercise:
+    id: str          # "ch01.6"
+    chapter: str     # "01"
+    number: int      # 6
+    todos: list[Todo]  # every TT_TODO of this id, in file order
+
+    @property
+    def title(self) -> str:
+        """The titles of its TT_TODOs: "Tensor::squeeze, Tensor::unsqueeze"."""
+        return ", ".join(dict.fromkeys(t.title for t in self.todos))
+
+    @property
+    def hint(self) -> str:
+        """The text of its first TT_TODO."""
+        return self.todos[0].text
+
+    @property
+    def starter(self) -> str:
+        """The starter file of its first TT_TODO (relative to ROOT)."""
+        return self.todos[0].starter
+
+    @property
+    def starters(self) -> list[str]:
+        """Every starter file holding one of its TT_TODOs, in order."""
+        return list(dict.fromkeys(t.starter for t in self.todos))
 
 
 def chapter_dirs() -> dict[str, str]:
@@ -39,20 +82,40 @@ def chapter_dirs() -> dict[str, str]:
     return out
 
 
+def parse_todos(source: str) -> list[tuple[str, str]]:
+    """(id, text) of every TT_TODO(...) in a C++/CUDA source text, in order. The text is the
+    concatenation of the adjacent string literals, with C escapes resolved."""
+    out = []
+    for m in TODO_RE.finditer(source):
+        text = "".join(
+            re.sub(r"\\(.)", lambda e: _C_ESCAPES.get(e.group(1), e.group(1)), lit[1:-1])
+            for lit in _C_STRING_RE.findall(m.group(4)))
+        out.append((m.group(1), text))
+    return out
+
+
+def solution_files() -> list[Path]:
+    """The single-source exercise files: solutions/NN_topic/*.cc and *.cu, sorted."""
+    return [p for p in sorted((ROOT / "solutions").glob("*/*")) if p.suffix in (".cc", ".cu")]
+
+
+def todos(chapter: str | None = None) -> list[Todo]:
+    """Every TT_TODO of solutions/ (of one chapter "NN" if given), in file and line order."""
+    out = []
+    for path in solution_files():
+        for ex_id, text in parse_todos(path.read_text(encoding="utf-8")):
+            ch, num = ex_id[2:4], int(ex_id.split(".", 1)[1])
+            if chapter is None or ch == chapter:
+                out.append(Todo(ex_id, ch, num, text, str(path.relative_to(ROOT)),
+                                f"chapters/{path.parent.name}/src/{path.name}"))
+    return out
+
+
 def exercises(chapter: str | None = None) -> list[Exercise]:
-    """Every exercise id found in solutions/, in (chapter, number) order; first TT_TODO wins."""
+    """Every exercise id found in solutions/, in (chapter, number) order."""
     found: dict[str, Exercise] = {}
-    for path in sorted((ROOT / "solutions").glob("*/*")):
-        if path.suffix not in (".cc", ".cu"):
-            continue
-        for m in TODO_RE.finditer(path.read_text(encoding="utf-8")):
-            ex_id, ch, num, hint = m.group(1), m.group(2), int(m.group(3)), m.group(4)
-            if chapter is not None and ch != chapter:
-                continue
-            if ex_id not in found:
-                title = hint.split(": ", 1)[0].strip() if ": " in hint else hint
-                starter = f"chapters/{path.parent.name}/src/{path.name}"
-                found[ex_id] = Exercise(ex_id, ch, num, title, hint, starter)
+    for t in todos(chapter):
+        found.setdefault(t.id, Exercise(t.id, t.chapter, t.number, [])).todos.append(t)
     return sorted(found.values(), key=lambda e: (e.chapter, e.number))
 
 

@@ -25,7 +25,7 @@ int64_t Tensor::element_offset(const std::vector<int64_t>& index) const {
 #else
   TT_TODO(
       "ch01.1",
-      "Tensor::element_offset: check every index against its size, then offset + sum(index[d] * stride[d])");
+      "Tensor::element_offset: offset() + sum over d of index[d] * stride(d), in elements, for one index per dim (negative ones count from the end); throws naming the shape when an index is out of range or the number of indices is not dim()");
 #endif
 }
 
@@ -70,7 +70,7 @@ std::optional<Strides> compute_view_strides(const Shape& old_shape, const Stride
 #else
   TT_TODO(
       "ch01.2",
-      "compute_view_strides: split the old dims into contiguous chunks and re-split each chunk into new dims of equal numel");
+      "compute_view_strides: strides under which new_shape (same numel) reads the elements of (old_shape, old_strides) in the same row-major order, or nullopt when no strides can (the view would need a copy); size-1, stride-0, 0-d and empty shapes included");
 #endif
 }
 
@@ -93,7 +93,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 #else
   TT_TODO(
       "ch01.3",
-      "Tensor::permute: validate that dims is a permutation, then reorder shape and strides (no copy)");
+      "Tensor::permute: a view (same storage and offset) with size(i) == old size(dims[i]) and stride(i) == old stride(dims[i]); throws naming the shape unless dims is a permutation of the dims (negative dims wrap)");
 #endif
 }
 
@@ -115,7 +115,7 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) con
 #else
   TT_TODO(
       "ch01.4",
-      "Tensor::slice: new offset += start*stride, size = ceil((end-start)/step), stride *= step");
+      "Tensor::slice: a view of the elements start, start+step, ... < end along dim (negative start/end count from the end, both clamped to [0, size]); throws when step <= 0, dim is out of range or the tensor is 0-d");
 #endif
 }
 
@@ -150,7 +150,7 @@ Tensor Tensor::expand(const Shape& target) const {
 #else
   TT_TODO(
       "ch01.5",
-      "Tensor::expand: align dims from the right; equal sizes keep their stride, size-1 dims and new leading dims get stride 0");
+      "Tensor::expand: a view of shape `shape` (aligned from the right, new leading dims allowed, -1 keeps a size) in which every broadcast index reads the same element; only size-1 dims may grow, else throw naming both shapes");
 #endif
 }
 
@@ -166,8 +166,9 @@ Tensor Tensor::squeeze(int64_t dim_) const {
   new_strides.erase(new_strides.begin() + d);
   return make_view(std::move(new_shape), std::move(new_strides), offset());
 #else
-  TT_TODO("ch01.6",
-          "Tensor::squeeze: check the dim has size 1, then erase it from shape and strides");
+  TT_TODO(
+      "ch01.6",
+      "Tensor::squeeze: a view without dim, which must have size 1 (else throw naming the shape and the size); a 0-d tensor accepts dim 0 and -1 and returns a view of itself");
 #endif
 }
 
@@ -187,7 +188,7 @@ Tensor Tensor::unsqueeze(int64_t dim_) const {
 #else
   TT_TODO(
       "ch01.6",
-      "Tensor::unsqueeze: insert size 1 at dim with stride size(dim)*stride(dim) (1 at the end)");
+      "Tensor::unsqueeze: a view with a size-1 dim inserted at position dim in [-(dim()+1), dim()] (else throw); a contiguous tensor stays contiguous");
 #endif
 }
 
@@ -223,7 +224,7 @@ void strided_offsets(const Shape& shape, const Strides& sa, const Strides& sb, i
 #else
   TT_TODO(
       "ch01.7",
-      "strided_offsets: split begin into a multi-index, then advance it like an odometer, updating both offsets");
+      "strided_offsets: off_a[i] and off_b[i] = the offsets (strides sa and sb, relative to element 0) of the element with row-major linear index begin + i of shape, for i < count, in O(1) amortized time per element");
 #endif
 }
 

@@ -22,7 +22,7 @@ void binary_kernel(const char* op, const Tensor& out, const Tensor& a, const Ten
 #else
   TT_TODO(
       "ch02.3",
-      "cpu binary kernels: dispatch_dtype on out.dtype(), then cpu_binary_loop<T>(out, a, b, ...) applying f");
+      "binary_kernel: out[i] = f(a[i], b[i]) for every element, for float32, float64 and int64, with a and b of out's shape in any layout (contiguous, transposed, sliced, stride 0)");
 #endif
 }
 }  // namespace
@@ -70,7 +70,7 @@ Tensor binary_op(const std::string& op, const Tensor& a, const Tensor& b) {
 #else
   TT_TODO(
       "ch02.4",
-      "binary_op: check device, dtype and shape (name them in the error), allocate out, call_kernel<BinaryKernel>");
+      "binary_op: a new tensor op(a, b) computed by the kernel registered for (op, a's device); throws naming op and both tensors when an input is undefined or they differ in device, dtype or shape");
 #endif
 }
 

@@ -29,7 +29,9 @@ std::unordered_map<const Node*, int> compute_dependencies(const Node& root) {
   }
   return dependencies;
 #else
-  TT_TODO("ch03.1", "compute_dependencies: walk the graph from root with an explicit stack and a seen set; count +1 for the target of every edge (root starts at 0)");
+  TT_TODO(
+      "ch03.1",
+      "compute_dependencies: for root and every node reachable from it, the number of edges of reachable nodes that point to it (root: 0); no recursion (a 100,000-node chain must work)");
 #endif
 }
 
@@ -74,7 +76,9 @@ void run_backward(const Edge& root, const Tensor& grad,
     }
   }
 #else
-  TT_TODO("ch03.2", "run_backward: queue the root with grad in its slot; pop a node, apply it to its buffered gradients, release_saved, then for each edge sum into the target's slot (binary_op add) and queue it when its count reaches 0");
+  TT_TODO(
+      "ch03.2",
+      "run_backward: runs every node reachable from root.node once, after all the gradients counted in dependencies have reached it (summed per slot), starting from grad in slot root.input_nr; release_saved() after each node unless retain_graph");
 #endif
 }
 

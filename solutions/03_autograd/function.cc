@@ -13,7 +13,9 @@ Edge gradient_edge(const Tensor& t) {
   if (t.grad_fn()) return {t.grad_fn(), t.output_nr()};
   return {std::make_shared<AccumulateGrad>(t), 0};
 #else
-  TT_TODO("ch03.3", "gradient_edge: no edge unless t requires grad; {grad_fn, output_nr} for a recorded result; a new AccumulateGrad for a leaf");
+  TT_TODO(
+      "ch03.3",
+      "gradient_edge: where t's gradient goes: no edge unless t requires grad; {grad_fn, output_nr} for a computed tensor; a new AccumulateGrad sink for a leaf");
 #endif
 }
 
@@ -54,7 +56,9 @@ std::vector<Tensor> Function::run(const std::shared_ptr<Function>& fn,
   }
   return outputs;
 #else
-  TT_TODO("ch03.3", "Function::apply: record only if grad mode is on and an input requires grad; run forward under NoGradGuard; set edges (gradient_edge), num_outputs, record_metadata, setup_context, then each output's grad_fn");
+  TT_TODO(
+      "ch03.3",
+      "Function::run: fn->forward(inputs) computed with grad mode off; when grad mode is on and an input requires grad, fn becomes the grad_fn of every output (output i in slot i) with one edge per input and its context saved; no input ever gets a new grad_fn");
 #endif
 }
 
@@ -83,7 +87,9 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   }
   return {};
 #else
-  TT_TODO("ch03.4", "AccumulateGrad::apply: lock the leaf (skip if gone or g undefined), check g against it, store a clone of the first gradient, add later ones in place");
+  TT_TODO(
+      "ch03.4",
+      "AccumulateGrad::apply: adds the incoming gradient into the leaf's .grad (the first one stored as a private copy, later ones added in place); nothing when the leaf is gone or the gradient undefined; throws when shape, dtype or device differ from the leaf's");
 #endif
 }
 

@@ -29,9 +29,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   }
   return out;
 #else
-  TT_TODO("ch04.1",
-          "broadcast_shapes: align the shapes from the right (missing dims are 1); sizes must be "
-          "equal or one of them 1, else throw naming op and both shapes");
+  TT_TODO(
+      "ch04.1",
+      "broadcast_shapes: the broadcast shape of a and b (aligned from the right, a missing dim counts as 1); throws naming op, both shapes and the dim when two sizes differ and neither is 1");
 #endif
 }
 
@@ -58,9 +58,9 @@ Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
   // keepdim=true keeps the expanded size-1 dims in place; reshape drops the leading ones.
   return reshape(sum(grad, dims, /*keepdim=*/true), shape);
 #else
-  TT_TODO("ch04.2",
-          "sum_to_shape: sum (keepdim) over the leading dims broadcasting added and the size-1 "
-          "dims it expanded, then reshape to shape");
+  TT_TODO(
+      "ch04.2",
+      "sum_to_shape: grad, of the shape of a broadcast of `shape`, summed back to exactly `shape` over the dims broadcasting added or expanded (grad itself when the shapes are equal); throws when grad is no broadcast of shape");
 #endif
 }
 

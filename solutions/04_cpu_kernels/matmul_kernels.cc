@@ -124,9 +124,9 @@ void matmul_naive(const Tensor& out, const Tensor& a, const Tensor& b) {
     });
   });
 #else
-  TT_TODO("ch04.5",
-          "cpu::matmul_naive: with MatmulGeometry, for every (batch, row i, col j) out = sum over "
-          "k of a(i,k) * b(k,j) using the row/col strides; parallel_for over rows");
+  TT_TODO(
+      "ch04.5",
+      "cpu::matmul_naive: out[p] = a[p] @ b[p] for every batch matrix p under the MatmulKernel contract (out contiguous [..., M, N]; each matrix of a and b row- or column-major; stride 0 on broadcast batch dims); any M, N, K >= 0");
 #endif
 }
 
@@ -175,10 +175,9 @@ void matmul_blocked(const Tensor& out, const Tensor& a, const Tensor& b) {
     });
   });
 #else
-  TT_TODO("ch04.6",
-          "cpu::matmul_blocked: one parallel task per (batch, MC x NC tile of C); for each KC "
-          "slice pack the A block into MR-row panels and the B block into NR-col panels, then run "
-          "an MR x NR register micro-kernel per panel pair and add into C");
+  TT_TODO(
+      "ch04.6",
+      "cpu::matmul_blocked: matmul_naive's result (any shapes; K = 0 gives zeros) computed cache-blocked, from packed panels by a register micro-kernel; the same bits for any thread count");
 #endif
 }
 
@@ -225,10 +224,9 @@ void matmul_eigen(const Tensor& out, const Tensor& a, const Tensor& b) {
     }
   });
 #else
-  TT_TODO("ch04.7",
-          "cpu::matmul_eigen: per batch matrix, Eigen::Map the A and B buffers (RowMajor with "
-          "OuterStride(row stride) when cs == 1, else ColMajor) and the output (RowMajor), then "
-          "C.noalias() = A * B; parallel_for over the batch when batch > 1");
+  TT_TODO(
+      "ch04.7",
+      "cpu::matmul_eigen: matmul_naive's result computed by Eigen's GEMM reading a and b where they are (no copies); K = 0 gives zeros");
 #endif
 }
 

@@ -124,10 +124,9 @@ void sum(const Tensor& out, const Tensor& in) {
     }
   });
 #else
-  TT_TODO("ch04.3",
-          "cpu::sum: with ReduceSplit, split every output's reduced elements into blocks of "
-          "kReduceBlock; sum each (output, block) task in parallel in a double accumulator, then "
-          "add each output's block sums in block order");
+  TT_TODO(
+      "ch04.3",
+      "cpu::sum: out[j] = the sum of the elements of in reduced into j (out: in's shape with size 1 on the reduced dims; any strides) in double (int64 for int64), in kReduceBlock blocks added in order: the same bits for any thread count and layout");
 #endif
 }
 
@@ -160,9 +159,9 @@ void max_dim(const Tensor& values, const Tensor& indices, const Tensor& in, int6
     });
   });
 #else
-  TT_TODO("ch04.4",
-          "cpu::max_dim: for every output (ReduceSplit gives its base offset) scan the n elements "
-          "along dim (stride in.stride(dim)); keep the first maximum, NaN beats any number");
+  TT_TODO(
+      "ch04.4",
+      "cpu::max_dim: values and indices (out shape: in's with size 1 at dim) = the maximum along dim and the index of its first occurrence, NaN counting as larger than any number");
 #endif
 }
 

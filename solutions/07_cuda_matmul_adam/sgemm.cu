@@ -1,6 +1,6 @@
 // Chapter 07 exercises ch07.2 - ch07.4: hand-written SGEMM, step by step, from the naive kernel
 // (given) to shared-memory tiles, register blocking and vectorized, double-buffered loads.
-// Each step is benchmarked against cuBLAS in benchmarks/bench_cuda_matmul.cu; the chapter text
+// Each step is benchmarked against cuBLAS in benchmarks/bench_cuda_matmul.cc; the chapter text
 // explains why each one is faster (arithmetic intensity per level of the memory hierarchy).
 //
 // All kernels: row-major C[M x N] = A[M x K] B[K x N] (see SgemmArgs), any M, N, K.

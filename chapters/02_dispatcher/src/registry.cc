@@ -16,7 +16,7 @@ void check_kernel_signature(const KernelEntry& entry, std::type_index signature,
                             const std::string& signature_name) {
   TT_TODO(
       "ch02.2",
-      "check_kernel_signature: compare entry.signature with signature; on mismatch throw naming op, device and both signature names");
+      "check_kernel_signature: returns when entry was registered with `signature`, else throws naming the op, the device and both signature names");
 }
 
 const KernelEntry& KernelRegistry::find(const std::string& op, DeviceType device,
@@ -24,7 +24,7 @@ const KernelEntry& KernelRegistry::find(const std::string& op, DeviceType device
                                         const std::string& signature_name) const {
   TT_TODO(
       "ch02.1",
-      "KernelRegistry::find: look up (op, device) in table_; throw listing what is registered when missing or duplicated; then check_kernel_signature");
+      "KernelRegistry::find: the one entry registered for (op, device), its signature checked (ch02.2); throws when there is none (listing the devices that op has, or else the registered ops) or more than one (naming where each was registered)");
 }
 
 }  // namespace tt

@@ -68,7 +68,9 @@ std::vector<Tensor> numerical_vjp(const TensorFn& fn, const std::vector<Tensor>&
   std::vector<Tensor> result(inputs.size());
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     if (!hosts[k].defined()) continue;
-    TT_TODO("ch03.5", "numerical_vjp: for each element i of hosts[k]: set x[i] += eps, objective(), x[i] -= eps, objective(), restore x[i]; the entry is (plus - minus) / (2 eps)");
+    TT_TODO(
+        "ch03.5",
+        "numerical_vjp: result[k][i] = the central difference of <fn(args), w> for element i of input k with step eps, every other element unchanged (float64, on input k's device)");
   }
   return result;
 }

@@ -45,18 +45,16 @@ namespace {
 }  // namespace
 
 Tensor matmul_forward(const Tensor& a, const Tensor& b, MatmulAlgo algo) {
-  TT_TODO("ch04.8",
-          "matmul_forward: check dims >= 2, dtypes, devices and K (name the shapes); fold a's "
-          "batch into rows when b is 2-D; else broadcast the batch dims, allocate out, and call "
-          "the kernel on gemm_operand(a/b).expand(...)");
+  TT_TODO(
+      "ch04.8",
+      "matmul_forward: [..., M, K] @ [..., K, N] -> new contiguous [..., M, N] with the batch dims broadcast, by the kernel of algo; throws naming both shapes and the dtype for fewer than 2 dims, a K mismatch, unbroadcastable batch dims, mixed dtypes or devices");
 }
 
 std::pair<Tensor, Tensor> matmul_backward(const Tensor& grad, const Tensor& a, const Tensor& b,
                                           MatmulAlgo algo, bool need_a, bool need_b) {
-  TT_TODO("ch04.9",
-          "matmul_backward: dA = grad @ b^T and dB = a^T @ grad (matmul_forward), each "
-          "sum_to_shape'd to its input; when b is 2-D and a is batched, compute dB as one GEMM "
-          "over a and grad flattened to rows");
+  TT_TODO(
+      "ch04.9",
+      "matmul_backward: {dL/da, dL/db} for C = a @ b (matmul_forward) and grad = dL/dC, each of its input's shape (summed over the batch dims it was broadcast along), computed only when need_a / need_b");
 }
 
 namespace {

@@ -75,19 +75,27 @@ inline void check_indices(const char* op, const Tensor& indices, int64_t size,
 
 
 void softmax_forward(const Tensor& out, const Tensor& x, int64_t dim) {
-  TT_TODO("ch04.10", "softmax forward: for each row (see DimLayout) subtract the row max, exponentiate, divide by the sum (accumulate in double); parallelize rows with omp parallel for");
+  TT_TODO(
+      "ch04.10",
+      "cpu::softmax_forward: out = exp(x) / sum of exp(x) along dim (x and out contiguous, any shape and dim), finite for any finite x however large");
 }
 
 void log_softmax_forward(const Tensor& out, const Tensor& x, int64_t dim) {
-  TT_TODO("ch04.10", "log_softmax forward: y = x - (max + log(sum(exp(x - max)))) per row");
+  TT_TODO(
+      "ch04.10",
+      "cpu::log_softmax_forward: out = x - log(sum of exp(x)) along dim, finite where softmax underflows to 0");
 }
 
 void softmax_backward(const Tensor& dx, const Tensor& dout, const Tensor& out, int64_t dim) {
-  TT_TODO("ch04.11", "softmax backward: dx = y * (dy - sum(dy * y)) per row, y the forward output");
+  TT_TODO(
+      "ch04.11",
+      "cpu::softmax_backward: dx = the vector-Jacobian product of softmax along dim with dout, from the forward output out alone");
 }
 
 void log_softmax_backward(const Tensor& dx, const Tensor& dout, const Tensor& out, int64_t dim) {
-  TT_TODO("ch04.11", "log_softmax backward: dx = dy - exp(y) * sum(dy) per row");
+  TT_TODO(
+      "ch04.11",
+      "cpu::log_softmax_backward: dx = the vector-Jacobian product of log_softmax along dim with dout, from the forward output out alone");
 }
 
 TT_REGISTER_KERNEL("softmax_forward", DeviceType::kCPU, softmax_forward);
@@ -99,13 +107,17 @@ TT_REGISTER_KERNEL("log_softmax_backward", DeviceType::kCPU, log_softmax_backwar
 
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                        const Tensor& weight, const Tensor& bias, double eps) {
-  TT_TODO("ch04.12", "layernorm forward: per row mean, variance (two passes, double), rstd = 1/sqrt(var + eps); y = (x - mean) * rstd * w + b; store mean and rstd");
+  TT_TODO(
+      "ch04.12",
+      "cpu::layernorm_forward: per row of the last dim (size C): out = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(biased variance + eps), mean and rstd stored per row; accurate when |mean| >> std");
 }
 
 void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                         const Tensor& dout, const Tensor& x, const Tensor& weight,
                         const Tensor& mean, const Tensor& rstd) {
-  TT_TODO("ch04.13", "layernorm backward: with xhat = (x - mean) * rstd and g = dy * w, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); dweight = sum over rows of dy * xhat, dbias = sum of dy (fixed order)");
+  TT_TODO(
+      "ch04.13",
+      "cpu::layernorm_backward: dx, dweight and dbias of layernorm for dout, from x, weight and the forward's mean and rstd; the same bits for any thread count");
 }
 
 TT_REGISTER_KERNEL("layernorm_forward", DeviceType::kCPU, layernorm_forward);
@@ -115,11 +127,15 @@ TT_REGISTER_KERNEL("layernorm_backward", DeviceType::kCPU, layernorm_backward);
 
 
 void gelu_forward(const Tensor& out, const Tensor& x) {
-  TT_TODO("ch04.14", "gelu forward: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise");
+  TT_TODO(
+      "ch04.14",
+      "cpu::gelu_forward: out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) elementwise (GPT-2's tanh approximation)");
 }
 
 void gelu_backward(const Tensor& dx, const Tensor& dout, const Tensor& x) {
-  TT_TODO("ch04.14", "gelu backward: dx = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), t = tanh(u)");
+  TT_TODO(
+      "ch04.14",
+      "cpu::gelu_backward: dx = dout * gelu'(x) elementwise, gelu' the derivative of the tanh approximation");
 }
 
 TT_REGISTER_KERNEL("gelu_forward", DeviceType::kCPU, gelu_forward);
@@ -142,7 +158,9 @@ void embedding_forward(const Tensor& out, const Tensor& weight, const Tensor& in
 }
 
 void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor& indices) {
-  TT_TODO("ch04.15", "embedding backward: zero dweight, then dweight[indices[i], :] += dout[i, :]; repeated indices must add up (no races: split the columns between threads, not the tokens)");
+  TT_TODO(
+      "ch04.15",
+      "cpu::embedding_backward: dweight[v, :] = the sum of dout[i, :] over every i with indices[i] == v (zeros for unused rows); throws naming an index out of [0, V); the same bits for any thread count");
 }
 
 TT_REGISTER_KERNEL("embedding_forward", DeviceType::kCPU, embedding_forward);
@@ -153,12 +171,16 @@ TT_REGISTER_KERNEL("embedding_backward", DeviceType::kCPU, embedding_backward);
 
 void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
                            const Tensor& targets, int64_t ignore_index) {
-  TT_TODO("ch04.16", "cross-entropy forward: check targets, per row lse = max + log(sum(exp(x - max))), loss = mean over non-ignored rows of (lse - x[target]); store lse");
+  TT_TODO(
+      "ch04.16",
+      "cpu::cross_entropy_forward: lse[n] = log sum exp(logits[n, :]); loss = mean over the rows whose target is not ignore_index of lse[n] - logits[n, target[n]] (NaN if none); logits [N, V]; throws naming a target out of [0, V)");
 }
 
 void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits,
                             const Tensor& targets, const Tensor& lse, int64_t ignore_index) {
-  TT_TODO("ch04.16", "cross-entropy backward: dx = dloss / count * (softmax(x) - onehot(target)) per non-ignored row (softmax = exp(x - lse)), 0 for ignored rows");
+  TT_TODO(
+      "ch04.16",
+      "cpu::cross_entropy_backward: dlogits = dloss * d loss / d logits (zeros on ignored rows), from the forward's lse; throws naming a target out of [0, V)");
 }
 
 TT_REGISTER_KERNEL("cross_entropy_forward", DeviceType::kCPU, cross_entropy_forward);

@@ -6,11 +6,13 @@
 /// #if TT_SOLUTION
 ///   ... reference implementation ...
 /// #else
-///   TT_TODO("ch04.3", "softmax: subtract the row max, exponentiate, divide by the row sum");
+///   TT_TODO("ch04.10", "cpu::softmax_forward: out = exp(x) / sum of exp(x) along dim, ...");
 /// #endif
 /// @endcode
 /// and tools/sync_starters generates the learner's starter (the `#else` branch) from them.
-/// The text before the first ':' of the hint is the exercise title shown by check-chNN.
+/// The text is "Title: contract": the title (before the first ": ") is the exercise title shown
+/// by check-chNN, the contract states what must hold (never the recipe: that is in the chapter
+/// README's folded hints). The chapter README's exercises table is generated from these texts.
 #pragma once
 
 #include <stdexcept>

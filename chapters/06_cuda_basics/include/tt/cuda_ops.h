@@ -6,26 +6,17 @@
 /// |---|---|---|
 /// | "add", "sub", "mul", "div" | BinaryKernel (tt/ops.h) | cuda::add, ... |
 /// | "sum" | ReduceKernel (tt/ops_reduce.h) | cuda::sum |
-/// | "max_dim", "max_dim_backward" | MaxDimKernel, MaxDimBackwardKernel | one thread per output
-/// scans the dim (first maximum, NaN wins) | | "neg", "exp", "log", "sqrt", "tanh" | UnaryKernel
-/// (tt/ops_elementwise.h) | 16-byte packs when contiguous and aligned, else strided | |
-/// "add_scalar", "mul_scalar", "pow_scalar" | ScalarKernel | as the unary kernels; pow with s == 2
-/// is x * x, as on the CPU | | "gelu_forward", "gelu_backward" | UnaryForwardKernel,
-/// UnaryBackwardKernel (tt/ops_nn.h) | element-wise, tanh approximation | | "masked_fill_forward",
-/// "masked_fill_backward" | MaskedFill{Forward,Backward}Kernel | element-wise; the int64 mask may
-/// be a broadcast view | | "softmax_forward", "log_softmax_forward" | SoftmaxForwardKernel |
-/// exercise ch06.6: one block per row (max, sum of exponentials, write); over a dim other than the
-/// last, one thread per row | | "softmax_backward", "log_softmax_backward" | SoftmaxBackwardKernel
-/// | one block per row: the row dot product, then dx | | "layernorm_forward" |
-/// LayerNormForwardKernel | exercise ch06.7: one block per row, mean then variance (two sweeps) |
-/// | "layernorm_backward" | LayerNormBackwardKernel | dx one block per row; dweight, dbias over
-/// fixed chunks of 256 rows, chunk sums added in order | | "embedding_forward",
-/// "embedding_backward" | Embedding{Forward,Backward}Kernel | indices checked on the host; backward
-/// groups the tokens by row there (stable counting sort), then one block per used row adds its
-/// tokens in token order: no atomics, the CPU's result bit for bit | | "cross_entropy_forward",
-/// "cross_entropy_backward" | CrossEntropy{Forward,Backward}Kernel | targets checked and counted on
-/// the host; one block per row (lse, row loss / gradient row); one block adds the row losses in a
-/// fixed order |
+/// | "max_dim", "max_dim_backward" | MaxDimKernel, MaxDimBackwardKernel | one thread per output scans the dim (first maximum, NaN wins) |
+/// | "neg", "exp", "log", "sqrt", "tanh" | UnaryKernel (tt/ops_elementwise.h) | 16-byte packs when contiguous and aligned, else strided |
+/// | "add_scalar", "mul_scalar", "pow_scalar" | ScalarKernel | as the unary kernels; pow with s == 2 is x * x, as on the CPU |
+/// | "gelu_forward", "gelu_backward" | UnaryForwardKernel, UnaryBackwardKernel (tt/ops_nn.h) | element-wise, tanh approximation |
+/// | "masked_fill_forward", "masked_fill_backward" | MaskedFill{Forward,Backward}Kernel | element-wise; the int64 mask may be a broadcast view |
+/// | "softmax_forward", "log_softmax_forward" | SoftmaxForwardKernel | exercise ch06.6: one block per row (max, sum of exponentials, write); over a dim other than the last, one thread per row |
+/// | "softmax_backward", "log_softmax_backward" | SoftmaxBackwardKernel | one block per row: the row dot product, then dx |
+/// | "layernorm_forward" | LayerNormForwardKernel | exercise ch06.7: one block per row, mean then variance (two sweeps) |
+/// | "layernorm_backward" | LayerNormBackwardKernel | dx one block per row; dweight, dbias over fixed chunks of 256 rows, chunk sums added in order |
+/// | "embedding_forward", "embedding_backward" | Embedding{Forward,Backward}Kernel | indices checked on the host; backward groups the tokens by row there (stable counting sort), then one block per used row adds its tokens in token order: no atomics, the CPU's result bit for bit |
+/// | "cross_entropy_forward", "cross_entropy_backward" | CrossEntropy{Forward,Backward}Kernel | targets checked and counted on the host; one block per row (lse, row loss / gradient row); one block adds the row losses in a fixed order |
 ///
 /// plus the DeviceBackend of DeviceType::kCUDA (copies, fill), which uses cuda::copy and
 /// cuda::fill. These functions exist only in CUDA builds (TT_WITH_CUDA); call them through the

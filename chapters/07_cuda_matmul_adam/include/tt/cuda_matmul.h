@@ -12,9 +12,8 @@
 /// | "matmul_cublas" | kCUDA | cuda::matmul_cublas | the same, by an explicit name |
 /// | "matmul_cuda_naive" | kCUDA | cuda::matmul_naive | one thread per output element |
 /// | "matmul_cuda_tiled" | kCUDA | cuda::matmul_tiled | 32x32 shared-memory tiles (ch07.2) |
-/// | "matmul_cuda_regblock" | kCUDA | cuda::matmul_regblock | 128x128 tiles, 8x8 per thread
-/// (ch07.3) | | "matmul_cuda_vec4" | kCUDA | cuda::matmul_vec4 | + float4 loads, double buffering
-/// (ch07.4) |
+/// | "matmul_cuda_regblock" | kCUDA | cuda::matmul_regblock | 128x128 tiles, 8x8 per thread (ch07.3) |
+/// | "matmul_cuda_vec4" | kCUDA | cuda::matmul_vec4 | + float4 loads, double buffering (ch07.4) |
 ///
 /// All of them have chapter 04's MatmulKernel signature, so `tt::matmul` and its backward (which
 /// multiplies transposed views) run on CUDA tensors unchanged.
