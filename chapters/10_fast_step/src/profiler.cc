@@ -194,12 +194,15 @@ void Profiler::on_kernel_end(const KernelCall& call, std::uint64_t token) noexce
 #endif
 }
 
-std::vector<OpStats> Profiler::op_stats() const {
+std::vector<OpStats> Profiler::op_stats(GroupBy group) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<OpStats> out;
   std::map<std::string, std::size_t> index;
   for (const KernelRecord& r : records_) {
     std::string name = r.op;
+    if (group == GroupBy::kOpAndShapes) {
+      for (const Shape& shape : r.shapes) name += " " + shape_str(shape);
+    }
     if (r.device.type != device_.type)
       name += std::string(" [") + device_type_name(r.device.type) + "]";
     auto [it, inserted] = index.emplace(name, out.size());
@@ -249,9 +252,14 @@ std::string format_profile_table(const std::vector<ReportRow>& rows, double step
     const char* title;
     int width;
   };
-  const Column cols[] = {{"Op", 30},     {"Calls", 7},     {"Total ms", 10}, {"% step", 8},
-                         {"Avg us", 10}, {"GB moved", 10}, {"GB/s", 9},      {"TFLOP/s", 9},
-                         {"FLOP/B", 8},  {"Bound", 8},     {"% of roof", 10}};
+  const std::size_t n = max_rows > 0 ? std::min(max_rows, rows.size()) : rows.size();
+  int op_width = 30;
+  for (std::size_t i = 0; i < n; ++i) {
+    op_width = std::max(op_width, static_cast<int>(rows[i].op.op.size()));
+  }
+  const Column cols[] = {{"Op", op_width}, {"Calls", 7},     {"Total ms", 10}, {"% step", 8},
+                         {"Avg us", 10},   {"GB moved", 10}, {"GB/s", 9},      {"TFLOP/s", 9},
+                         {"FLOP/B", 8},    {"Bound", 8},     {"% of roof", 10}};
   std::ostringstream os;
   std::string rule;
   for (const Column& c : cols) rule += std::string(static_cast<std::size_t>(c.width), '-') + "  ";
@@ -272,7 +280,6 @@ std::string format_profile_table(const std::vector<ReportRow>& rows, double step
   for (const Column& c : cols) header.emplace_back(c.title);
   line(header);
   os << rule << '\n';
-  const std::size_t n = max_rows > 0 ? std::min(max_rows, rows.size()) : rows.size();
   for (std::size_t i = 0; i < n; ++i) {
     const ReportRow& r = rows[i];
     const bool has_flops = r.op.flops > 0;

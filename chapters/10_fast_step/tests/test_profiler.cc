@@ -187,6 +187,19 @@ TEST(Ch10_Profiler, MlpForwardBackwardShowsEveryKernel) {
   EXPECT_EQ(first.shapes, (std::vector<Shape>{{4, 16}, {4, 8}, {8, 16}}));
   EXPECT_DOUBLE_EQ(first.bytes, (4 * 16 + 4 * 8 + 8 * 16) * 4.0);
   EXPECT_DOUBLE_EQ(first.flops, 2.0 * 4 * 16 * 8);
+  // Grouped by shapes as well: the forward x @ w1 is a row of its own; the matmul rows add up.
+  int64_t matmul_calls = 0;
+  bool found_first = false;
+  for (const OpStats& st : profiler.op_stats(prof::Profiler::GroupBy::kOpAndShapes)) {
+    if (st.op.rfind("matmul ", 0) == 0) matmul_calls += st.calls;
+    if (st.op == "matmul [4, 16] [4, 8] [8, 16]") {
+      found_first = true;
+      EXPECT_EQ(st.calls, 1);
+      EXPECT_DOUBLE_EQ(st.flops, first.flops);
+    }
+  }
+  EXPECT_TRUE(found_first);
+  EXPECT_EQ(matmul_calls, 5);
   // Times: each call non-negative, all of them within the step.
   double total = 0;
   for (const prof::KernelRecord& r : profiler.records()) {

@@ -125,8 +125,14 @@ class Profiler final : public KernelObserver {
   const std::vector<KernelRecord>& records() const { return records_; }
   /// Time from start() to stop() on the step's timeline (after stop()).
   double step_seconds() const { return step_seconds_; }
-  /// records() aggregated per op, in order of first call.
-  std::vector<OpStats> op_stats() const;
+  /// How op_stats() groups calls into rows.
+  enum class GroupBy {
+    kOp,           ///< one row per op name
+    kOpAndShapes,  ///< one row per op name and tensor shapes, e.g. "matmul [8, 64] [8, 32] [32, 64]"
+  };
+  /// records() aggregated per op (or per op and shapes, like PyTorch's group_by_input_shape), in
+  /// order of first call.
+  std::vector<OpStats> op_stats(GroupBy group = GroupBy::kOp) const;
   /// The device of the step's timeline.
   Device device() const { return device_; }
 
@@ -172,7 +178,7 @@ class ProfileScope {
 };
 
 /// The rows as a fixed-width table in the manner of PyTorch's profiler (sorted as given, at most
-/// `max_rows` rows when > 0), followed by the step time, the sum of the dispatched kernels and
+/// `max_rows` rows when > 0; the op column as wide as the longest name shown), followed by the step time, the sum of the dispatched kernels and
 /// the rest ("not dispatched": copies, fills, allocations, host work, idle gaps).
 std::string format_profile_table(const std::vector<ReportRow>& rows, double step_seconds,
                                  const Peaks& peaks, std::size_t max_rows = 0);
