@@ -20,10 +20,21 @@
 // backward_ms / adamw_ms (the split), loss, params_M. Model FLOPs per token (PaLM, appendix B):
 // 6 N + 12 L T C, N = parameters except the position embedding (a lookup); the tied head counts
 // once, as the V x C matmul it is.
+//
+// --profile (chapter 10, "Measure first"): for each benchmark that runs, after the warm-up,
+// one more step under the per-op profiler (tt/profiler.h), printed as a table before the timed
+// steps: every dispatched kernel, forward and backward, aggregated per op and read against the
+// roofline (H100 SXM datasheet peaks on CUDA, FP32 or TF32 by mode; none on the CPU).
+// --profile-json=DIR also writes it to DIR/profile_<mode>_<config>.json. Profile only what you
+// need, e.g.
+//   build/bin/bench_gpt2_step --profile --benchmark_filter='cuda_tf32/L12'
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench_common.h"
@@ -31,6 +42,7 @@
 #include "tt/cuda_matmul.h"
 #include "tt/gpt2.h"
 #include "tt/optim.h"
+#include "tt/profiler.h"
 
 namespace {
 
@@ -61,6 +73,62 @@ StepShape make_shape(int64_t L, int64_t NH, int64_t C, int64_t V, int64_t Vp, in
   return s;
 }
 
+/// What --profile and --profile-json=DIR asked for.
+struct ProfileRequest {
+  bool enabled = false;
+  std::string json_dir;  // empty: no JSON
+};
+ProfileRequest g_profile;
+
+/// Removes --profile and --profile-json=DIR from argv (Google Benchmark rejects unknown flags).
+void parse_profile_flags(int& argc, char** argv) {
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--profile") {
+      g_profile.enabled = true;
+    } else if (arg.rfind("--profile-json=", 0) == 0) {
+      g_profile.enabled = true;
+      g_profile.json_dir = std::string(arg.substr(std::string_view("--profile-json=").size()));
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+}
+
+/// Runs `step` once under the profiler and prints (and with --profile-json writes) its per-op
+/// profile; `mode` is "cpu", "cuda" or "cuda_tf32".
+template <typename Step>
+void profile_one_step(Device device, const std::string& mode, const StepShape& s,
+                      const Step& step) {
+  prof::Profiler profiler(device);
+  for (int i = 0; i < 2; ++i) {  // the first run fills the profiler's CUDA event pool
+    profiler.start();
+    step();
+    profiler.stop();
+  }
+  const prof::Peaks peaks = !device.is_cuda()    ? prof::Peaks{}
+                            : cuda::allow_tf32() ? prof::kH100Tf32
+                                                 : prof::kH100Fp32;
+  const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
+  const std::string name = "gpt2_train_step/" + mode + "/" + s.args();
+  std::printf("\nPer-op profile of one steady-state step of %s (%zu kernel calls):\n%s\n",
+              name.c_str(), profiler.records().size(),
+              prof::format_profile_table(rows, profiler.step_seconds(), peaks).c_str());
+  // The same calls per op and input shapes: which GEMM, which attention tensor.
+  const auto by_shape = prof::read_profile(profiler.op_stats(prof::Profiler::GroupBy::kOpAndShapes),
+                                           profiler.step_seconds(), peaks);
+  std::printf("The same step by op and input shapes (top 15):\n%s\n",
+              prof::format_profile_table(by_shape, profiler.step_seconds(), peaks, 15).c_str());
+  if (!g_profile.json_dir.empty()) {
+    const std::string path = g_profile.json_dir + "/profile_" + mode + "_" + s.args() + ".json";
+    std::ofstream(path) << prof::profile_json(rows, profiler.step_seconds(), peaks) << '\n';
+    std::printf("wrote %s\n", path.c_str());
+  }
+  std::fflush(stdout);
+}
+
 /// B*T token ids in [0, V) on `device`.
 Tensor random_tokens(Generator& gen, const StepShape& s, Device device) {
   std::vector<int64_t> v(static_cast<std::size_t>(s.B * s.T));
@@ -70,7 +138,8 @@ Tensor random_tokens(Generator& gen, const StepShape& s, Device device) {
   return from_vector(v, {s.B, s.T}).to(device);
 }
 
-void train_step(benchmark::State& state, Device device, const StepShape& s) {
+void train_step(benchmark::State& state, Device device, const StepShape& s,
+                const std::string& mode) {
   gpt2::GPT2 model(s.config, 1337);
   model.to(device);
   optim::AdamWOptions ao;
@@ -92,6 +161,7 @@ void train_step(benchmark::State& state, Device device, const StepShape& s) {
     clock.mark(3);
   };
   for (int i = 0; i < (device.is_cuda() ? 2 : 1); ++i) step();
+  if (g_profile.enabled) profile_one_step(device, mode, s, step);
 
   double fwd = 0, bwd = 0, upd = 0;
   for (auto _ : state) {
@@ -120,20 +190,22 @@ void train_step(benchmark::State& state, Device device, const StepShape& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  parse_profile_flags(argc, argv);
   const StepShape mini = make_shape(6, 6, 384, 8192, 8192, 8, 256);
   const StepShape gpt2_124m = make_shape(12, 12, 768, 50257, 50304, 8, 1024);
   bench::register_pair(
       "gpt2_train_step", mini.args(),
-      [mini](benchmark::State& st, Device d) { train_step(st, d, mini); }, 3, 10);
+      [mini](benchmark::State& st, Device d) { train_step(st, d, mini, bench::device_name(d)); }, 3,
+      10);
   bench::register_on(
       "gpt2_train_step/cuda/" + gpt2_124m.args(), Device::cuda(),
-      [gpt2_124m](benchmark::State& st, Device d) { train_step(st, d, gpt2_124m); }, 10);
+      [gpt2_124m](benchmark::State& st, Device d) { train_step(st, d, gpt2_124m, "cuda"); }, 10);
   // The same with TF32 GEMMs (train_gpt2 --tf32), against PyTorch's tf32 modes.
   bench::register_on(
       "gpt2_train_step/cuda_tf32/" + gpt2_124m.args(), Device::cuda(),
       [gpt2_124m](benchmark::State& st, Device d) {
         cuda::AllowTf32Guard tf32(true);
-        train_step(st, d, gpt2_124m);
+        train_step(st, d, gpt2_124m, "cuda_tf32");
       },
       10);
   return bench::run_main(argc, argv, "bench_gpt2_step");

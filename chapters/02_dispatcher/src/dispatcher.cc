@@ -1,4 +1,5 @@
-// The kernel registry: storage of registrations (the lookup itself is exercise ch02.1).
+// The kernel registry: storage of registrations (the lookup itself is exercise ch02.1) and the
+// kernel observer hook of call_kernel.
 #include "tt/dispatcher.h"
 
 #include <cxxabi.h>
@@ -53,6 +54,23 @@ std::vector<std::string> KernelRegistry::list() const {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::atomic<KernelObserver*> detail::g_kernel_observer{nullptr};
+
+KernelObserver* set_kernel_observer(KernelObserver* observer) noexcept {
+  return detail::g_kernel_observer.exchange(observer, std::memory_order_acq_rel);
+}
+
+KernelTensorArg detail::describe_kernel_tensor(const Tensor& t) {
+  // Elements at distinct addresses: a dim of stride 0 (a broadcast) reads the same memory again.
+  std::size_t distinct = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.strides()[static_cast<std::size_t>(d)] != 0 || t.size(d) == 0) {
+      distinct *= static_cast<std::size_t>(t.size(d));
+    }
+  }
+  return KernelTensorArg{t.shape(), t.dtype(), distinct * dtype_size(t.dtype())};
 }
 
 }  // namespace tt

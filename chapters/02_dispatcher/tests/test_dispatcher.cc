@@ -21,6 +21,18 @@ void dup_kernel_2() {}
 TT_REGISTER_KERNEL("test.dup", DeviceType::kCPU, dup_kernel_1);
 TT_REGISTER_KERNEL("test.dup", DeviceType::kCPU, dup_kernel_2);
 
+// Kernels for the observer tests: tensors, a vector of tensors, a scalar; one that throws.
+double observed_kernel(const Tensor& out, const std::vector<Tensor>& more, const Tensor& maybe,
+                       double scale) {
+  return scale * static_cast<double>(out.numel() + static_cast<int64_t>(more.size())) +
+         (maybe.defined() ? 1.0 : 0.0);
+}
+void throwing_kernel(const Tensor& /*out*/) {
+  throw Error("throwing_kernel: failed on purpose");
+}
+TT_REGISTER_KERNEL("test.observed", DeviceType::kCPU, observed_kernel);
+TT_REGISTER_KERNEL("test.throwing", DeviceType::kCPU, throwing_kernel);
+
 // ----- ch02.1 find -----------------------------------------------------------------------------
 
 TEST(Ch02_1_Find, FindsEveryStaticRegistration) {
@@ -135,6 +147,82 @@ TEST(Ch02_Registry, ListNamesFileAndSignature) {
     }
   }
   EXPECT_TRUE(found);
+}
+
+// ----- the kernel observer hook of call_kernel (given) ----------------------------------------
+
+/// Records every begin/end it is told about, as "begin op" / "end op" lines plus the calls.
+struct RecordingObserver final : KernelObserver {
+  std::vector<std::string> events;
+  std::vector<std::vector<KernelTensorArg>> tensors;
+  std::uint64_t next_token = 41;
+  std::vector<std::uint64_t> end_tokens;
+
+  std::uint64_t on_kernel_begin(const KernelCall& call) override {
+    events.push_back("begin " + call.op + " " + device_type_name(call.device.type));
+    tensors.push_back(call.tensors);
+    return ++next_token;
+  }
+  void on_kernel_end(const KernelCall& call, std::uint64_t token) noexcept override {
+    events.push_back("end " + call.op);
+    end_tokens.push_back(token);
+  }
+};
+
+/// Installs an observer for one test and restores the previous one.
+struct ScopedObserver {
+  explicit ScopedObserver(KernelObserver* o) : previous(set_kernel_observer(o)) {}
+  ~ScopedObserver() { set_kernel_observer(previous); }
+  KernelObserver* previous;
+};
+
+TEST(Ch02_Observer, SeesEachCallWithItsTensors) {
+  RecordingObserver rec;
+  // A [3] row broadcast to [2, 3] (stride 0): its footprint is 3 floats, not 6.
+  Tensor row = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Tensor broadcast(row.storage(), {2, 3}, {0, 1}, 0, DType::kFloat32);
+  Tensor out = empty({2, 3}), i64 = empty({5}, {.dtype = DType::kInt64});
+  double result = 0;
+  {
+    ScopedObserver scope(&rec);
+    EXPECT_EQ(kernel_observer(), &rec);
+    result = call_kernel<double(const Tensor&, const std::vector<Tensor>&, const Tensor&, double)>(
+        "test.observed", Device::cpu(), out, std::vector<Tensor>{broadcast, i64}, Tensor(), 2.0);
+  }
+  EXPECT_EQ(kernel_observer(), nullptr);
+  EXPECT_EQ(result, 2.0 * (6 + 2));  // the kernel ran once, with its arguments
+  ASSERT_EQ(rec.events, (std::vector<std::string>{"begin test.observed cpu", "end test.observed"}));
+  EXPECT_EQ(rec.end_tokens, (std::vector<std::uint64_t>{42}));  // begin's token comes back
+  // out, then the vector's two elements; the undefined tensor and the double are skipped.
+  ASSERT_EQ(rec.tensors.size(), 1u);
+  const auto& t = rec.tensors[0];
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].shape, (Shape{2, 3}));
+  EXPECT_EQ(t[0].bytes, 6u * 4u);
+  EXPECT_EQ(t[1].shape, (Shape{2, 3}));
+  EXPECT_EQ(t[1].bytes, 3u * 4u);
+  EXPECT_EQ(t[2].dtype, DType::kInt64);
+  EXPECT_EQ(t[2].bytes, 5u * 8u);
+}
+
+TEST(Ch02_Observer, EndIsReportedWhenTheKernelThrows) {
+  RecordingObserver rec;
+  ScopedObserver scope(&rec);
+  EXPECT_TT_ERROR(call_kernel<void(const Tensor&)>("test.throwing", Device::cpu(), empty({1})),
+                  "failed on purpose");
+  EXPECT_EQ(rec.events, (std::vector<std::string>{"begin test.throwing cpu", "end test.throwing"}));
+}
+
+TEST(Ch02_Observer, OffByDefaultAndRestorable) {
+  EXPECT_EQ(kernel_observer(), nullptr);
+  RecordingObserver a, b;
+  EXPECT_EQ(set_kernel_observer(&a), nullptr);
+  EXPECT_EQ(set_kernel_observer(&b), &a);
+  EXPECT_EQ(set_kernel_observer(nullptr), &b);
+  // Without an observer nothing is recorded anywhere.
+  EXPECT_EQ(call_kernel<int64_t(int64_t)>("test.b", Device::cpu(), 4), 40);
+  EXPECT_TRUE(a.events.empty());
+  EXPECT_TRUE(b.events.empty());
 }
 
 }  // namespace

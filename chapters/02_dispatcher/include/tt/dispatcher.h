@@ -13,8 +13,17 @@
 /// @endcode
 /// If the registered function has another signature the lookup throws, naming both, instead of
 /// calling a function through the wrong type (undefined behaviour).
+///
+/// **Observing dispatched kernels.** Every call_kernel() can be watched by one process-wide
+/// KernelObserver (set_kernel_observer): it is told the op name, the device and the shape, dtype
+/// and bytes of every tensor argument just before the kernel runs and just after it returns.
+/// Chapter 10's per-op profiler is such an observer. When none is installed (the default) the
+/// cost is one atomic load and a branch per call; nothing is collected.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,6 +33,7 @@
 #include <vector>
 
 #include "tt/device.h"
+#include "tt/tensor.h"
 
 namespace tt {
 
@@ -98,10 +108,95 @@ bool register_kernel(const char* op, DeviceType device, Sig* fn, const char* fil
   return KernelRegistry::instance().add(std::move(e));
 }
 
-/// Looks up `op` for `device.type` with signature `Sig` and calls it with `args`.
+/// One tensor argument of a dispatched kernel call, as a KernelObserver sees it.
+struct KernelTensorArg {
+  Shape shape;                    ///< its shape
+  DType dtype = DType::kFloat32;  ///< its element type
+  std::size_t bytes = 0;          ///< footprint: elements at distinct addresses x element size
+};
+
+/// A dispatched kernel call: what call_kernel() tells the KernelObserver.
+struct KernelCall {
+  const std::string& op;                 ///< the op name the kernel was looked up with
+  Device device;                         ///< the device it runs on
+  std::vector<KernelTensorArg> tensors;  ///< every defined Tensor argument, in argument order
+                                         ///< (a std::vector<Tensor> argument adds each element)
+};
+
+/// Watches every call_kernel(): on_kernel_begin() just before the kernel runs, on_kernel_end()
+/// just after it returns (or throws), with the same KernelCall and the token begin returned.
+/// Calls may come from several threads; an observer that keeps state must lock it.
+class KernelObserver {
+ public:
+  virtual ~KernelObserver() = default;
+  /// Before the kernel; the returned token is passed to on_kernel_end. May throw (the kernel
+  /// then does not run).
+  virtual std::uint64_t on_kernel_begin(const KernelCall& call) = 0;
+  /// After the kernel returned or threw; must not throw.
+  virtual void on_kernel_end(const KernelCall& call, std::uint64_t token) noexcept = 0;
+};
+
+namespace detail {
+/// The installed observer (nullptr: none). Use kernel_observer() / set_kernel_observer().
+extern std::atomic<KernelObserver*> g_kernel_observer;
+}  // namespace detail
+
+/// The installed KernelObserver, or nullptr (the default).
+inline KernelObserver* kernel_observer() noexcept {
+  return detail::g_kernel_observer.load(std::memory_order_acquire);
+}
+
+/// Installs `observer` for every thread (nullptr removes it) and returns the previous one, so a
+/// scope can restore it. The caller keeps the observer alive while it is installed.
+KernelObserver* set_kernel_observer(KernelObserver* observer) noexcept;
+
+namespace detail {
+
+/// The KernelTensorArg of a tensor (footprint bytes: broadcast, stride-0 dims count once).
+KernelTensorArg describe_kernel_tensor(const Tensor& t);
+
+inline void describe_kernel_arg(std::vector<KernelTensorArg>& out, const Tensor& t) {
+  if (t.defined()) out.push_back(describe_kernel_tensor(t));
+}
+inline void describe_kernel_arg(std::vector<KernelTensorArg>& out, const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) describe_kernel_arg(out, t);
+}
+/// Arguments that are not tensors (scalars, options structs) are not described.
+template <typename T>
+void describe_kernel_arg(std::vector<KernelTensorArg>& /*out*/, const T& /*arg*/) {}
+
+/// Tells `observer` about one call for the lifetime of this object (begin now, end when
+/// destroyed: after the kernel returned, or while an exception leaves call_kernel).
+class ObservedKernelCall {
+ public:
+  template <typename... Args>
+  ObservedKernelCall(KernelObserver& observer, const std::string& op, Device device,
+                     const Args&... args)
+      : observer_(observer), call_{op, device, {}} {
+    (describe_kernel_arg(call_.tensors, args), ...);
+    token_ = observer_.on_kernel_begin(call_);
+  }
+  ~ObservedKernelCall() { observer_.on_kernel_end(call_, token_); }
+  ObservedKernelCall(const ObservedKernelCall&) = delete;
+  ObservedKernelCall& operator=(const ObservedKernelCall&) = delete;
+
+ private:
+  KernelObserver& observer_;
+  KernelCall call_;
+  std::uint64_t token_ = 0;
+};
+
+}  // namespace detail
+
+/// Looks up `op` for `device.type` with signature `Sig` and calls it with `args`, telling the
+/// installed KernelObserver (if any) before and after.
 template <typename Sig, typename... Args>
 decltype(auto) call_kernel(const std::string& op, Device device, Args&&... args) {
   Sig* fn = KernelRegistry::instance().find<Sig>(op, device.type);
+  if (KernelObserver* observer = kernel_observer(); observer != nullptr) [[unlikely]] {
+    const detail::ObservedKernelCall observed(*observer, op, device, args...);
+    return fn(std::forward<Args>(args)...);
+  }
   return fn(std::forward<Args>(args)...);
 }
 
