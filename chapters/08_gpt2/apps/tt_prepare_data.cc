@@ -1,11 +1,13 @@
 // tt_prepare_data: text -> tokenizer -> train/val token shards (llm.c's format).
 //
 //   tt_prepare_data [--input PATH]... [--out DIR] [--format auto|fortune|paragraph|file]
-//                   [--vocab-size N | --tokenizer FILE | --gpt2-vocab DIR]
+//                   [--vocab-size N | --tokenizer FILE | --gpt2-vocab [DIR]]
 //                   [--val-fraction F] [--shard-tokens N] [--name NAME]
 //
 // Defaults: --input /usr/share/games/fortunes (Debian's `fortunes`), --out data/fortunes,
-// --vocab-size 4096, --val-fraction 0.1, --shard-tokens 100000000.
+// --vocab-size 4096, --val-fraction 0.1, --shard-tokens 100000000. --gpt2-vocab without DIR
+// uses GPT-2's vocabulary committed in reference_data/gpt2_vocab/ ($TT_GPT2_VOCAB_DIR
+// overrides it; see tt::gpt2_vocab_dir()).
 // Writes DIR/tokenizer.ttbpe and DIR/NAME_{train,val}_NNNNNN.bin. Every document is preceded
 // by <|endoftext|> (as in llm.c). Document i is a validation document when
 // floor((i+1)*F) > floor(i*F) (every 10th document for F = 0.1); a trained tokenizer only sees
@@ -43,11 +45,13 @@ struct Options {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: tt_prepare_data [--input PATH]... [--out DIR] "
                "[--format auto|fortune|paragraph|file]\n"
-               "                       [--vocab-size N | --tokenizer FILE | --gpt2-vocab DIR]\n"
+               "                       [--vocab-size N | --tokenizer FILE | --gpt2-vocab [DIR]]\n"
                "                       [--val-fraction F] [--shard-tokens N] [--name NAME]\n"
                "Text file(s) or directories -> DIR/tokenizer.ttbpe + DIR/NAME_{train,val}_*.bin\n"
                "(defaults: --input /usr/share/games/fortunes --out data/fortunes "
-               "--vocab-size 4096 --val-fraction 0.1)\n");
+               "--vocab-size 4096 --val-fraction 0.1;\n"
+               " --gpt2-vocab without DIR: %s)\n",
+               tt::gpt2_vocab_dir().c_str());
   std::exit(code);
 }
 
@@ -56,6 +60,10 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") usage(0);
+    if (arg == "--gpt2-vocab" && (i + 1 >= argc || std::string(argv[i + 1]).starts_with("--"))) {
+      o.gpt2_dir = tt::gpt2_vocab_dir();  // no DIR: GPT-2's vocabulary of this repository
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "tt_prepare_data: %s needs a value\n", arg.c_str());
       usage(2);
@@ -195,7 +203,7 @@ int run(const Options& o) {
   auto make_tokenizer = [&]() -> tt::Tokenizer {
     if (!o.tokenizer_path.empty()) return tt::Tokenizer::load(o.tokenizer_path);
     if (!o.gpt2_dir.empty()) {
-      return tt::Tokenizer::load_gpt2(o.gpt2_dir + "/encoder.json", o.gpt2_dir + "/vocab.bpe");
+      return tt::Tokenizer::load_gpt2_dir(o.gpt2_dir);
     }
     tt::BpeTrainer trainer;
     for (std::size_t i = 0; i < docs.size(); ++i) {

@@ -3,6 +3,7 @@
 #include "tt/tokenizer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -307,6 +308,16 @@ Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
   return parse_gpt2(read_file(encoder_json_path, "Tokenizer::load_gpt2"),
                     read_file(vocab_bpe_path, "Tokenizer::load_gpt2"), encoder_json_path,
                     vocab_bpe_path);
+}
+
+std::string gpt2_vocab_dir() {
+  const char* env = std::getenv("TT_GPT2_VOCAB_DIR");
+  if (env != nullptr && *env != '\0') return env;
+  return TT_GPT2_VOCAB_DEFAULT_DIR;
+}
+
+Tokenizer Tokenizer::load_gpt2_dir(const std::string& dir) {
+  return load_gpt2(dir + "/encoder.json", dir + "/vocab.bpe");
 }
 
 Tokenizer Tokenizer::parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,

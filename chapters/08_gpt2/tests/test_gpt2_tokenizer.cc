@@ -1,6 +1,9 @@
 // Chapter 08: GPT-2's vocabulary (encoder.json + vocab.bpe) gives the ids of the reference
 // encoder (reference_data/ch08/gpt2_tokenizer_vectors.json, written by
 // tools/gen_gpt2_token_vectors.js with npm gpt-3-encoder 1.1.4), and the loader's errors.
+#include <cstdlib>
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "ch08_test_util.h"
@@ -9,21 +12,38 @@
 namespace tt {
 namespace {
 
-using ch08_test::gpt2_vocab_dir;
-using ch08_test::kGpt2VocabHint;
 using ch08_test::TempDir;
 using ch08_test::write_bytes;
 
 const Tokenizer& gpt2() {
-  static const Tokenizer tok = [] {
-    const std::string dir = gpt2_vocab_dir();
-    return Tokenizer::load_gpt2(dir + "/encoder.json", dir + "/vocab.bpe");
-  }();
+  // GPT-2's vocabulary is committed (reference_data/gpt2_vocab/): a missing file fails.
+  static const Tokenizer tok = Tokenizer::load_gpt2_dir();
   return tok;
 }
 
+TEST(Ch08_Gpt2Tokenizer, VocabDirIsTheCommittedCopyUnlessTheVariableSaysOtherwise) {
+  const char* saved = std::getenv("TT_GPT2_VOCAB_DIR");
+  const std::string before = saved != nullptr ? saved : "";
+  ::unsetenv("TT_GPT2_VOCAB_DIR");
+  const std::string committed = gpt2_vocab_dir();
+  ::setenv("TT_GPT2_VOCAB_DIR", "/elsewhere/gpt2", 1);
+  const std::string overridden = gpt2_vocab_dir();
+  ::setenv("TT_GPT2_VOCAB_DIR", "", 1);
+  const std::string empty_means_unset = gpt2_vocab_dir();
+  if (saved != nullptr) {
+    ::setenv("TT_GPT2_VOCAB_DIR", before.c_str(), 1);
+  } else {
+    ::unsetenv("TT_GPT2_VOCAB_DIR");
+  }
+  EXPECT_EQ(std::filesystem::path(committed),
+            std::filesystem::path(TT_SOURCE_DIR) / "reference_data" / "gpt2_vocab");
+  EXPECT_TRUE(std::filesystem::exists(committed + "/encoder.json")) << committed;
+  EXPECT_TRUE(std::filesystem::exists(committed + "/vocab.bpe")) << committed;
+  EXPECT_EQ(overridden, "/elsewhere/gpt2");
+  EXPECT_EQ(empty_means_unset, committed);
+}
+
 TEST(Ch08_Gpt2Tokenizer, MatchesReferenceVectors) {
-  if (gpt2_vocab_dir().empty()) GTEST_SKIP() << kGpt2VocabHint;
   const nlohmann::json ref = nlohmann::json::parse(
       ch08_test::read_bytes(testing::reference_path("ch08/gpt2_tokenizer_vectors.json")));
   const Tokenizer& tok = gpt2();
@@ -37,7 +57,6 @@ TEST(Ch08_Gpt2Tokenizer, MatchesReferenceVectors) {
 }
 
 TEST(Ch08_Gpt2Tokenizer, VocabularyAndSpecialToken) {
-  if (gpt2_vocab_dir().empty()) GTEST_SKIP() << kGpt2VocabHint;
   const Tokenizer& tok = gpt2();
   EXPECT_EQ(tok.vocab_size(), 50257);
   EXPECT_EQ(tok.merges().size(), 50000u);
@@ -57,7 +76,6 @@ TEST(Ch08_Gpt2Tokenizer, VocabularyAndSpecialToken) {
 }
 
 TEST(Ch08_Gpt2Tokenizer, RoundTripOnAnyBytes) {
-  if (gpt2_vocab_dir().empty()) GTEST_SKIP() << kGpt2VocabHint;
   const Tokenizer& tok = gpt2();
   Generator gen(5);
   for (std::size_t n = 0; n <= 400; n += (n < 16 ? 1 : 37)) {

@@ -25,6 +25,12 @@
 
 namespace tt {
 
+/// The directory holding GPT-2's encoder.json and vocab.bpe: $TT_GPT2_VOCAB_DIR when it is set
+/// and not empty, else the copy committed in the repository, reference_data/gpt2_vocab/ (its
+/// absolute path is compiled into this library when CMake configures the build, so a moved
+/// source tree needs a re-configure or the variable).
+std::string gpt2_vocab_dir();
+
 /// A special token: a string encoded as one fixed id, never produced by ordinary text.
 struct SpecialToken {
   std::string text;  ///< e.g. "<|endoftext|>"
@@ -69,6 +75,9 @@ class Tokenizer {
   /// tokens (GPT-2: "<|endoftext|>" = 50256). Throws tt::Error naming the file and the problem.
   static Tokenizer load_gpt2(const std::string& encoder_json_path,
                              const std::string& vocab_bpe_path);
+  /// load_gpt2() of `dir`/encoder.json and `dir`/vocab.bpe; by default GPT-2's own vocabulary
+  /// (gpt2_vocab_dir()).
+  static Tokenizer load_gpt2_dir(const std::string& dir = gpt2_vocab_dir());
   /// load_gpt2() from the contents of encoder.json and vocab.bpe in memory; the sources name
   /// them in errors.
   static Tokenizer parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe,
