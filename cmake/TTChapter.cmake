@@ -118,7 +118,7 @@ function(tt_add_chapter dir)
       TT_SOURCE_DIR="${TT_SOURCE_ROOT}" TT_REFERENCE_DIR="${TT_SOURCE_ROOT}/reference_data")
     add_executable(${exe} $<TARGET_OBJECTS:${exe}_objects>)
     target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>" tt_test_support)
-    tt_discover_tests(${exe} ${num})
+    tt_discover_tests(${exe} LABEL ch${num})
     set_property(GLOBAL APPEND PROPERTY TT_TEST_TARGETS ${exe})
     if(build_starter_tests)
       add_executable(${exe}_starter $<TARGET_OBJECTS:${exe}_objects>)
@@ -160,14 +160,22 @@ function(tt_add_chapter dir)
 endfunction()
 
 # Registers the tests of a gtest executable with CTest at test time (never at build time, so
-# CUDA binaries are never run while building). Each gtest becomes one CTest test with labels
-# chNN, chNN.M (from a name like ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu.
-function(tt_discover_tests target num)
+# CUDA binaries are never run while building):
+#
+#   tt_discover_tests(<target> LABEL <label>)      e.g. LABEL ch04 (a chapter), LABEL common
+#
+# Each gtest becomes one CTest test with the labels <label>, chNN.M (from a name like
+# ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu.
+function(tt_discover_tests target)
+  cmake_parse_arguments(ARG "" "LABEL" "" ${ARGN})
+  if(NOT ARG_LABEL)
+    message(FATAL_ERROR "tt_discover_tests(${target}): LABEL is required")
+  endif()
   set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
   file(GENERATE OUTPUT "${include_file}" CONTENT
 "set(TT_TEST_EXE [==[$<TARGET_FILE:${target}>]==])
 set(TT_TEST_TARGET [==[${target}]==])
-set(TT_TEST_CHAPTER [==[${num}]==])
+set(TT_TEST_LABEL [==[${ARG_LABEL}]==])
 set(TT_TEST_WORKDIR [==[${TT_SOURCE_ROOT}]==])
 include([==[${TT_CMAKE_DIR}/TTAddTests.cmake]==])
 ")

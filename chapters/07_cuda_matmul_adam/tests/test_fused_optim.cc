@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_matmul_test_util.h"
+#include "ch07_test_util.h"
 #include "tt/dispatcher.h"
 #include "tt/fused_optim.h"
 #include "tt/optim.h"

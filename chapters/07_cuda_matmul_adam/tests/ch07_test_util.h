@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "../../06_cuda_basics/tests/cuda_test_util.h"
+#include "../../06_cuda_basics/tests/ch06_test_util.h"
 #include "tt/cuda_matmul.h"
 #include "tt/testing.h"
 

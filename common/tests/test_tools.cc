@@ -8,7 +8,7 @@
 #include "tt/cli.h"
 #include "tt/csv.h"
 #include "tt/progress.h"
-#include "tt/testing.h"
+#include "tt/testing_common.h"
 #include "tt/timer.h"
 
 namespace tt {

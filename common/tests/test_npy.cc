@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "tt/npy.h"
-#include "tt/testing.h"
+#include "tt/testing_common.h"
 
 namespace tt {
 namespace {

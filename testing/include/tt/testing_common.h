@@ -1,6 +1,6 @@
-/// @file testing.h
-/// @brief Test helpers: tensor comparison with a useful report, error expectations, CUDA skips,
-/// and reference-data paths.
+/// @file testing_common.h
+/// @brief Test helpers that need nothing but common/ (so common/'s own tests use them too):
+/// expectations on tt::Error messages, table-driven misuse tests, and the CUDA skip.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,21 +13,9 @@
 
 #include "tt/cuda_probe.h"
 #include "tt/error.h"
-#include "tt/tensor.h"
 #include "tt/todo.h"
 
 namespace tt::testing {
-
-/// Compares two tensors elementwise: |actual - expected| <= atol + rtol * |expected| everywhere
-/// (NaN only matches NaN, an infinity only the same infinity). On failure the message gives both shapes and dtypes, the first
-/// mismatching index with both values, the max abs and rel error, and the tolerance.
-::testing::AssertionResult tensor_near(const char* actual_expr, const char* expected_expr,
-                                       const char* atol_expr, const char* rtol_expr,
-                                       const Tensor& actual, const Tensor& expected, double atol,
-                                       double rtol);
-
-/// Absolute path of a file under reference_data/.
-std::string reference_path(const std::string& relative);
 
 /// Runs `fn` and checks that it throws tt::Error whose message contains every string in
 /// `needles`. A tt::NotImplemented (an unfinished exercise) or any other exception fails the
@@ -75,13 +63,6 @@ inline void expect_errors(const std::vector<MisuseCase>& cases) {
 }
 
 }  // namespace tt::testing
-
-/// EXPECT that two tensors agree within atol + rtol*|expected| (see tt::testing::tensor_near).
-#define EXPECT_TENSOR_NEAR(actual, expected, atol, rtol) \
-  EXPECT_PRED_FORMAT4(::tt::testing::tensor_near, actual, expected, atol, rtol)
-/// ASSERT form of EXPECT_TENSOR_NEAR.
-#define ASSERT_TENSOR_NEAR(actual, expected, atol, rtol) \
-  ASSERT_PRED_FORMAT4(::tt::testing::tensor_near, actual, expected, atol, rtol)
 
 /// EXPECT that `stmt` throws tt::Error whose message contains each of the given strings:
 /// `EXPECT_TT_ERROR(a.view({7}), "view", "[2, 3]");`

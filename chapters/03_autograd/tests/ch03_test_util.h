@@ -10,7 +10,9 @@
 #include "tt/ops.h"
 #include "tt/testing.h"
 
-namespace tt::autograd::test {
+namespace tt::test03 {
+
+using autograd::Function;
 
 /// A float64 CPU tensor from values (1-D unless a shape is given).
 inline Tensor f64(const std::vector<double>& values, Shape shape = {}) {
@@ -189,4 +191,4 @@ struct WrongShapeFn : Function {
   }
 };
 
-}  // namespace tt::autograd::test
+}  // namespace tt::test03
