@@ -13,6 +13,7 @@
 namespace tt::test03 {
 
 using autograd::Function;
+using autograd::is_grad_enabled;
 
 /// A float64 CPU tensor from values (1-D unless a shape is given).
 inline Tensor f64(const std::vector<double>& values, Shape shape = {}) {

@@ -78,7 +78,9 @@ TEST(Ch03_5_Gradcheck, RejectsAWrongBackward) {
   Tensor x = f64({1, 2, 3});
   x.set_requires_grad();
   const GradcheckResult r = gradcheck(
-      [](const std::vector<Tensor>& in) { return Function::apply<test03::BadSquareFn>({in[0]})[0]; },
+      [](const std::vector<Tensor>& in) {
+        return Function::apply<test03::BadSquareFn>({in[0]})[0];
+      },
       {x});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("input 0"), std::string::npos) << r.message;
