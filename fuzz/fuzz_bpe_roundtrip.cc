@@ -33,7 +33,6 @@ struct Tokenizers {
     require(tt::fuzz::same_tokenizer(twin, expected), "the GPT-2-style twin did not load as built");
     return twin;
   }
-
 };
 
 void check(const tt::Tokenizer& tok, std::string_view text) {

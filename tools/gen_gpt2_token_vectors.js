@@ -14,7 +14,7 @@
 // What "GPT-2's ids" means here: whatever this package's encode() returns. It differs from
 // OpenAI's Python encoder only where JavaScript's regex classes differ from Python's `regex`
 // module (\s, \p{L}, \p{N} on rare characters); the strings below avoid those characters (see
-// chapters/08_gpt2/README_data.md, "Pitfalls"). Every string is valid Unicode (JSON cannot hold
+// chapters/08_data/README.md, "Pitfalls"). Every string is valid Unicode (JSON cannot hold
 // invalid UTF-8); the C++ tests cover invalid UTF-8 separately (round trip).
 'use strict';
 const path = require('path');

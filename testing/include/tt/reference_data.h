@@ -3,7 +3,7 @@
 /// chapters' generate scripts): a SHA-256 to check the files against their MANIFEST, the
 /// manifest reader, and a case runner that compares computed tensors with the files using the
 /// tolerance the manifest states for each. Chapter 04's manifest is reference_data/MANIFEST,
-/// later chapters keep theirs next to their data (reference_data/ch08/MANIFEST).
+/// later chapters keep theirs next to their data (reference_data/ch09/MANIFEST).
 #pragma once
 
 #include <array>
