@@ -99,7 +99,7 @@ TEST(Ch09_ApiMisuse, ModelNamesShapesDtypesAndValues) {
   });
 }
 
-TEST(Ch09_ApiMisuse, ModelOnOneDeviceInputOnAnother) {
+TEST(Ch09_ApiMisuse, ModelOnCpuInputOnCuda) {
   TT_SECOND_DEVICE_OR_SKIP(dev);
   GPT2 m(tiny_config(), 1);
   EXPECT_TT_ERROR(m.forward(tensor_i64({1, 2}).reshape({1, 2}).to(dev)), "embedding", "cpu",
