@@ -1,9 +1,9 @@
 # Runs inside ctest (included from the file tt_discover_tests generates): lists the tests of
 # one gtest executable and declares one CTest test for each, with the project's labels.
-# Inputs: TT_TEST_EXE, TT_TEST_TARGET, TT_TEST_CHAPTER, TT_TEST_WORKDIR.
+# Inputs: TT_TEST_EXE, TT_TEST_TARGET, TT_TEST_LABEL (e.g. ch04, common), TT_TEST_WORKDIR.
 if(NOT EXISTS "${TT_TEST_EXE}")
   add_test("${TT_TEST_TARGET}_NOT_BUILT" "${TT_TEST_EXE}")
-  set_tests_properties("${TT_TEST_TARGET}_NOT_BUILT" PROPERTIES LABELS "ch${TT_TEST_CHAPTER}")
+  set_tests_properties("${TT_TEST_TARGET}_NOT_BUILT" PROPERTIES LABELS "${TT_TEST_LABEL}")
   return()
 endif()
 execute_process(COMMAND "${TT_TEST_EXE}" --gtest_list_tests
@@ -12,7 +12,7 @@ execute_process(COMMAND "${TT_TEST_EXE}" --gtest_list_tests
 if(NOT _tt_rc EQUAL 0)
   # Make the failure visible as a failing test rather than silently dropping the binary.
   add_test("${TT_TEST_TARGET}_LIST_FAILED" "${TT_TEST_EXE}" --gtest_list_tests)
-  set_tests_properties("${TT_TEST_TARGET}_LIST_FAILED" PROPERTIES LABELS "ch${TT_TEST_CHAPTER}")
+  set_tests_properties("${TT_TEST_TARGET}_LIST_FAILED" PROPERTIES LABELS "${TT_TEST_LABEL}")
   return()
 endif()
 string(REPLACE ";" "\\;" _tt_out "${_tt_out}")
@@ -26,7 +26,7 @@ foreach(_tt_line IN LISTS _tt_lines)
     if(_tt_name MATCHES "DISABLED_")
       continue()
     endif()
-    set(_tt_labels "ch${TT_TEST_CHAPTER}")
+    set(_tt_labels "${TT_TEST_LABEL}")
     # Suite ChNN_M_What (optionally behind a parameterized-instantiation prefix "Prefix/").
     if(_tt_suite MATCHES "(^|/)Ch([0-9][0-9])_([0-9]+)_")
       list(APPEND _tt_labels "ch${CMAKE_MATCH_2}.${CMAKE_MATCH_3}")

@@ -1,6 +1,7 @@
 # The chapter helper: one call declares a whole chapter.
 #
-#   tt_add_chapter(04_cpu_kernels [LIBRARIES <targets>...] [CUDA_LIBRARIES <targets>...])
+#   tt_add_chapter(04_cpu_kernels [LIBRARIES <targets>...] [CUDA_LIBRARIES <targets>...]
+#                  [DEFINITIONS <NAME=value>...])
 #
 # declares, from the folder layout alone:
 #   tt_chNN          static library: chapters/NN_topic/src/*.cc (+ *.cu when CUDA is on), where
@@ -12,6 +13,8 @@
 #                    (tests are labelled chNN, chNN.M from the name ChNN_M_What, and cpu|cuda).
 #   <app>            one executable per chapters/NN_topic/apps/<app>.cc (demos, tools); the
 #                    tests depend on them (a test may run an app from the same bin/ folder).
+#   DEFINITIONS      compile definitions of the chapter's code (library, tests, apps), e.g. a
+#                    path of the source tree the chapter's library needs at run time.
 #   check-chNN       runs this chapter's tests and prints "chNN: k/n exercises passing — next: ...".
 #   check-upto-chNN  the same for chapters 01..NN.
 #
@@ -27,7 +30,7 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter)
 add_custom_target(check-all)
 
 function(tt_add_chapter dir)
-  cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES;DEFINITIONS" ${ARGN})
   if(NOT dir MATCHES "^([0-9][0-9])_[a-z0-9_]+$")
     message(FATAL_ERROR "tt_add_chapter: '${dir}' is not of the form NN_topic")
   endif()
@@ -73,6 +76,7 @@ function(tt_add_chapter dir)
   add_library(${lib}_usage INTERFACE)
   target_include_directories(${lib}_usage INTERFACE "${chdir}/include")
   target_link_libraries(${lib}_usage INTERFACE tt_flags ${ARG_LIBRARIES})
+  target_compile_definitions(${lib}_usage INTERFACE ${ARG_DEFINITIONS})
   if(TT_WITH_CUDA)
     target_link_libraries(${lib}_usage INTERFACE ${ARG_CUDA_LIBRARIES})
   endif()
@@ -114,7 +118,7 @@ function(tt_add_chapter dir)
       TT_SOURCE_DIR="${TT_SOURCE_ROOT}" TT_REFERENCE_DIR="${TT_SOURCE_ROOT}/reference_data")
     add_executable(${exe} $<TARGET_OBJECTS:${exe}_objects>)
     target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>" tt_test_support)
-    tt_discover_tests(${exe} ${num})
+    tt_discover_tests(${exe} LABEL ch${num})
     set_property(GLOBAL APPEND PROPERTY TT_TEST_TARGETS ${exe})
     if(build_starter_tests)
       add_executable(${exe}_starter $<TARGET_OBJECTS:${exe}_objects>)
@@ -156,14 +160,22 @@ function(tt_add_chapter dir)
 endfunction()
 
 # Registers the tests of a gtest executable with CTest at test time (never at build time, so
-# CUDA binaries are never run while building). Each gtest becomes one CTest test with labels
-# chNN, chNN.M (from a name like ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu.
-function(tt_discover_tests target num)
+# CUDA binaries are never run while building):
+#
+#   tt_discover_tests(<target> LABEL <label>)      e.g. LABEL ch04 (a chapter), LABEL common
+#
+# Each gtest becomes one CTest test with the labels <label>, chNN.M (from a name like
+# ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu.
+function(tt_discover_tests target)
+  cmake_parse_arguments(ARG "" "LABEL" "" ${ARGN})
+  if(NOT ARG_LABEL)
+    message(FATAL_ERROR "tt_discover_tests(${target}): LABEL is required")
+  endif()
   set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
   file(GENERATE OUTPUT "${include_file}" CONTENT
 "set(TT_TEST_EXE [==[$<TARGET_FILE:${target}>]==])
 set(TT_TEST_TARGET [==[${target}]==])
-set(TT_TEST_CHAPTER [==[${num}]==])
+set(TT_TEST_LABEL [==[${ARG_LABEL}]==])
 set(TT_TEST_WORKDIR [==[${TT_SOURCE_ROOT}]==])
 include([==[${TT_CMAKE_DIR}/TTAddTests.cmake]==])
 ")

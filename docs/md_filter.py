@@ -69,7 +69,7 @@ def rewrite_link(match, readme_dir, repo_root):
     m = re.match(r"^docs/(?:pages/)?([^/]+\.md)$", rel)
     if m and m.group(1) in PAGE_LABELS and exists:
         return f"[{text}](@ref {PAGE_LABELS[m.group(1)]})"
-    m = re.match(r"^(chapters/[^/]+|common|common/testing)/include/tt/([^/]+\.h)$", rel)
+    m = re.match(r"^(chapters/[^/]+|common|common/testing|testing)/include/tt/([^/]+\.h)$", rel)
     if m and exists:
         return f"[{text}](@ref {m.group(2)})"
     # A file the site does not contain (sources, tests, tools): keep the text, show the path.

@@ -2,15 +2,13 @@
 // bytes: valid or invalid UTF-8, special-token texts, anything. Tokenizers: a small one trained
 // on a fixed text (fuzz_util.h), its GPT-2-style twin (the same merges over GPT-2's byte order,
 // loaded with Tokenizer::parse_gpt2 from the encoder.json and vocab.bpe written for it), and
-// GPT-2's own vocabulary when $TT_GPT2_VOCAB_DIR holds encoder.json and vocab.bpe.
+// GPT-2's own vocabulary (reference_data/gpt2_vocab/, or $TT_GPT2_VOCAB_DIR: tt::gpt2_vocab_dir()).
 //
 // Properties, for every tokenizer and input x: the pre-tokens concatenate to x;
 // decode(encode(x)) == x and decode(encode_with_specials(x)) == x; encode(x) holds no special
 // id; and the twin's ids are exactly the trained tokenizer's ids with the bytes renumbered.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,7 +23,7 @@ using tt::fuzz::require;
 struct Tokenizers {
   tt::Tokenizer trained = tt::fuzz::small_trained_tokenizer();
   tt::Tokenizer twin = load_twin(trained);
-  std::optional<tt::Tokenizer> gpt2 = load_gpt2();
+  tt::Tokenizer gpt2 = tt::Tokenizer::load_gpt2_dir();
   tt::Pretokenizer pretokenizer;
 
   static tt::Tokenizer load_twin(const tt::Tokenizer& trained) {
@@ -34,13 +32,6 @@ struct Tokenizers {
     tt::Tokenizer twin = tt::Tokenizer::parse_gpt2(files.encoder_json, files.vocab_bpe);
     require(tt::fuzz::same_tokenizer(twin, expected), "the GPT-2-style twin did not load as built");
     return twin;
-  }
-
-  static std::optional<tt::Tokenizer> load_gpt2() {
-    const char* dir = std::getenv("TT_GPT2_VOCAB_DIR");
-    if (dir == nullptr) return std::nullopt;
-    return tt::Tokenizer::load_gpt2(std::string(dir) + "/encoder.json",
-                                    std::string(dir) + "/vocab.bpe");
   }
 };
 
@@ -69,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   check(toks.trained, text);
   check(toks.twin, text);
-  if (toks.gpt2) check(*toks.gpt2, text);
+  check(toks.gpt2, text);
 
   const std::vector<int32_t> trained_ids = toks.trained.encode(text);
   std::vector<int32_t> renumbered = trained_ids;

@@ -1,4 +1,4 @@
-// Fuzzes the llm.c model importer of chapter 08 (tt::gpt2::parse_llmc, the code behind
+// Fuzzes the llm.c model importer of chapter 09 (tt::gpt2::parse_llmc, the code behind
 // load_llmc). Inputs are at most a few KiB (libFuzzer's default length limit), so every model
 // that loads is tiny.
 //

@@ -202,7 +202,7 @@ def main():
 def write_manifest(path, header, entries, seed):
     """Writes a MANIFEST: the `header` comment lines, the format line, then one line per
     (file relative to reference_data/, dtype, atol, rtol) entry with the file's sha256, the torch
-    version and `seed`. Shared with the scripts of later chapters (ch08/generate_gpt2.py)."""
+    version and `seed`. Shared with the scripts of later chapters (ch09/generate_gpt2.py)."""
     lines = header + ["# <file> sha256=<hex> dtype=<dtype> torch=<version> seed=<seed> "
                       "atol=<a> rtol=<r>"]
     total = 0

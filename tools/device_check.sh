@@ -6,7 +6,7 @@
 # CHAPTER is a number (default: 06). Steps, each reported in the summary at the end:
 #   1. configure $BUILD_DIR (default build-device: Release, solution, CUDA on) and build the
 #      chapters' test binaries and benchmarks (skipped with --no-build: binaries must exist);
-#   2. (chapter 08) PyTorch's side of the GPT-2 124M check (reference_data/ch08/check_gpt2_124m.py),
+#   2. (chapter 09) PyTorch's side of the GPT-2 124M check (reference_data/ch09/check_gpt2_124m.py),
 #      then ctest -L cuda --output-on-failure, restricted to the chapters' tests (names ChNN_...);
 #   3. compute-sanitizer --tool memcheck on each chapter's test binary (its CUDA tests), with the
 #      caching allocator off (TT_CUDA_CACHING=0) so that every tensor has exact bounds; tests
@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 
 # Per chapter: benchmark binaries, and the gtest filter of tests whose kernels use shared memory.
 declare -A BENCHMARKS=([06]="bench_cuda_basics bench_nn" [07]="bench_cuda_matmul bench_optim"
-  [08]="bench_gpt2_step" [10]="bench_attention")
+  [09]="bench_gpt2_step" [10]="bench_attention")
 declare -A RACECHECK_FILTER=([06]="Ch06_3_CudaSum.*:Ch06_6_CudaSoftmax.*:Ch06_7_CudaLayerNorm.*:Ch06_CudaSoftmaxBackward.*:Ch06_CudaLayerNormBackward.*:Ch06_CudaCrossEntropy.*-*Gpt2*"
   [07]="Ch07_2_CudaSgemmTiled.Layouts:Ch07_3_CudaSgemmRegblock.Layouts:Ch07_4_CudaSgemmVec4.Layouts:Ch07_6_CudaSumOfSquares.*"
   [10]="Ch10_4_FlashAttentionCuda.*:Ch10_5_FlashAttentionCuda.*")
@@ -79,13 +79,13 @@ fi
 
 regex="^Ch($(IFS='|'; echo "${chapters[*]}"))_"
 
-# Chapter 08 compares GPT-2 124M with PyTorch: PyTorch's side is written first, into the folder
-# the test Ch08_GPT2Cuda.Gpt2_124MMatchesPyTorch reads from TT_GPT2_124M_REF.
-if [[ " ${chapters[*]} " == *" 08 "* ]]; then
+# Chapter 09 compares GPT-2 124M with PyTorch: PyTorch's side is written first, into the folder
+# the test Ch09_GPT2Cuda.Gpt2_124MMatchesPyTorch reads from TT_GPT2_124M_REF.
+if [[ " ${chapters[*]} " == *" 09 "* ]]; then
   banner "PyTorch side of the GPT-2 124M check"
   export TT_GPT2_124M_REF=${TT_GPT2_124M_REF:-$build_dir/gpt2_124m_ref}
-  python3 reference_data/ch08/check_gpt2_124m.py --out "$TT_GPT2_124M_REF"
-  record "reference_data/ch08/check_gpt2_124m.py -> $TT_GPT2_124M_REF" $?
+  python3 reference_data/ch09/check_gpt2_124m.py --out "$TT_GPT2_124M_REF"
+  record "reference_data/ch09/check_gpt2_124m.py -> $TT_GPT2_124M_REF" $?
 fi
 
 banner "ctest -L cuda (chapters ${chapters[*]})"

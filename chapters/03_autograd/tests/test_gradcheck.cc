@@ -1,16 +1,16 @@
 // Tests of chapter 03's finite differences (ch03.5) and gradcheck.
 #include <cmath>
 
-#include "test_functions.h"
+#include "ch03_test_util.h"
 
 namespace tt::autograd {
 namespace {
 
-using test::f64;
+using test03::f64;
 
 // f(x0, x1) = x0^2 * x1 elementwise, computed on raw data (no Function, no graph).
 Tensor raw_fn(const std::vector<Tensor>& in) {
-  return test::zip_f64(in[0], in[1], [](double a, double b) { return a * a * b; });
+  return test03::zip_f64(in[0], in[1], [](double a, double b) { return a * a * b; });
 }
 
 // ----- ch03.5 numerical_vjp --------------------------------------------------------------------
@@ -40,7 +40,7 @@ TEST(Ch03_5_FiniteDifferences, MatrixShapedInputsAndOutputs) {
   Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   x.set_requires_grad();
   auto cube = [](const std::vector<Tensor>& in) {
-    return test::map_f64(in[0], [](double v) { return v * v * v; });
+    return test03::map_f64(in[0], [](double v) { return v * v * v; });
   };
   const Tensor w = full({2, 3}, 0.5, {DType::kFloat64});
   EXPECT_TENSOR_NEAR(numerical_vjp(cube, {x}, w)[0], f64({1.5, 6, 13.5, 24, 37.5, 54}, {2, 3}),
@@ -53,15 +53,15 @@ TEST(Ch03_5_Gradcheck, AcceptsCorrectBackwards) {
   a.set_requires_grad();
   b.set_requires_grad();
   auto square = [](const std::vector<Tensor>& in) {
-    return Function::apply<test::SquareFn>({in[0]})[0];
+    return Function::apply<test03::SquareFn>({in[0]})[0];
   };
   auto mul = [](const std::vector<Tensor>& in) {
-    return Function::apply<test::MulFn>({in[0], in[1]})[0];
+    return Function::apply<test03::MulFn>({in[0], in[1]})[0];
   };
   auto split_mul = [](const std::vector<Tensor>& in) {  // two outputs, both used
-    auto halves = Function::apply<test::SplitFn>({in[0]});
-    return Function::apply<test::MulFn>(
-        {halves[0], Function::apply<test::ExpFn>({halves[1]})[0]})[0];
+    auto halves = Function::apply<test03::SplitFn>({in[0]});
+    return Function::apply<test03::MulFn>(
+        {halves[0], Function::apply<test03::ExpFn>({halves[1]})[0]})[0];
   };
   Tensor c = randn({6}, gen, {DType::kFloat64});
   c.set_requires_grad();
@@ -78,7 +78,9 @@ TEST(Ch03_5_Gradcheck, RejectsAWrongBackward) {
   Tensor x = f64({1, 2, 3});
   x.set_requires_grad();
   const GradcheckResult r = gradcheck(
-      [](const std::vector<Tensor>& in) { return Function::apply<test::BadSquareFn>({in[0]})[0]; },
+      [](const std::vector<Tensor>& in) {
+        return Function::apply<test03::BadSquareFn>({in[0]})[0];
+      },
       {x});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("input 0"), std::string::npos) << r.message;
@@ -90,7 +92,7 @@ TEST(Ch03_5_Gradcheck, OnlyInputsThatRequireGradAreChecked) {
   b.set_requires_grad();
   const GradcheckResult r = gradcheck(
       [](const std::vector<Tensor>& in) {
-        return Function::apply<test::MulFn>({in[0], in[1]})[0];
+        return Function::apply<test03::MulFn>({in[0], in[1]})[0];
       },
       {a, b});
   EXPECT_TRUE(r.ok) << r.message;

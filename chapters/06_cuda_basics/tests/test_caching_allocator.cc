@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "ch06_test_util.h"
 #include "tt/caching_allocator.h"
 #include "tt/ops.h"
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "ch06_test_util.h"
 #include "tt/dispatcher.h"
 #include "tt/ops.h"
 #include "tt/ops_reduce.h"
@@ -24,7 +24,7 @@ cudaError_t pretend_out_of_memory(void** p, std::size_t n) {
 }
 #endif
 
-TEST(Ch06_ErrorCheck, NamesErrorCallFileAndLine) {
+TEST(Ch06_CudaErrorCheck, NamesErrorCallFileAndLine) {
 #if TT_WITH_CUDA
   void* p = nullptr;
   const std::size_t n = 64;
@@ -38,7 +38,7 @@ TEST(Ch06_ErrorCheck, NamesErrorCallFileAndLine) {
 #endif
 }
 
-TEST(Ch06_ErrorCheck, SuccessDoesNotThrow) {
+TEST(Ch06_CudaErrorCheck, SuccessDoesNotThrow) {
 #if TT_WITH_CUDA
   EXPECT_NO_THROW(TT_CUDA_CHECK(cudaSuccess));
   EXPECT_EQ(cuda::error_message(cudaErrorInvalidValue, "f(x)", "a.cu", 7),

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "ch06_test_util.h"
 #include "tt/dispatcher.h"
 #include "tt/ops.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_matmul_test_util.h"
+#include "ch07_test_util.h"
 #include "tt/autograd.h"
 #include "tt/dispatcher.h"
 #include "tt/ops_matmul.h"

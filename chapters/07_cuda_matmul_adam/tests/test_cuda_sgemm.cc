@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_matmul_test_util.h"
+#include "ch07_test_util.h"
 #include "tt/dispatcher.h"
 #include "tt/ops_matmul.h"
 
@@ -165,7 +165,7 @@ TEST_F(Ch07_2_CudaSgemmTiled, MatchesCublas) {
 TEST_F(Ch07_2_CudaSgemmTiled, Layouts) {
   check_layouts("matmul_cuda_tiled");
 }
-TEST(Ch07_2_SgemmTiled, EmptyProblemLaunchesNothing) {
+TEST(Ch07_2_SgemmTiled, EmptyProblemLaunchesNoCudaKernel) {
   TT_CHECK_EMPTY(cuda::sgemm_tiled);
 }
 
@@ -175,7 +175,7 @@ TEST_F(Ch07_3_CudaSgemmRegblock, MatchesCublas) {
 TEST_F(Ch07_3_CudaSgemmRegblock, Layouts) {
   check_layouts("matmul_cuda_regblock");
 }
-TEST(Ch07_3_SgemmRegblock, EmptyProblemLaunchesNothing) {
+TEST(Ch07_3_SgemmRegblock, EmptyProblemLaunchesNoCudaKernel) {
   TT_CHECK_EMPTY(cuda::sgemm_regblock);
 }
 
@@ -185,7 +185,7 @@ TEST_F(Ch07_4_CudaSgemmVec4, MatchesCublas) {
 TEST_F(Ch07_4_CudaSgemmVec4, Layouts) {
   check_layouts("matmul_cuda_vec4");
 }
-TEST(Ch07_4_SgemmVec4, EmptyProblemLaunchesNothing) {
+TEST(Ch07_4_SgemmVec4, EmptyProblemLaunchesNoCudaKernel) {
   TT_CHECK_EMPTY(cuda::sgemm_vec4);
 }
 

@@ -48,7 +48,7 @@ class CpuAllocator final : public Allocator {
   void deallocate(void* ptr, std::size_t nbytes) override;
   /// Process-wide counts of every CpuAllocator: `allocated` is the bytes in use (the sizes
   /// requested, before rounding), so a step that frees what it allocates leaves it unchanged
-  /// (Ch08_Leaks checks 1,100 GPT-2 steps); `peak_allocated` its maximum.
+  /// (Ch09_Leaks checks 1,100 GPT-2 steps); `peak_allocated` its maximum.
   AllocatorStats stats() const override;
 
  private:

@@ -12,7 +12,7 @@
 /// Hyper-parameters are validated when the optimizer is built (and by set_lr): a negative or
 /// non-finite learning rate, weight decay, momentum, eps, or betas outside [0, 1) throw tt::Error
 /// naming the optimizer and the value. Gradient *values* are not checked: step() applies a
-/// NaN/Inf gradient, which makes those parameters NaN/Inf. Check before stepping (chapter 08's
+/// NaN/Inf gradient, which makes those parameters NaN/Inf. Check before stepping (chapter 09's
 /// train_step skips the update when the loss or the clip_grad_norm_ result is not finite).
 ///
 /// Bias correction uses the optimizer's step counter. A parameter without a gradient is

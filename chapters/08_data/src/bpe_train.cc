@@ -1,0 +1,30 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 08_data. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch08
+// Generated from solutions/08_data/bpe_train.cc by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// Chapter 08 exercise ch08.1: the BPE training loop.
+// The reference solution lives here; tools/sync_starters generates the learner's starter
+// chapters/08_data/src/bpe_train.cc from this file.
+#include <algorithm>
+#include <queue>
+#include <tuple>
+#include <unordered_map>
+
+#include "tt/bpe.h"
+#include "tt/error.h"
+#include "tt/todo.h"
+
+namespace tt {
+
+std::vector<BpeMerge> learn_bpe_merges(std::vector<BpeWord> words, int32_t first_new_id,
+                                       int64_t num_merges, const ProgressFn& progress) {
+  TT_CHECK(num_merges >= 0, "learn_bpe_merges: num_merges must be >= 0, got ", num_merges);
+  TT_CHECK(first_new_id >= 0, "learn_bpe_merges: first_new_id must be >= 0, got ", first_new_id);
+  TT_TODO("ch08.1",
+          "learn_bpe_merges: count adjacent pairs weighted by word count, take the most frequent "
+          "(ties: smallest (left, right)), record it with id first_new_id + k, rewrite the words "
+          "with bpe_replace_pair, repeat; stop when no pair occurs twice");
+}
+
+}  // namespace tt

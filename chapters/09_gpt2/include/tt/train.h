@@ -1,0 +1,84 @@
+/// @file train.h
+/// @brief The GPT-2 training step (gradient accumulation, clipping, a finite check before the
+/// update), evaluation, parameter groups for weight decay, and the FLOP count behind MFU.
+///
+/// Non-finite policy (what keeps a diverged run from destroying its last good state):
+///  1. train_step never applies an update whose mean loss or gradient norm is NaN/Inf: it
+///     returns finite = false with the weights and the optimizer (moments, step count)
+///     unchanged. It does not decide whether to go on; its caller does.
+///  2. The training loop (apps/train_gpt2.cc) stops at the first such step, printing the step,
+///     the loss, the norm and the path of the last good checkpoint; it writes nothing more (no
+///     checkpoint, no model.bin) and exits with status 3. It also checks the parameters after
+///     every update (all_finite): an update that was finite in loss and norm but overflowed the
+///     weights (an absurd learning rate) stops the run the same way, before anything (sample,
+///     evaluation, checkpoint) uses them.
+///  3. ckpt::save_checkpoint refuses to write model or optimizer state holding NaN/Inf (chapter
+///     05): whatever slips through (e.g. an overflowed Adam moment), a diverged state never
+///     overwrites the last good checkpoint (train_gpt2 then exits with status 1 and the error).
+/// Tests: Ch09_4_TrainStep.NonFiniteLossSkipsTheUpdate (1), Ch09_TrainSafety.* (2, running the
+/// real train_gpt2), Ch05_Checkpoint.SaveCheckpointRefusesNonFiniteValues (3).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "tt/dataloader.h"
+#include "tt/gpt2.h"
+#include "tt/optim.h"
+
+namespace tt::gpt2 {
+
+/// Settings of one optimizer step.
+struct TrainStepOptions {
+  int64_t grad_accum_steps = 1;  ///< micro-batches whose gradients are summed into one step
+  double max_grad_norm = 1.0;    ///< global L2 norm clipping threshold (<= 0: no clipping)
+};
+
+/// What one step measured.
+struct TrainStepResult {
+  double loss = 0;       ///< mean loss over the micro-batches
+  double grad_norm = 0;  ///< global gradient norm before clipping
+  bool finite = true;    ///< false when the loss or the norm is NaN/Inf (no update was made)
+  int64_t tokens = 0;    ///< tokens processed (B * T * grad_accum_steps)
+};
+
+/// One optimizer step for any model (exercise ch09.4): zero the gradients of the optimizer's
+/// parameters; for each of grad_accum_steps micro-batches from `next_batch`, compute
+/// `loss_of(batch)` (a 0-d tensor) and backpropagate loss / grad_accum_steps (so the summed
+/// gradient is the gradient of the mean loss); clip the global gradient norm of the optimizer's
+/// parameters; and only if the mean loss and the norm are finite, call optimizer.step().
+/// `tokens` counts batch.inputs elements. The learning rate is whatever the optimizer holds
+/// (apply a schedule before calling). Throws tt::Error when grad_accum_steps < 1 or loss_of
+/// returns anything but a one-element tensor.
+TrainStepResult train_step(optim::Optimizer& optimizer,
+                           const std::function<Tensor(const Batch&)>& loss_of,
+                           const std::function<Batch()>& next_batch,
+                           const TrainStepOptions& options);
+
+/// The training step of a GPT-2: train_step with loss_of(batch) = model.loss of the batch moved
+/// to the model's device.
+TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
+                           const std::function<Batch()>& next_batch,
+                           const TrainStepOptions& options);
+
+/// True when every element of every float tensor in `tensors` (all on one device) is finite:
+/// one pass on their device through the "sum_of_squares" kernel (its double sum of squares is
+/// finite exactly when every value is, for float32; float64 values beyond ~1e154 count as
+/// non-finite). The training loop calls it on the parameters after each update.
+bool all_finite(const std::vector<Tensor>& tensors);
+
+/// Mean loss over `num_batches` batches from `next_batch`, under no_grad.
+double evaluate(GPT2& model, const std::function<Batch()>& next_batch, int64_t num_batches);
+
+/// GPT-2's two AdamW groups: matrices and embeddings (dim >= 2) with `weight_decay`, biases and
+/// LayerNorm parameters (dim < 2) without.
+std::vector<optim::ParamGroup> param_groups(const GPT2& model, double weight_decay);
+
+/// Training FLOPs per token (forward + backward) of a model with N parameters at sequence
+/// length T, as in llm.c/nanoGPT: \f$ 6N + 12\,L\,C\,T \f$ (the second term: attention
+/// scores and weighted sums, 2 matmuls of \f$ 2 T C \f$ each per layer and token, times 3
+/// for forward + backward).
+double flops_per_token(const GPT2Config& config, int64_t num_parameters, int64_t seq_len);
+
+}  // namespace tt::gpt2

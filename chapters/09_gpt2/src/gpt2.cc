@@ -1,0 +1,133 @@
+// The GPT-2 model (tt/gpt2.h): configuration checks, the module tree and its initialization,
+// the forward pass around the blocks, and the loss. The attention and the block are exercises
+// (solutions/09_gpt2/gpt2_blocks.cc).
+#include <cmath>
+#include <sstream>
+
+#include "tt/dispatcher.h"
+#include "tt/functional.h"
+#include "tt/gpt2.h"
+
+namespace tt::gpt2 {
+
+void GPT2Config::validate() const {
+  auto positive = [](int64_t v, const char* what) {
+    TT_CHECK(v > 0, "GPT2Config: ", what, " must be positive, got ", v);
+  };
+  positive(block_size, "block_size (maxT)");
+  positive(vocab_size, "vocab_size (V)");
+  positive(padded_vocab_size, "padded_vocab_size (Vp)");
+  positive(n_layer, "n_layer (L)");
+  positive(n_head, "n_head (NH)");
+  positive(n_embd, "n_embd (C)");
+  TT_CHECK(n_embd % n_head == 0, "GPT2Config: n_embd (C) = ", n_embd,
+           " is not divisible by n_head (NH) = ", n_head);
+  TT_CHECK(padded_vocab_size >= vocab_size,
+           "GPT2Config: padded_vocab_size (Vp) = ", padded_vocab_size,
+           " is smaller than vocab_size (V) = ", vocab_size);
+}
+
+std::string GPT2Config::str() const {
+  std::ostringstream os;
+  os << "L=" << n_layer << " NH=" << n_head << " C=" << n_embd << " V=" << vocab_size
+     << " Vp=" << padded_vocab_size << " maxT=" << block_size;
+  return os.str();
+}
+
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head_, Generator& gen)
+    : Module("CausalSelfAttention"), n_head(n_head_) {
+  c_attn = register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, true, gen));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, true, gen));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  return c_proj->forward(causal_self_attention(c_attn->forward(x), n_head));
+}
+
+Block::Block(const GPT2Config& config, Generator& gen) : Module("Block") {
+  const int64_t C = config.n_embd;
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(C));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(C, config.n_head, gen));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(C));
+  mlp = register_module("mlp", std::make_shared<nn::MLP>(C, 4 * C, C, gen));
+}
+
+GPT2::GPT2(const GPT2Config& config, uint64_t seed) : Module("GPT2"), config_(config) {
+  config_.validate();
+  const int64_t C = config_.n_embd;
+  // The layers draw their default initialization from `gen`; init_gpt2_ then redraws every
+  // tensor with GPT-2's scheme from the same generator (all deterministic in the seed).
+  Generator gen(seed);
+  wte = register_module("wte", std::make_shared<nn::Embedding>(config_.padded_vocab_size, C, gen));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(config_.block_size, C, gen));
+  h = register_module("h", std::make_shared<nn::ModuleList>());
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    blocks_.push_back(h->push_back(std::make_shared<Block>(config_, gen)).get());
+  }
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(C));
+  nn::init_gpt2_(*this, config_.n_layer, gen);
+}
+
+Tensor GPT2::parameter(const std::string& name) const {
+  for (const auto& [n, t] : named_parameters()) {
+    if (n == name) return t;
+  }
+  TT_THROW("GPT2::parameter: no parameter named '", name, "' (names look like wte.weight, ",
+           "h.0.attn.c_attn.weight, ln_f.bias)");
+}
+
+Tensor GPT2::forward(const Tensor& idx) {
+  TT_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64,
+           "GPT2::forward: idx must be int64 [B, T], got ",
+           idx.defined() ? idx.describe() : std::string("an undefined tensor"));
+  const int64_t T = idx.size(1);
+  TT_CHECK(T >= 1 && T <= config_.block_size, "GPT2::forward: sequence length T = ", T,
+           " must be in [1, block_size = ", config_.block_size, "]");
+  const Tensor pos = arange(0, static_cast<double>(T), 1, {DType::kInt64, idx.device()});
+  Tensor x = add(wte->forward(idx), wpe->forward(pos));  // [B, T, C] + [T, C]
+  for (Block* block : blocks_) x = block->forward(x);
+  x = ln_f->forward(x);
+  // The head is tied to the token embedding; padded rows of wte (>= V) are never predicted.
+  const Tensor& w = wte->weight;
+  const Tensor head =
+      config_.padded_vocab_size == config_.vocab_size ? w : slice(w, 0, 0, config_.vocab_size);
+  return matmul(x, transpose(head, 0, 1));
+}
+
+Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
+  TT_CHECK(targets.defined() && targets.shape() == idx.shape(), "GPT2::loss: targets ",
+           targets.defined() ? targets.describe() : std::string("(undefined)"),
+           " must have the shape of idx ", idx.describe());
+  const Tensor logits = forward(idx);
+  return cross_entropy(view(logits, {-1, config_.vocab_size}), targets.reshape({-1}));
+}
+
+std::vector<std::string> missing_training_kernels(DeviceType device) {
+  static const char* const kOps[] = {"embedding_forward",
+                                     "embedding_backward",
+                                     "add",
+                                     "mul",
+                                     "mul_scalar",
+                                     "sum",
+                                     "matmul",
+                                     "layernorm_forward",
+                                     "layernorm_backward",
+                                     "gelu_forward",
+                                     "gelu_backward",
+                                     "softmax_forward",
+                                     "softmax_backward",
+                                     "masked_fill_forward",
+                                     "masked_fill_backward",
+                                     "cross_entropy_forward",
+                                     "cross_entropy_backward",
+                                     "adamw_step",
+                                     "sum_of_squares",
+                                     "scale_"};
+  std::vector<std::string> missing;
+  for (const char* op : kOps) {
+    if (!KernelRegistry::instance().has(op, device)) missing.emplace_back(op);
+  }
+  return missing;
+}
+
+}  // namespace tt::gpt2

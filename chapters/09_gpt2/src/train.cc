@@ -1,0 +1,79 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 09_gpt2. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch09
+// Generated from solutions/09_gpt2/train.cc by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
+// The training step (exercise ch09.4), evaluation, parameter groups and FLOPs (tt/train.h).
+#include <cmath>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/functional.h"
+#include "tt/todo.h"
+#include "tt/train.h"
+
+namespace tt::gpt2 {
+
+TrainStepResult train_step(optim::Optimizer& optimizer,
+                           const std::function<Tensor(const Batch&)>& loss_of,
+                           const std::function<Batch()>& next_batch,
+                           const TrainStepOptions& options) {
+  TT_CHECK(options.grad_accum_steps >= 1, "train_step: grad_accum_steps must be >= 1, got ",
+           options.grad_accum_steps);
+  (void)optimizer, (void)loss_of, (void)next_batch;
+  TT_TODO("ch09.4",
+          "training step: optimizer.zero_grad(); per micro-batch: loss = loss_of(next_batch()), "
+          "add loss.item()/n to the mean, backward(loss / n); clip_grad_norm_ over the "
+          "optimizer's param_groups(); optimizer.step() only when loss and norm are finite");
+}
+
+TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
+                           const std::function<Batch()>& next_batch,
+                           const TrainStepOptions& options) {
+  const Device device = model.device();
+  return train_step(
+      optimizer,
+      [&](const Batch& b) { return model.loss(b.inputs.to(device), b.targets.to(device)); },
+      next_batch, options);
+}
+
+bool all_finite(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> floats;
+  for (const Tensor& t : tensors) {
+    TT_CHECK(t.defined(), "all_finite: undefined tensor in the list");
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
+    TT_CHECK(floats.empty() || t.device() == floats[0].device(),
+             "all_finite: tensors on different devices: ", floats[0].describe(), " and ",
+             t.describe());
+    floats.push_back(t.is_contiguous() ? t : t.contiguous());
+  }
+  if (floats.empty()) return true;
+  // One pass on the tensors' device: the sum of squares of finite float32 values is finite in
+  // double, and a NaN or Inf anywhere makes it NaN or Inf.
+  return std::isfinite(
+      call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", floats[0].device(), floats));
+}
+
+double evaluate(GPT2& model, const std::function<Batch()>& next_batch, int64_t num_batches) {
+  TT_CHECK(num_batches >= 1, "evaluate: num_batches must be >= 1, got ", num_batches);
+  autograd::NoGradGuard no_grad;
+  double sum = 0;
+  for (int64_t i = 0; i < num_batches; ++i) {
+    const Batch batch = next_batch();
+    sum += model.loss(batch.inputs.to(model.device()), batch.targets.to(model.device())).item();
+  }
+  return sum / static_cast<double>(num_batches);
+}
+
+std::vector<optim::ParamGroup> param_groups(const GPT2& model, double weight_decay) {
+  optim::ParamGroup decay{{}, weight_decay}, no_decay{{}, 0.0};
+  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
+  return {decay, no_decay};
+}
+
+double flops_per_token(const GPT2Config& config, int64_t num_parameters, int64_t seq_len) {
+  return 6.0 * static_cast<double>(num_parameters) +
+         12.0 * static_cast<double>(config.n_layer * config.n_embd * seq_len);
+}
+
+}  // namespace tt::gpt2

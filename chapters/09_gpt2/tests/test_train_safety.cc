@@ -1,0 +1,153 @@
+// Training safety, end to end: the real train_gpt2 program (built next to this test binary) is
+// run on a tiny generated dataset. A run that diverges must stop with a clear message and a
+// non-zero exit status, and leave the last good checkpoint intact and loadable (the non-finite
+// policy of tt/train.h).
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ch09_test_util.h"
+#include "tt/checkpoint.h"
+#include "tt/shards.h"
+#include "tt/tokenizer.h"
+#include "tt/train.h"
+
+namespace tt::gpt2 {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The path of the chapter's program `name`: next to this test binary (bin/), or one folder up
+/// for the starter build's binary (bin/starter/). Empty when it is missing.
+std::string program_path(const std::string& name) {
+  const fs::path exe_dir = fs::read_symlink("/proc/self/exe").parent_path();
+  for (const fs::path& dir : {exe_dir, exe_dir.parent_path()}) {
+    if (fs::exists(dir / name)) return (dir / name).string();
+  }
+  return "";
+}
+
+/// The exit status and the combined stdout/stderr of one program run.
+struct RunResult {
+  int status = -1;
+  std::string output;
+};
+
+RunResult run_program(const std::string& program, const std::string& args, const std::string& log) {
+  const int rc = std::system((program + " " + args + " > '" + log + "' 2>&1").c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, test09::read_bytes(log)};
+}
+
+/// A dataset train_gpt2 accepts: a byte-level tokenizer (256 bytes + <|endoftext|> = 257 ids, no
+/// merges) and shards of seeded random tokens.
+void write_tiny_dataset(const std::string& dir) {
+  fs::create_directories(dir);
+  Tokenizer(test09::identity_bytes(), {}, {{"<|endoftext|>", 256}}).save(dir + "/tokenizer.ttbpe");
+  Generator gen(5);
+  auto tokens = [&](std::size_t n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& v : t) v = static_cast<int32_t>(gen.next_u64() % 257);
+    return t;
+  };
+  write_shard(dir + "/tiny_train_000000.bin", tokens(4000), 257);
+  write_shard(dir + "/tiny_val_000000.bin", tokens(400), 257);
+}
+
+/// The model train_gpt2 builds from the options below (V = 257 padded to a multiple of 64).
+GPT2Config app_config() {
+  return {.block_size = 8,
+          .vocab_size = 257,
+          .padded_vocab_size = 320,
+          .n_layer = 1,
+          .n_head = 2,
+          .n_embd = 16};
+}
+
+::testing::AssertionResult contains(const std::string& text, const std::string& needle) {
+  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << needle << "\" not in the output:\n" << text;
+}
+
+TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) {
+  const std::string app = program_path("train_gpt2");
+  ASSERT_FALSE(app.empty())
+      << "train_gpt2 is not next to the test binary (build target train_gpt2)";
+  const test09::TempDir dir;
+  const std::string data = dir.file("data"), out = dir.file("run");
+  write_tiny_dataset(data);
+  // The options of every run: the model of app_config(), one thread, short samples.
+  const std::string base = "--data '" + data + "' --device cpu --threads 1 --layers 1 " +
+                           "--heads 2 --channels 16 --B 2 --T 8 --warmup 1 --eval-batches 1 " +
+                           "--sample-tokens 2 --checkpoint-every 1 ";
+  const std::string ckpt_path = out + "/checkpoint.ttckpt";
+
+  // 1. Three good steps, a checkpoint after each: the last good state is step 3's.
+  const RunResult first =
+      run_program(app, base + "--steps 3 --lr 1e-3 --out '" + out + "'", dir.file("first.log"));
+  ASSERT_EQ(first.status, 0) << first.output;
+  const std::string good_bytes = test09::read_bytes(ckpt_path);
+  ASSERT_FALSE(good_bytes.empty());
+  const std::string good_model_bin = test09::read_bytes(out + "/model.bin");
+
+  // 2. Resumed with an absurd learning rate: step 4's loss and gradient norm are finite, but
+  //    its update overflows the float32 weights. The run must stop right there (before any
+  //    sample, evaluation or checkpoint uses them), say so, and exit with status 3.
+  const RunResult blown = run_program(
+      app, base + "--steps 6 --lr 1e39 --resume --out '" + out + "'", dir.file("blown.log"));
+  EXPECT_EQ(blown.status, 3) << blown.output;
+  EXPECT_TRUE(contains(blown.output, "resumed from"));
+  EXPECT_TRUE(contains(blown.output, "step 4: loss"));
+  EXPECT_TRUE(contains(blown.output, "made the parameters NaN/Inf; stopping"));
+  EXPECT_TRUE(contains(blown.output, "The last good checkpoint is " + ckpt_path));
+  EXPECT_TRUE(test09::read_bytes(ckpt_path) == good_bytes) << "the checkpoint was rewritten";
+  EXPECT_TRUE(test09::read_bytes(out + "/model.bin") == good_model_bin);
+
+  // 3. A poisoned state (a NaN weight, as a diverged run would leave it) in another run
+  //    directory: step 4's loss is NaN, so the step is skipped and the run stops with status 3,
+  //    writing nothing.
+  const std::string poisoned_out = dir.file("poisoned");
+  fs::create_directories(poisoned_out);
+  nn::StateDict state = ckpt::load(ckpt_path);
+  for (auto& [name, t] : state) {
+    if (name == "model.ln_f.weight") t.fill_(NAN);
+  }
+  const std::string poisoned_ckpt = poisoned_out + "/checkpoint.ttckpt";
+  ckpt::save(poisoned_ckpt, state);  // the generic save writes any values
+  const std::string poisoned_bytes = test09::read_bytes(poisoned_ckpt);
+  const RunResult nan_loss = run_program(
+      app, base + "--steps 6 --lr 1e-3 --resume --out '" + poisoned_out + "'", dir.file("nan.log"));
+  EXPECT_EQ(nan_loss.status, 3) << nan_loss.output;
+  EXPECT_TRUE(contains(nan_loss.output, "step 4: loss "));  // "nan" or "-nan"
+  EXPECT_TRUE(contains(nan_loss.output, "is not finite (the update was skipped); stopping"));
+  EXPECT_TRUE(test09::read_bytes(poisoned_ckpt) == poisoned_bytes);
+  EXPECT_FALSE(fs::exists(poisoned_out + "/model.bin"));
+
+  // The last good checkpoint loads into a fresh model with finite values at step 3.
+  GPT2 model(app_config(), 99);
+  optim::AdamW opt(param_groups(model, 0.1), {});
+  ckpt::load_checkpoint(ckpt_path, model, &opt);
+  EXPECT_EQ(opt.step_count(), 3);
+  EXPECT_TRUE(all_finite(model.parameters()));
+}
+
+TEST(Ch09_TrainSafety, AllFiniteSeesOneBadElementAnywhere) {
+  GPT2 m(test09::tiny_config(), 6);
+  const std::vector<Tensor> params = m.parameters();
+  EXPECT_TRUE(all_finite(params));
+  for (double bad : {static_cast<double>(NAN), static_cast<double>(INFINITY), -1e39}) {
+    const Tensor w = m.parameter("h.1.mlp.c_proj.weight");
+    const float saved = w.at<float>({3, 5});
+    w.at<float>({3, 5}) = static_cast<float>(bad);
+    EXPECT_FALSE(all_finite(params)) << bad;
+    w.at<float>({3, 5}) = saved;
+    EXPECT_TRUE(all_finite(params));
+  }
+  EXPECT_TRUE(all_finite({tensor_i64({1}), zeros({0})}));  // integers and empties: nothing to see
+}
+
+}  // namespace
+}  // namespace tt::gpt2
