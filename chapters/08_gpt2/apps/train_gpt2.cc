@@ -358,13 +358,21 @@ int run(const Options& o) {
     return evaluate(
         *model, [&] { return val.next(); }, o.eval_batches);
   };
+  // The latest validation loss and its step; the samples of this run with their step and the
+  // validation loss of that step (the first and the last are shown again at the end).
+  double val_loss = NAN;
+  int64_t val_step = -1;
+  std::vector<std::pair<std::string, std::string>> samples;
   auto sample_now = [&](int64_t step, ProgressBar* bar) {
     Generator gen(o.seed + static_cast<uint64_t>(step));  // seeded per step: resumable
     SamplingOptions so2{o.temperature, o.top_k};
     const std::vector<int64_t> ids =
         generate(*model, {static_cast<int64_t>(tok.eot_id())}, o.sample_tokens, so2, gen);
-    const std::string line =
-        "sample @ step " + std::to_string(step) + ": " + sample_text(tok, ids, 1);
+    const std::string text = sample_text(tok, ids, 1);
+    const std::string line = "sample @ step " + std::to_string(step) + ": " + text;
+    samples.emplace_back(fmt("step %5.0f, val loss ", static_cast<double>(step)) +
+                             (val_step == step ? fmt("%.4f", val_loss) : std::string("  -   ")),
+                         text);
     if (bar != nullptr) {
       bar->println(line);
     } else {
@@ -383,7 +391,8 @@ int run(const Options& o) {
   };
 
   if (start == 0) {
-    const double v = eval_now();
+    const double v = val_loss = eval_now();
+    val_step = 0;
     std::printf("step 0: val loss %.4f (uniform guess: ln V = %.4f)\n", v,
                 std::log(static_cast<double>(V)));
     csv.row({"0", "", "", "", "", "", CsvWriter::num(v), ""});
@@ -423,9 +432,12 @@ int run(const Options& o) {
     ++step;
     const double tok_s = static_cast<double>(r.tokens) / (ms / 1e3);
     const double mfu = peak > 0 ? flops_tok * tok_s / (peak * 1e12) : 0;
+    const double elapsed = total.elapsed_s();
+    const bool out_of_time = o.max_seconds > 0 && elapsed > o.max_seconds;
     std::string val_cell;
-    if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps)) {
-      const double v = eval_now();
+    if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps || out_of_time)) {
+      const double v = val_loss = eval_now();
+      val_step = step;
       val_cell = CsvWriter::num(v);
       bar.println("step " + std::to_string(step) + ": val loss " + fmt("%.4f", v));
     }
@@ -442,8 +454,6 @@ int run(const Options& o) {
     }
     if (step == o.kill_after_step) std::raise(SIGKILL);  // a crash between two checkpoints
     bar.update(step - start, "loss " + fmt("%.3f", r.loss));
-    const double elapsed = total.elapsed_s();
-    const bool out_of_time = o.max_seconds > 0 && elapsed > o.max_seconds;
     if (wants_sample(step, elapsed, step == o.steps || out_of_time)) sample_now(step, &bar);
     if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == o.steps ||
         out_of_time) {
@@ -465,6 +475,13 @@ int run(const Options& o) {
   if (status == 0) {
     std::printf("checkpoint: %s (resume with --resume), llm.c model: %s/model.bin\n",
                 ckpt_path.c_str(), o.out.c_str());
+  }
+  if (samples.size() >= 2) {  // what the model learned, one sample above the other
+    std::printf("\nfirst and last sample (temperature %g, top-k %lld):\n", o.temperature,
+                static_cast<long long>(o.top_k));
+    for (const auto* s : {&samples.front(), &samples.back()}) {
+      std::printf("  %s: %s\n", s->first.c_str(), s->second.c_str());
+    }
   }
   return status;
 }
