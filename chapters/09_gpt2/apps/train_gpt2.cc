@@ -9,18 +9,23 @@
 // installed), <out>/checkpoint.ttckpt (model + optimizer, atomic) and <out>/model.bin (llm.c
 // format) at the end. A NaN/Inf loss or gradient stops the run before the update, so the last
 // checkpoint stays the last good one (exit status 3); save_checkpoint also refuses NaN/Inf
-// weights (exit status 1 with the error). See "Non-finite policy" in tt/train.h.
+// weights (exit status 1 with the error). See "Non-finite policy" in tt/train.h. --resume first
+// cuts train.csv back to the checkpoint's step, so the log holds each step once.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tt/autograd.h"
@@ -66,9 +71,10 @@ struct Options {
   bool print_device = false;  // print the device --device resolves to, and exit
   uint64_t seed = 1337;
   int threads = 0;
-  double peak_tflops = 0;   // MFU reference; 0: a default for GPUs, none on the CPU
-  bool tf32 = false;        // float32 cuBLAS GEMMs may use TF32 tensor cores
-  double max_seconds = 0;  // stop early after this many seconds (0: no limit)
+  double peak_tflops = 0;       // MFU reference; 0: a default for GPUs, none on the CPU
+  bool tf32 = false;            // float32 cuBLAS GEMMs may use TF32 tensor cores
+  double max_seconds = 0;       // stop early after this many seconds (0: no limit)
+  int64_t kill_after_step = 0;  // testing: SIGKILL itself after logging this step (0: never)
 };
 
 const char* const kUsage =
@@ -102,6 +108,8 @@ const char* const kUsage =
     "  --resume              continue from <out>/checkpoint.ttckpt (exactly: same\n"
     "                        batches, same results as an uninterrupted run)\n"
     "  --log-every N         print a log line every N steps (1)\n"
+    "  --kill-after-step N   testing: kill -9 itself right after logging step N (a crash\n"
+    "                        to try --resume on; train.csv is cut back to the checkpoint)\n"
     "  --tf32                let float32 GEMMs on the GPU use TF32 tensor cores (faster;\n"
     "                        inputs rounded to 10-bit mantissas; off by default, as in PyTorch)\n"
     "  --peak-tflops X       peak TFLOP/s for MFU (default on a GPU: 67, H100 FP32; with\n"
@@ -127,7 +135,7 @@ Options parse(int argc, char** argv) {
   args.option("--checkpoint-every", &o.checkpoint_every).flag("--resume", &o.resume);
   args.flag("--print-device", &o.print_device);
   args.option("--log-every", &o.log_every).option("--peak-tflops", &o.peak_tflops);
-  args.flag("--tf32", &o.tf32);
+  args.flag("--tf32", &o.tf32).option("--kill-after-step", &o.kill_after_step);
   args.parse(argc, argv);
   if (o.total_batch == 0) o.total_batch = o.B * o.T;
   if (o.block_size == 0) o.block_size = o.T;
@@ -229,6 +237,28 @@ bool plot_loss(const std::string& csv, const std::string& png) {
   return ok;
 }
 
+/// For --resume: cuts the run log back to the checkpoint's `step`, keeping the header and the
+/// rows of steps <= `step` (train and val rows alike) and dropping what a killed run logged after
+/// its last checkpoint (and a last line cut off mid-write), so the resumed run appends each step
+/// once. The log is replaced atomically (ckpt::write_file_atomic, as checkpoints are).
+void truncate_log(const std::string& csv_path, int64_t step) {
+  if (!fs::exists(csv_path)) return;
+  std::ifstream in(csv_path, std::ios::binary);
+  TT_CHECK(in, "train_gpt2: cannot read the run log '", csv_path, "'");
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string kept;
+  std::size_t begin = 0;
+  for (std::size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
+    const std::string_view line(text.data() + begin, end - begin);
+    int64_t row_step = -1;
+    const bool numbered =
+        std::from_chars(line.data(), line.data() + line.size(), row_step).ec == std::errc();
+    if (begin == 0 || (numbered && row_step <= step)) kept.append(line).push_back('\n');
+  }
+  const auto* bytes = reinterpret_cast<const std::byte*>(kept.data());
+  ckpt::write_file_atomic(csv_path, std::vector<std::byte>(bytes, bytes + kept.size()));
+}
+
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), format, v);
@@ -297,6 +327,7 @@ int run(const Options& o) {
     start = opt.step_count();
     // Replay the data order: the same batches as an uninterrupted run.
     for (int64_t i = 0; i < start * accum; ++i) train.next();
+    truncate_log(csv_path, start);
     std::printf("resumed from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));
   }
   const double flops_tok = flops_per_token(cfg, model->num_parameters(), o.T);
@@ -327,13 +358,21 @@ int run(const Options& o) {
     return evaluate(
         *model, [&] { return val.next(); }, o.eval_batches);
   };
+  // The latest validation loss and its step; the samples of this run with their step and the
+  // validation loss of that step (the first and the last are shown again at the end).
+  double val_loss = NAN;
+  int64_t val_step = -1;
+  std::vector<std::pair<std::string, std::string>> samples;
   auto sample_now = [&](int64_t step, ProgressBar* bar) {
     Generator gen(o.seed + static_cast<uint64_t>(step));  // seeded per step: resumable
     SamplingOptions so2{o.temperature, o.top_k};
     const std::vector<int64_t> ids =
         generate(*model, {static_cast<int64_t>(tok.eot_id())}, o.sample_tokens, so2, gen);
-    const std::string line =
-        "sample @ step " + std::to_string(step) + ": " + sample_text(tok, ids, 1);
+    const std::string text = sample_text(tok, ids, 1);
+    const std::string line = "sample @ step " + std::to_string(step) + ": " + text;
+    samples.emplace_back(fmt("step %5.0f, val loss ", static_cast<double>(step)) +
+                             (val_step == step ? fmt("%.4f", val_loss) : std::string("  -   ")),
+                         text);
     if (bar != nullptr) {
       bar->println(line);
     } else {
@@ -352,7 +391,8 @@ int run(const Options& o) {
   };
 
   if (start == 0) {
-    const double v = eval_now();
+    const double v = val_loss = eval_now();
+    val_step = 0;
     std::printf("step 0: val loss %.4f (uniform guess: ln V = %.4f)\n", v,
                 std::log(static_cast<double>(V)));
     csv.row({"0", "", "", "", "", "", CsvWriter::num(v), ""});
@@ -392,9 +432,12 @@ int run(const Options& o) {
     ++step;
     const double tok_s = static_cast<double>(r.tokens) / (ms / 1e3);
     const double mfu = peak > 0 ? flops_tok * tok_s / (peak * 1e12) : 0;
+    const double elapsed = total.elapsed_s();
+    const bool out_of_time = o.max_seconds > 0 && elapsed > o.max_seconds;
     std::string val_cell;
-    if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps)) {
-      const double v = eval_now();
+    if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps || out_of_time)) {
+      const double v = val_loss = eval_now();
+      val_step = step;
       val_cell = CsvWriter::num(v);
       bar.println("step " + std::to_string(step) + ": val loss " + fmt("%.4f", v));
     }
@@ -409,9 +452,8 @@ int run(const Options& o) {
       if (peak > 0) line += " | MFU " + fmt("%.1f%%", 100 * mfu);
       bar.println(line);
     }
+    if (step == o.kill_after_step) std::raise(SIGKILL);  // a crash between two checkpoints
     bar.update(step - start, "loss " + fmt("%.3f", r.loss));
-    const double elapsed = total.elapsed_s();
-    const bool out_of_time = o.max_seconds > 0 && elapsed > o.max_seconds;
     if (wants_sample(step, elapsed, step == o.steps || out_of_time)) sample_now(step, &bar);
     if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == o.steps ||
         out_of_time) {
@@ -433,6 +475,13 @@ int run(const Options& o) {
   if (status == 0) {
     std::printf("checkpoint: %s (resume with --resume), llm.c model: %s/model.bin\n",
                 ckpt_path.c_str(), o.out.c_str());
+  }
+  if (samples.size() >= 2) {  // what the model learned, one sample above the other
+    std::printf("\nfirst and last sample (temperature %g, top-k %lld):\n", o.temperature,
+                static_cast<long long>(o.top_k));
+    for (const auto* s : {&samples.front(), &samples.back()}) {
+      std::printf("  %s: %s\n", s->first.c_str(), s->second.c_str());
+    }
   }
   return status;
 }

@@ -1,12 +1,15 @@
 // Training safety, end to end: the real train_gpt2 program (built next to this test binary) is
 // run on a tiny generated dataset. A run that diverges must stop with a clear message and a
 // non-zero exit status, and leave the last good checkpoint intact and loadable (the non-finite
-// policy of tt/train.h).
+// policy of tt/train.h). A run killed between two checkpoints and resumed must log each step
+// once, as the uninterrupted run does.
 #include <sys/wait.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,13 +36,16 @@ std::string program_path(const std::string& name) {
 
 /// The exit status and the combined stdout/stderr of one program run.
 struct RunResult {
-  int status = -1;
-  std::string output;
+  int status = -1;      ///< exit status (-1: ended by a signal)
+  std::string output;   ///< stdout and stderr
+  bool killed = false;  ///< ended by SIGKILL (directly, or as the shell's status 128 + 9)
 };
 
 RunResult run_program(const std::string& program, const std::string& args, const std::string& log) {
   const int rc = std::system((program + " " + args + " > '" + log + "' 2>&1").c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, test09::read_bytes(log)};
+  const bool killed = (WIFSIGNALED(rc) && WTERMSIG(rc) == SIGKILL) ||
+                      (WIFEXITED(rc) && WEXITSTATUS(rc) == 128 + SIGKILL);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, test09::read_bytes(log), killed};
 }
 
 /// A dataset train_gpt2 accepts: a byte-level tokenizer (256 bytes + <|endoftext|> = 257 ids, no
@@ -132,6 +138,74 @@ TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) 
   ckpt::load_checkpoint(ckpt_path, model, &opt);
   EXPECT_EQ(opt.step_count(), 3);
   EXPECT_TRUE(all_finite(model.parameters()));
+}
+
+/// The rows of a train.csv (header first), split at commas (the log has no quoted cells).
+std::vector<std::vector<std::string>> read_csv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(test09::read_bytes(path));
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cells;
+    std::istringstream cell_stream(line);
+    for (std::string cell; std::getline(cell_stream, cell, ',');) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+/// The columns of train.csv that a resumed run reproduces exactly: step, loss, lr, grad_norm and
+/// val_loss (ms and tok_per_s are wall-clock measurements).
+std::vector<std::vector<std::string>> reproducible_columns(const std::string& path) {
+  std::vector<std::vector<std::string>> rows = read_csv(path);
+  for (auto& r : rows) {
+    r.resize(8);
+    r = {r[0], r[1], r[2], r[3], r[6]};
+  }
+  return rows;
+}
+
+TEST(Ch09_TrainSafety, ARunKilledAndResumedLogsEachStepOnce) {
+  const std::string app = program_path("train_gpt2");
+  ASSERT_FALSE(app.empty())
+      << "train_gpt2 is not next to the test binary (build target train_gpt2)";
+  const test09::TempDir dir;
+  const std::string data = dir.file("data");
+  write_tiny_dataset(data);
+  // 10 steps, checkpoints at 3, 6 and 9, validation rows at 0, 2, 4, ..., 10.
+  const std::string base = "--data '" + data + "' --device cpu --threads 1 --layers 1 " +
+                           "--heads 2 --channels 16 --B 2 --T 8 --warmup 1 --eval-batches 1 " +
+                           "--eval-every 2 --sample-tokens 2 --checkpoint-every 3 --steps 10 ";
+
+  const std::string full = dir.file("full");
+  const RunResult uninterrupted =
+      run_program(app, base + "--out '" + full + "'", dir.file("u.log"));
+  ASSERT_EQ(uninterrupted.status, 0) << uninterrupted.output;
+
+  // kill -9 after step 8 was logged: the last checkpoint is step 6's, so steps 7 and 8 are in
+  // train.csv but not in the checkpoint; the resumed run trains them again.
+  const std::string out = dir.file("crashed");
+  const RunResult crash =
+      run_program(app, base + "--kill-after-step 8 --out '" + out + "'", dir.file("crash.log"));
+  ASSERT_TRUE(crash.killed) << "status " << crash.status << "\n" << crash.output;
+  ASSERT_EQ(read_csv(out + "/train.csv").back().at(0), "8") << "the crash came too early";
+  const RunResult resumed =
+      run_program(app, base + "--resume --out '" + out + "'", dir.file("resumed.log"));
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_TRUE(contains(resumed.output, "resumed from " + out + "/checkpoint.ttckpt at step 6"));
+
+  const std::vector<std::vector<std::string>> rows = read_csv(out + "/train.csv");
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows[0].at(0), "step");
+  for (std::size_t i = 2; i < rows.size(); ++i) {
+    EXPECT_LT(std::stoll(rows[i - 1].at(0)), std::stoll(rows[i].at(0)))
+        << "train.csv rows " << i - 1 << " and " << i << " are not in increasing step order";
+  }
+  // Each step once, with the losses, learning rates, norms and validation losses of the
+  // uninterrupted run (resuming is bit-exact).
+  EXPECT_EQ(reproducible_columns(out + "/train.csv"), reproducible_columns(full + "/train.csv"));
+  for (const auto& entry : fs::directory_iterator(out)) {  // no temporary file left behind
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+  }
 }
 
 TEST(Ch09_TrainSafety, AllFiniteSeesOneBadElementAnywhere) {
