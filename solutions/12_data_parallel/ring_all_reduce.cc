@@ -39,10 +39,10 @@ void ring_all_reduce(ProcessGroup& group, const Tensor& t, ReduceOp op) {
 #else
   (void)N, (void)r, (void)flat;
   TT_TODO("ch12.1",
-          "ring_all_reduce: t (any size n, also n < N or n % N != 0) becomes the sum (avg: "
-          "sum / N) over the N ranks, bit-identical on every rank, using only group.send_recv "
-          "to rank r+1 / from rank r-1: N-1 reduce-scatter steps then N-1 all-gather steps "
-          "over the chunks [chunk_begin(c), chunk_begin(c+1))");
+          "ring_all_reduce: t (any n, also n < N or n % N != 0) becomes the sum (avg: sum / N) "
+          "over the N ranks, bit-identical on every rank, through group.send_recv with the ring "
+          "neighbours only: 2(N-1) steps, each sending one chunk [chunk_begin(c), "
+          "chunk_begin(c+1))");
 #endif
 }
 

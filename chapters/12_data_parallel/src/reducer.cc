@@ -17,9 +17,9 @@ void Reducer::mark_grad_ready(int64_t param) {
            " (", params_[static_cast<std::size_t>(param)].describe(),
            ") was marked twice in one backward");
   TT_TODO("ch12.3",
-          "Reducer::mark_grad_ready: record the parameter as ready in its bucket; then reduce "
-          "(reduce_bucket) the buckets next_bucket_, next_bucket_+1, ... in order while each is "
-          "complete, so every rank issues the same all-reduces in the same order");
+          "Reducer::mark_grad_ready: once every parameter of buckets 0..b has been marked, "
+          "buckets 0..b have been reduced, each once and in increasing order whatever the "
+          "marking order (so all ranks pair the same all-reduces); none earlier");
 }
 
 void Reducer::reduce_bucket(int64_t b) {
@@ -27,10 +27,10 @@ void Reducer::reduce_bucket(int64_t b) {
   const Tensor& buffer = buffers_[static_cast<std::size_t>(b)];
   (void)bucket, (void)buffer;
   TT_TODO("ch12.3",
-          "Reducer::reduce_bucket: pack the bucket's gradients into its flat buffer at their "
-          "offsets (an undefined gradient becomes zeros), all_reduce the buffer with "
-          "ReduceOp::kAvg, copy the averages back into every gradient, append b to "
-          "reduced_order_ and count it in num_reductions_");
+          "Reducer::reduce_bucket: every gradient of bucket b becomes its average over the ranks "
+          "(an undefined gradient counts as zeros and becomes a zero tensor) through ONE "
+          "all_reduce of buffers_[b]; b is appended to reduced_order_ and counted in "
+          "num_reductions_");
 }
 
 }  // namespace tt::dist
