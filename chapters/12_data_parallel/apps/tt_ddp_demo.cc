@@ -109,8 +109,10 @@ int main(int argc, char** argv) {
     }
     const double ms = timer.elapsed_ms() / static_cast<double>(steps);
     if (r == 0) {
-      std::printf("done: %lld steps, %.1f ms/step, rank 0 passed %.2f MiB to collectives\n",
-                  static_cast<long long>(steps), ms, mib(g.bytes_communicated()));
+      std::printf(
+          "done: %lld steps, %.1f ms/step; rank 0 passed %.2f MiB to collectives, "
+          "%.2f MiB sent with ring algorithms\n",
+          static_cast<long long>(steps), ms, mib(g.bytes_communicated()), mib(g.ring_bytes()));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tt_ddp_demo: %s\n", e.what());

@@ -228,6 +228,13 @@ void ProcessGroup::check_agreement(const char* call, const Tensor& t, int64_t ro
   TT_THROW(msg);
 }
 
+// Counts a call on the full buffer t: its bytes, and (N-1)/N of them per ring phase.
+void ProcessGroup::count(const Tensor& t, int64_t ring_phases) {
+  const int64_t b = t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  bytes_ += b;
+  ring_bytes_ += ring_phases * b * (world_size_ - 1) / world_size_;
+}
+
 void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", t, op == ReduceOp::kAvg);
   check_agreement("all_reduce", t, 0, static_cast<int64_t>(op));
@@ -238,7 +245,7 @@ void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
     backend_->all_reduce_sum(t);
   }
   if (op == ReduceOp::kAvg) divide_by(t, world_size_);
-  bytes_ += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  count(t, 2);
 }
 
 void ProcessGroup::broadcast(const Tensor& t, int root) {
@@ -248,7 +255,7 @@ void ProcessGroup::broadcast(const Tensor& t, int root) {
   Watchdog::Scope scope(
       *watchdog_, detail::str("broadcast from rank ", root, " of ", describe_elems(t)), timeout_s_);
   backend_->broadcast(t, root);
-  bytes_ += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  count(t, 0);
 }
 
 void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -268,7 +275,7 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
     backend_->reduce_scatter_sum(output, input);
   }
   if (op == ReduceOp::kAvg) divide_by(output, world_size_);
-  bytes_ += input.numel() * static_cast<int64_t>(dtype_size(input.dtype()));
+  count(input, 1);
 }
 
 void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
@@ -283,7 +290,7 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
   Watchdog::Scope scope(*watchdog_, detail::str("all_gather of ", describe_elems(output)),
                         timeout_s_);
   backend_->all_gather(output, input);
-  bytes_ += output.numel() * static_cast<int64_t>(dtype_size(output.dtype()));
+  count(output, 1);
 }
 
 void ProcessGroup::barrier() {
@@ -304,7 +311,8 @@ void ProcessGroup::send_recv(const Tensor& send, int dst, const Tensor& recv, in
                                     describe_elems(recv), " from rank ", src, ")"),
                         timeout_s_);
   backend_->send_recv(send, dst, recv, src, tag);
-  bytes_ += send.numel() * static_cast<int64_t>(dtype_size(send.dtype()));
+  count(send, 0);
+  ring_bytes_ += send.numel() * static_cast<int64_t>(dtype_size(send.dtype()));
 }
 
 void ProcessGroup::send(const Tensor& t, int dst, int tag) {
@@ -313,7 +321,8 @@ void ProcessGroup::send(const Tensor& t, int dst, int tag) {
   Watchdog::Scope scope(*watchdog_, detail::str("send of ", describe_elems(t), " to rank ", dst),
                         timeout_s_);
   backend_->send(t, dst, tag);
-  bytes_ += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  count(t, 0);
+  ring_bytes_ += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
 void ProcessGroup::recv(const Tensor& t, int src, int tag) {

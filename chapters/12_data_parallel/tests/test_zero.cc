@@ -38,8 +38,12 @@ TEST(Ch12_4_ZeroMpi, EqualsAdamWOnTheGlobalBatchAndDdp) {
   ProcessGroup& g = world();
   auto model = ch12_test::make_model(100 + static_cast<uint64_t>(g.rank()));  // broadcast fixes
   ZeroAdamW zero(groups_of(model->parameters()), kAdamW, g);
+  const int64_t N = g.world_size(), before_zero = g.ring_bytes();
   train(*model, zero, g, [] {});
   EXPECT_EQ(zero.step_count(), kSteps);
+  // Per step a reduce_scatter and an all_gather of the padded N*S floats, (N-1)/N each.
+  const int64_t zero_bytes = g.ring_bytes() - before_zero;
+  EXPECT_EQ(zero_bytes, kSteps * 2 * 4 * zero.shard_numel() * (N - 1));
 
   // One process, global batch, chapter 05's AdamW.
   ProcessGroup self(make_self_backend());
@@ -53,7 +57,13 @@ TEST(Ch12_4_ZeroMpi, EqualsAdamWOnTheGlobalBatchAndDdp) {
   // DDP + AdamW on the same ranks: same averaged gradients, same AdamW math.
   DistributedDataParallel ddp(ch12_test::make_model(100), g);
   optim::AdamW ddp_adamw(groups_of(ddp.module().parameters()), kAdamW);
+  const int64_t before_ddp = g.ring_bytes();
   train(ddp.module(), ddp_adamw, g, [&] { ddp.sync_gradients(); });
+  // One bucket: an all_reduce of P floats per step, 2(N-1)/N. ZeRO-1 sends the same bytes
+  // (up to its padding to N*S elements).
+  const int64_t P = ddp.module().num_parameters();
+  EXPECT_EQ(g.ring_bytes() - before_ddp, kSteps * (2 * 4 * P * (N - 1) / N));
+  EXPECT_LE(zero_bytes - (g.ring_bytes() - before_ddp), kSteps * 2 * 4 * (N - 1));
   ch12_test::expect_params_near(model->parameters(), ddp.module().parameters(), 1e-6, 1e-5);
   ch12_test::expect_identical_across_ranks(g, model->parameters());
 }

@@ -129,20 +129,26 @@ class ProcessGroup {
   double timeout_seconds() const { return timeout_s_; }
   /// Sets the watchdog limit (> 0).
   void set_timeout_seconds(double seconds);
-  /// Bytes of tensor data this rank passed to collectives and sends so far (a counter for
-  /// logs and tests).
+  /// Bytes of tensor data this rank passed to collectives and sends so far (buffer sizes: an
+  /// all_reduce of B bytes counts B, a reduce_scatter its input, an all_gather its output).
   int64_t bytes_communicated() const { return bytes_; }
+  /// Bytes this rank sends on the wire when all_reduce, reduce_scatter and all_gather use the
+  /// bandwidth-optimal ring algorithms (the alpha-beta model): 2(N-1)/N B per all_reduce,
+  /// (N-1)/N B per reduce_scatter or all_gather of a B-byte full buffer; sends count B.
+  int64_t ring_bytes() const { return ring_bytes_; }
 
  private:
   class Watchdog;
   void check_tensor(const char* call, const Tensor& t, bool float_only) const;
   void check_agreement(const char* call, const Tensor& t, int64_t root, int64_t op);
   void check_peer(const char* call, int peer) const;
+  void count(const Tensor& t, int64_t ring_phases);
 
   std::unique_ptr<Backend> backend_;
   int rank_, world_size_, local_rank_;
   double timeout_s_;
   int64_t bytes_ = 0;
+  int64_t ring_bytes_ = 0;
   std::unique_ptr<Watchdog> watchdog_;
 };
 
