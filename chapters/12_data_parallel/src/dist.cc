@@ -198,12 +198,9 @@ void ProcessGroup::check_peer(const char* call, int peer) const {
            " is not in 0..", world_size_ - 1);
 }
 
-void ProcessGroup::check_agreement(const char* call, const Tensor& t, int64_t root, int64_t op) {
+void ProcessGroup::check_agreement(int64_t code, const Tensor& t, int64_t root, int64_t op) {
   if (world_size_ == 1) return;
-  int64_t code = kBarrier;
-  for (int64_t c = kAllReduce; c <= kBarrier; ++c) {
-    if (std::string(call_name(c)) == call) code = c;
-  }
+  const char* call = call_name(code);
   const std::vector<int64_t> mine = {code, t.defined() ? static_cast<int64_t>(t.dtype()) : -1,
                                      t.defined() ? t.numel() : 0, root, op};
   std::vector<int64_t> lo, hi;
@@ -237,7 +234,7 @@ void ProcessGroup::count(const Tensor& t, int64_t ring_phases) {
 
 void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", t, op == ReduceOp::kAvg);
-  check_agreement("all_reduce", t, 0, static_cast<int64_t>(op));
+  check_agreement(kAllReduce, t, 0, static_cast<int64_t>(op));
   {
     Watchdog::Scope scope(
         *watchdog_, detail::str("all_reduce(", reduce_op_name(op), ") of ", describe_elems(t)),
@@ -251,7 +248,7 @@ void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
 void ProcessGroup::broadcast(const Tensor& t, int root) {
   check_tensor("broadcast", t, false);
   check_peer("broadcast", root);
-  check_agreement("broadcast", t, root, 0);
+  check_agreement(kBroadcast, t, root, 0);
   Watchdog::Scope scope(
       *watchdog_, detail::str("broadcast from rank ", root, " of ", describe_elems(t)), timeout_s_);
   backend_->broadcast(t, root);
@@ -266,7 +263,7 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
            "tt::dist reduce_scatter (", where(), "): input ", input.describe(),
            " must hold world_size (", world_size_, ") x output ", output.describe(),
            " elements of the same dtype");
-  check_agreement("reduce_scatter", output, 0, static_cast<int64_t>(op));
+  check_agreement(kReduceScatter, output, 0, static_cast<int64_t>(op));
   {
     Watchdog::Scope scope(
         *watchdog_,
@@ -286,7 +283,7 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
            "tt::dist all_gather (", where(), "): output ", output.describe(),
            " must hold world_size (", world_size_, ") x input ", input.describe(),
            " elements of the same dtype");
-  check_agreement("all_gather", input, 0, 0);
+  check_agreement(kAllGather, input, 0, 0);
   Watchdog::Scope scope(*watchdog_, detail::str("all_gather of ", describe_elems(output)),
                         timeout_s_);
   backend_->all_gather(output, input);
@@ -294,7 +291,7 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
 }
 
 void ProcessGroup::barrier() {
-  check_agreement("barrier", Tensor(), 0, 0);
+  check_agreement(kBarrier, Tensor(), 0, 0);
   Watchdog::Scope scope(*watchdog_, "barrier", timeout_s_);
   backend_->barrier();
 }

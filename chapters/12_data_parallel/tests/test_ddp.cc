@@ -180,63 +180,36 @@ const optim::SgdOptions kSgd{.lr = 0.1, .momentum = 0.9};
 /// another order than one whole batch.
 constexpr double kAtol = 2e-6, kRtol = 1e-5;
 
-/// One process, the whole global batch, `micro` micro-batches accumulated per step.
-std::vector<Tensor> train_one_process(int micro = 1) {
+/// One process, the whole global batch at every step.
+std::vector<Tensor> train_one_process() {
   auto model = ch12_test::make_model(100);
   optim::SGD opt(model->parameters(), kSgd);
   for (int step = 0; step < kSteps; ++step) {
     opt.zero_grad();
-    const Data d = ch12_test::global_batch(step);
-    const int64_t rows = ch12_test::kGlobalBatch / micro;
-    for (int m = 0; m < micro; ++m) {
-      ch12_test::forward_backward(*model, ch12_test::rows(d, m * rows, rows), 1.0 / micro);
-    }
+    ch12_test::forward_backward(*model, ch12_test::global_batch(step));
     opt.step();
   }
   return model->parameters();
 }
 
-TEST(Ch12_3_DdpMpi, TrainsLikeOneProcessWithTheGlobalBatch) {
-  ProcessGroup& g = world();
-  const int N = g.world_size(), r = g.rank();
-  // Each rank draws different weights: the constructor's broadcast makes them rank 0's (seed 100,
-  // the one-process model's).
-  DistributedDataParallel ddp(ch12_test::make_model(100 + static_cast<uint64_t>(r)), g,
-                              {.bucket_cap_bytes = 256});
-  EXPECT_GT(ddp.reducer().buckets().size(), 2u);
+/// Trains `ddp` for kSteps on this rank's rows of each global batch, cut into `micro`
+/// micro-batches (each split over the ranks, losses scaled by 1/micro) of which all but the last
+/// run inside no_sync; then checks the traffic and the parameters against one process.
+void train_and_compare(DistributedDataParallel& ddp, int micro) {
+  const ProcessGroup& g = ddp.group();
   optim::SGD opt(ddp.module().parameters(), kSgd);
-  const int64_t rows = ch12_test::kGlobalBatch / N;
-  for (int step = 0; step < kSteps; ++step) {
-    opt.zero_grad();
-    ch12_test::forward_backward(ddp.module(),
-                                ch12_test::rows(ch12_test::global_batch(step), r * rows, rows));
-    ddp.sync_gradients();
-    opt.step();
-  }
-  EXPECT_EQ(ddp.reducer().num_reductions(),
-            kSteps * static_cast<int64_t>(ddp.reducer().buckets().size()));
-  ch12_test::expect_params_near(ddp.module().parameters(), train_one_process(), kAtol, kRtol);
-  ch12_test::expect_identical_across_ranks(g, ddp.module().parameters());
-}
-
-TEST(Ch12_3_DdpMpi, NoSyncAccumulationEqualsTheLargeBatch) {
-  ProcessGroup& g = world();
-  const int N = g.world_size(), r = g.rank();
-  DistributedDataParallel ddp(ch12_test::make_model(100), g, {.bucket_cap_bytes = 256});
-  optim::SGD opt(ddp.module().parameters(), kSgd);
-  constexpr int kMicro = 2;  // micro-batches per step, each split over the ranks
-  const int64_t micro_rows = ch12_test::kGlobalBatch / kMicro, rows = micro_rows / N;
+  const int64_t micro_rows = ch12_test::kGlobalBatch / micro, rows = micro_rows / g.world_size();
   for (int step = 0; step < kSteps; ++step) {
     opt.zero_grad();
     const Data d = ch12_test::global_batch(step);
-    for (int m = 0; m < kMicro; ++m) {
-      const Data mine = ch12_test::rows(d, m * micro_rows + r * rows, rows);
-      if (m + 1 < kMicro) {
+    for (int m = 0; m < micro; ++m) {
+      const Data mine = ch12_test::rows(d, m * micro_rows + g.rank() * rows, rows);
+      if (m + 1 < micro) {
         auto guard = ddp.no_sync();
-        ch12_test::forward_backward(ddp.module(), mine, 1.0 / kMicro);
+        ch12_test::forward_backward(ddp.module(), mine, 1.0 / micro);
         ddp.sync_gradients();  // a no-op inside no_sync
       } else {
-        ch12_test::forward_backward(ddp.module(), mine, 1.0 / kMicro);
+        ch12_test::forward_backward(ddp.module(), mine, 1.0 / micro);
         ddp.sync_gradients();
       }
     }
@@ -246,7 +219,22 @@ TEST(Ch12_3_DdpMpi, NoSyncAccumulationEqualsTheLargeBatch) {
   EXPECT_EQ(ddp.reducer().num_reductions(),
             kSteps * static_cast<int64_t>(ddp.reducer().buckets().size()));
   ch12_test::expect_params_near(ddp.module().parameters(), train_one_process(), kAtol, kRtol);
-  ch12_test::expect_identical_across_ranks(g, ddp.module().parameters());
+  ch12_test::expect_identical_across_ranks(ddp.group(), ddp.module().parameters());
+}
+
+TEST(Ch12_3_DdpMpi, TrainsLikeOneProcessWithTheGlobalBatch) {
+  ProcessGroup& g = world();
+  // Each rank draws different weights: the constructor's broadcast makes them rank 0's (seed 100,
+  // the one-process model's).
+  DistributedDataParallel ddp(ch12_test::make_model(100 + static_cast<uint64_t>(g.rank())), g,
+                              {.bucket_cap_bytes = 256});
+  EXPECT_GT(ddp.reducer().buckets().size(), 2u);
+  train_and_compare(ddp, 1);
+}
+
+TEST(Ch12_3_DdpMpi, NoSyncAccumulationEqualsTheLargeBatch) {
+  DistributedDataParallel ddp(ch12_test::make_model(100), world(), {.bucket_cap_bytes = 256});
+  train_and_compare(ddp, 2);
 }
 
 TEST(Ch12_3_Ddp, DefaultBucketsHoldASmallModelInOne) {

@@ -140,7 +140,7 @@ class ProcessGroup {
  private:
   class Watchdog;
   void check_tensor(const char* call, const Tensor& t, bool float_only) const;
-  void check_agreement(const char* call, const Tensor& t, int64_t root, int64_t op);
+  void check_agreement(int64_t call, const Tensor& t, int64_t root, int64_t op);
   void check_peer(const char* call, int peer) const;
   void count(const Tensor& t, int64_t ring_phases);
 
