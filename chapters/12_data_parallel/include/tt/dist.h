@@ -86,7 +86,8 @@ class Backend {
 ///
 /// Every call validates its tensors (defined, contiguous, CPU, float32/float64/int64, sizes
 /// consistent with world_size()) and, for collectives, that all ranks agree (see the file
-/// comment); errors are tt::Error naming the call, the rank and the sizes.
+/// comment); errors are tt::Error naming the call, the rank and the sizes. Calls come from one
+/// thread at a time (MPI is initialised with MPI_THREAD_FUNNELED).
 class ProcessGroup {
  public:
   /// A group on `backend` (world() builds the right one; tests may build their own).
