@@ -122,7 +122,8 @@ function(tt_add_chapter dir)
     if(ARG_MPI_PROCS AND TT_WITH_MPI)
       set(mpi_procs ${ARG_MPI_PROCS})
     elseif(ARG_MPI_PROCS)
-      message(STATUS "ch${num}: no MPI, so its multi-process tests (mpirun -np ${ARG_MPI_PROCS}) "
+      string(REPLACE ";" ", " _tt_procs "${ARG_MPI_PROCS}")
+      message(STATUS "ch${num}: no MPI, so its multi-process tests (mpirun -np ${_tt_procs}) "
                      "are not registered; its tests run as one process only")
     endif()
     tt_discover_tests(${exe} ${num} ${mpi_procs})
