@@ -1,7 +1,7 @@
 # The chapter helper: one call declares a whole chapter.
 #
 #   tt_add_chapter(04_cpu_kernels [LIBRARIES <targets>...] [CUDA_LIBRARIES <targets>...]
-#                  [DEFINITIONS <NAME=value>...])
+#                  [DEFINITIONS <NAME=value>...] [MPI_PROCS <n>...])
 #
 # declares, from the folder layout alone:
 #   tt_chNN          static library: chapters/NN_topic/src/*.cc (+ *.cu when CUDA is on), where
@@ -11,6 +11,9 @@
 #                    previous chapter's library, so chapter N can use everything before it.
 #   tt_chNN_tests    gtest executable of chapters/NN_topic/tests/*.cc, discovered at test time
 #                    (tests are labelled chNN, chNN.M from the name ChNN_M_What, and cpu|cuda).
+#                    MPI_PROCS 2 4: every test whose name contains "Mpi" is registered once as
+#                    a plain process and once per count under mpirun ("Suite.Case/np2", label
+#                    mpi); without MPI (TT_WITH_MPI off) only the plain run is registered.
 #   <app>            one executable per chapters/NN_topic/apps/<app>.cc (demos, tools); the
 #                    tests depend on them (a test may run an app from the same bin/ folder).
 #   DEFINITIONS      compile definitions of the chapter's code (library, tests, apps), e.g. a
@@ -30,7 +33,7 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter)
 add_custom_target(check-all)
 
 function(tt_add_chapter dir)
-  cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES;DEFINITIONS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES;DEFINITIONS;MPI_PROCS" ${ARGN})
   if(NOT dir MATCHES "^([0-9][0-9])_[a-z0-9_]+$")
     message(FATAL_ERROR "tt_add_chapter: '${dir}' is not of the form NN_topic")
   endif()
@@ -118,7 +121,15 @@ function(tt_add_chapter dir)
       TT_SOURCE_DIR="${TT_SOURCE_ROOT}" TT_REFERENCE_DIR="${TT_SOURCE_ROOT}/reference_data")
     add_executable(${exe} $<TARGET_OBJECTS:${exe}_objects>)
     target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>" tt_test_support)
-    tt_discover_tests(${exe} LABEL ch${num})
+    set(mpi_procs "")
+    if(ARG_MPI_PROCS AND TT_WITH_MPI)
+      set(mpi_procs ${ARG_MPI_PROCS})
+    elseif(ARG_MPI_PROCS)
+      string(REPLACE ";" ", " _tt_procs "${ARG_MPI_PROCS}")
+      message(STATUS "ch${num}: no MPI, so its multi-process tests (mpirun -np ${_tt_procs}) "
+                     "are not registered; its tests run as one process only")
+    endif()
+    tt_discover_tests(${exe} LABEL ch${num} MPI_PROCS ${mpi_procs})
     set_property(GLOBAL APPEND PROPERTY TT_TEST_TARGETS ${exe})
     if(build_starter_tests)
       add_executable(${exe}_starter $<TARGET_OBJECTS:${exe}_objects>)
@@ -162,21 +173,27 @@ endfunction()
 # Registers the tests of a gtest executable with CTest at test time (never at build time, so
 # CUDA binaries are never run while building):
 #
-#   tt_discover_tests(<target> LABEL <label>)      e.g. LABEL ch04 (a chapter), LABEL common
+#   tt_discover_tests(<target> LABEL <label> [MPI_PROCS <n>...])   e.g. LABEL ch04, LABEL common
 #
 # Each gtest becomes one CTest test with the labels <label>, chNN.M (from a name like
-# ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu.
+# ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu. With MPI_PROCS, a test whose
+# name contains "Mpi" is also registered under `mpirun -np <n>` for each n (see TTAddTests.cmake).
 function(tt_discover_tests target)
-  cmake_parse_arguments(ARG "" "LABEL" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "LABEL" "MPI_PROCS" ${ARGN})
   if(NOT ARG_LABEL)
     message(FATAL_ERROR "tt_discover_tests(${target}): LABEL is required")
   endif()
+  string(REPLACE ";" " " mpi_procs "${ARG_MPI_PROCS}")
+  string(REPLACE ";" " " mpi_flags "${TT_MPIEXEC_FLAGS}")
   set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
   file(GENERATE OUTPUT "${include_file}" CONTENT
 "set(TT_TEST_EXE [==[$<TARGET_FILE:${target}>]==])
 set(TT_TEST_TARGET [==[${target}]==])
 set(TT_TEST_LABEL [==[${ARG_LABEL}]==])
 set(TT_TEST_WORKDIR [==[${TT_SOURCE_ROOT}]==])
+set(TT_TEST_MPI_PROCS [==[${mpi_procs}]==])
+set(TT_TEST_MPIEXEC [==[${MPIEXEC_EXECUTABLE}]==])
+set(TT_TEST_MPIEXEC_FLAGS [==[${mpi_flags}]==])
 include([==[${TT_CMAKE_DIR}/TTAddTests.cmake]==])
 ")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")

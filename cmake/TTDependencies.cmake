@@ -15,6 +15,28 @@ set_target_properties(TT::pcre2 PROPERTIES IMPORTED_LOCATION "${TT_PCRE2_LIBRARY
   INTERFACE_INCLUDE_DIRECTORIES "${TT_PCRE2_INCLUDE_DIR}")
 find_package(nlohmann_json 3.2 REQUIRED)
 
+# Chapter 12 (data parallelism): MPI (Debian libopenmpi-dev + openmpi-bin) is OPTIONAL. Target
+# tt_mpi carries it: MPI::MPI_C and TT_WITH_MPI=1 when found, nothing otherwise (chapter 12 then
+# builds the world-size-1 process group only and registers no multi-process test).
+# TT_MPIEXEC_FLAGS are given to every mpirun the tests start: --oversubscribe allows more ranks
+# than cores (CI runs 4 ranks on 2 cores), --allow-run-as-root lets CI containers run as root.
+find_package(MPI COMPONENTS C)
+set(TT_MPIEXEC_FLAGS "--oversubscribe;--allow-run-as-root" CACHE STRING
+    "Flags of the mpirun that runs the multi-process tests")
+add_library(tt_mpi INTERFACE)
+if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+  set(TT_WITH_MPI ON)
+  target_link_libraries(tt_mpi INTERFACE MPI::MPI_C)
+  string(REPLACE ";" " " _tt_mpi_flags "${TT_MPIEXEC_FLAGS}")
+  target_compile_definitions(tt_mpi INTERFACE TT_WITH_MPI=1
+                             TT_MPIEXEC="${MPIEXEC_EXECUTABLE}" TT_MPIEXEC_FLAGS="${_tt_mpi_flags}")
+  message(STATUS "TinyInfiniTrain: MPI ${MPI_C_VERSION} (${MPIEXEC_EXECUTABLE})")
+else()
+  set(TT_WITH_MPI OFF)
+  message(STATUS "TinyInfiniTrain: MPI not found (install libopenmpi-dev openmpi-bin): chapter 12 "
+                 "builds the world-size-1 process group only and registers no multi-process test")
+endif()
+
 # CUDA: AUTO turns it on when nvcc is found. When it is on, every CUDA source is compiled
 # (so a CPU-only CI machine with nvcc still proves the CUDA code builds); CUDA tests skip at
 # run time when no GPU is present.

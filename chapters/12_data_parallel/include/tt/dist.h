@@ -1,0 +1,168 @@
+/// @file dist.h
+/// @brief The process group: rank, world size and collectives over MPI (chapter 12).
+///
+/// Every process of a data-parallel job runs the same program; `mpirun -np N prog` starts N of
+/// them and gives each a rank 0..N-1. tt::dist::world() returns this process's group:
+/// - started by OpenMPI's mpirun (environment OMPI_COMM_WORLD_SIZE is set) and built with MPI:
+///   an MPI group over MPI_COMM_WORLD (MPI_Init on the first call, MPI_Finalize in finalize(),
+///   which every rank must call before returning from main; a process that exits without it,
+///   e.g. std::exit(3) on an error, makes mpirun end the whole job);
+/// - otherwise a group of one process ("self"), where every collective is the identity.
+///
+/// Collectives work on contiguous CPU tensors (float32, float64, int64) IN PLACE or into a given
+/// output; every rank must call the same collectives in the same order with matching sizes.
+/// Before each collective the group checks that this holds: a small MPI_Allreduce of
+/// (collective, dtype, element count, root, op) with MIN and MAX. When the ranks disagree every
+/// rank throws tt::Error naming the collective, its rank and the sizes (so no rank hangs).
+///
+/// A rank that dies (crash, uncaught exception, exit) makes mpirun kill the others within a
+/// second or two (OpenMPI 4.1). A rank that hangs, or waits for a peer that never calls the
+/// collective, is ended by the watchdog: when one collective or point-to-point call takes longer
+/// than timeout_seconds() (environment TT_DIST_TIMEOUT_S, default 300 s), the process prints
+/// what it was waiting for to stderr and exits with status 124; mpirun then ends the job.
+///
+/// Extension point: CUDA tensors will go through NCCL (a second Backend chosen by the tensor's
+/// device, its communicator bootstrapped by broadcasting the ncclUniqueId over MPI). Today a
+/// CUDA tensor throws tt::Error naming the collective.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tt/tensor.h"
+
+namespace tt::dist {
+
+/// Reduction of all_reduce / reduce_scatter.
+enum class ReduceOp {
+  kSum,  ///< elementwise sum over the ranks
+  kAvg,  ///< sum divided by world_size() (float tensors only)
+};
+
+/// "sum" or "avg".
+const char* reduce_op_name(ReduceOp op);
+
+/// What a transport implements: the collectives on contiguous tensors of one device type, with
+/// arguments already checked by ProcessGroup. MPI implements it for CPU tensors (its destructor
+/// calls MPI_Finalize); a world of one process implements it with copies. (NCCL for CUDA
+/// tensors is the planned second one.)
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// "mpi", "self", ...
+  virtual std::string name() const = 0;
+  /// This process's rank.
+  virtual int rank() const = 0;
+  /// Number of processes.
+  virtual int world_size() const = 0;
+  /// Rank among the processes of this machine (selects the GPU).
+  virtual int local_rank() const = 0;
+  /// Elementwise MIN and MAX of int64 `values` over the ranks, written to `mins` and `maxs`
+  /// (all of the same length): the agreement check before each collective.
+  virtual void min_max(const std::vector<int64_t>& values, std::vector<int64_t>& mins,
+                       std::vector<int64_t>& maxs) = 0;
+  /// In-place sum of `t` over the ranks.
+  virtual void all_reduce_sum(const Tensor& t) = 0;
+  /// `t` on every rank becomes `t` of rank `root`.
+  virtual void broadcast(const Tensor& t, int root) = 0;
+  /// `output` (n elements) = rank's slice [rank*n, (rank+1)*n) of the sum of `input` (N*n).
+  virtual void reduce_scatter_sum(const Tensor& output, const Tensor& input) = 0;
+  /// `output` (N*n) = the `input`s (n each) of ranks 0..N-1, concatenated.
+  virtual void all_gather(const Tensor& output, const Tensor& input) = 0;
+  /// Returns when every rank has called it.
+  virtual void barrier() = 0;
+  /// Sends `send` to rank `dst` while receiving `recv` from rank `src` (deadlock-free pair);
+  /// throws when the received message has another size than `recv`.
+  virtual void send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag) = 0;
+  /// Blocking send of `t` to rank `dst`.
+  virtual void send(const Tensor& t, int dst, int tag) = 0;
+  /// Blocking receive into `t` from rank `src`; throws when the message has another size.
+  virtual void recv(const Tensor& t, int src, int tag) = 0;
+};
+
+/// A group of processes (ranks) and the collectives between them. Obtain it with world().
+///
+/// Every call validates its tensors (defined, contiguous, CPU, float32/float64/int64, sizes
+/// consistent with world_size()) and, for collectives, that all ranks agree (see the file
+/// comment); errors are tt::Error naming the call, the rank and the sizes. Calls come from one
+/// thread at a time (MPI is initialised with MPI_THREAD_FUNNELED).
+class ProcessGroup {
+ public:
+  /// A group on `backend` (world() builds the right one; tests may build their own).
+  explicit ProcessGroup(std::unique_ptr<Backend> backend);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  /// This process's rank, 0..world_size()-1.
+  int rank() const { return rank_; }
+  /// Number of processes.
+  int world_size() const { return world_size_; }
+  /// Rank on this machine (OMPI_COMM_WORLD_LOCAL_RANK): the GPU a rank uses.
+  int local_rank() const { return local_rank_; }
+  /// "mpi" or "self".
+  std::string backend_name() const;
+  /// "rank r of N" for messages.
+  std::string where() const;
+
+  /// In place: t = op over the ranks of t.
+  void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::kSum);
+  /// In place: t = t of rank `root`.
+  void broadcast(const Tensor& t, int root = 0);
+  /// output = this rank's 1/N slice of (op over the ranks of input); input.numel() must be
+  /// world_size() * output.numel() (both flat in memory, same dtype).
+  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum);
+  /// output = concatenation of every rank's input; output.numel() = world_size() *
+  /// input.numel().
+  void all_gather(const Tensor& output, const Tensor& input);
+  /// Waits for every rank.
+  void barrier();
+  /// Sends `send` to `dst` and receives `recv` from `src` at the same time (the ring step).
+  void send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag = 0);
+  /// Blocking point-to-point send.
+  void send(const Tensor& t, int dst, int tag = 0);
+  /// Blocking point-to-point receive; its size must match what the peer sent.
+  void recv(const Tensor& t, int src, int tag = 0);
+
+  /// The watchdog limit of one call, in seconds.
+  double timeout_seconds() const { return timeout_s_; }
+  /// Sets the watchdog limit (> 0).
+  void set_timeout_seconds(double seconds);
+  /// Bytes of tensor data this rank passed to collectives and sends so far (buffer sizes: an
+  /// all_reduce of B bytes counts B, a reduce_scatter its input, an all_gather its output).
+  int64_t bytes_communicated() const { return bytes_; }
+  /// Bytes this rank sends on the wire when all_reduce, reduce_scatter and all_gather use the
+  /// bandwidth-optimal ring algorithms (the alpha-beta model): 2(N-1)/N B per all_reduce,
+  /// (N-1)/N B per reduce_scatter or all_gather of a B-byte full buffer; sends count B.
+  int64_t ring_bytes() const { return ring_bytes_; }
+
+ private:
+  class Watchdog;
+  void check_tensor(const char* call, const Tensor& t, bool float_only) const;
+  void check_agreement(int64_t call, const Tensor& t, int64_t root, int64_t op);
+  void check_peer(const char* call, int peer) const;
+  void count(const Tensor& t, int64_t ring_phases);
+
+  std::unique_ptr<Backend> backend_;
+  int rank_, world_size_, local_rank_;
+  double timeout_s_;
+  int64_t bytes_ = 0;
+  int64_t ring_bytes_ = 0;
+  std::unique_ptr<Watchdog> watchdog_;
+};
+
+/// The group of this process (created on the first call; see the file comment).
+ProcessGroup& world();
+/// Finalizes MPI when world() started it: call it on every rank before returning from main
+/// (not at exit: an error exit must not wait in MPI_Finalize for peers that wait for it).
+/// world() may not be called afterwards.
+void finalize();
+/// True when this build can run multi-process (compiled with MPI).
+bool built_with_mpi();
+/// The backend of a one-process world: every collective is the identity (avg divides by 1),
+/// send_recv to itself copies.
+std::unique_ptr<Backend> make_self_backend();
+
+}  // namespace tt::dist

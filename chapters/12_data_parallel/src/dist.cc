@@ -1,0 +1,431 @@
+// The process group front end (argument checks, the cross-rank agreement check, the watchdog),
+// the one-process backend and world(). The MPI backend is in dist_mpi.cc.
+#include "tt/dist.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "tt/dispatcher.h"
+#include "tt/optim.h"
+
+namespace tt::dist {
+
+// Defined in dist_mpi.cc: the MPI backend (nullptr when built without MPI).
+std::unique_ptr<Backend> make_mpi_backend();
+
+const char* reduce_op_name(ReduceOp op) {
+  return op == ReduceOp::kSum ? "sum" : "avg";
+}
+
+bool built_with_mpi() {
+#if TT_WITH_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+// ----- watchdog ----------------------------------------------------------------------------
+
+// One thread per group. A call arms it with a deadline and a description; if the call has not
+// returned (disarmed) by then, the process reports what it waited for and exits with 124, which
+// makes mpirun end the whole job. Exiting is the only safe reaction: the MPI call cannot be
+// cancelled, and the peers are blocked in it too.
+class ProcessGroup::Watchdog {
+ public:
+  explicit Watchdog(std::string where) : where_(std::move(where)), thread_([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Arms the watchdog for the lifetime of the scope.
+  class Scope {
+   public:
+    Scope(Watchdog& w, std::string what, double seconds) : w_(w) {
+      {
+        std::lock_guard<std::mutex> lock(w_.mutex_);
+        w_.what_ = std::move(what);
+        w_.seconds_ = seconds;
+        w_.deadline_ = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(seconds));
+        w_.armed_ = true;
+      }
+      w_.cv_.notify_all();
+    }
+    ~Scope() {
+      std::lock_guard<std::mutex> lock(w_.mutex_);
+      w_.armed_ = false;
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Watchdog& w_;
+  };
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      if (!armed_) {
+        cv_.wait(lock, [this] { return stop_ || armed_; });
+        continue;
+      }
+      const auto deadline = deadline_;
+      cv_.wait_until(lock, deadline,
+                     [this, deadline] { return stop_ || !armed_ || deadline_ != deadline; });
+      if (!stop_ && armed_ && deadline_ == deadline &&
+          std::chrono::steady_clock::now() >= deadline) {
+        std::fprintf(stderr,
+                     "tt::dist: %s: %s did not complete within %.1f s: a peer rank has died, "
+                     "hangs, or called a different collective. Exiting with status 124 "
+                     "(TT_DIST_TIMEOUT_S sets the limit).\n",
+                     where_.c_str(), what_.c_str(), seconds_);
+        std::fflush(stderr);
+        std::_Exit(124);
+      }
+    }
+  }
+
+  std::string where_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool armed_ = false;
+  std::string what_;
+  double seconds_ = 0;
+  std::chrono::steady_clock::time_point deadline_;
+  std::thread thread_;
+};
+
+// ----- ProcessGroup ------------------------------------------------------------------------
+
+namespace {
+
+double timeout_from_env() {
+  const char* env = std::getenv("TT_DIST_TIMEOUT_S");
+  if (env == nullptr || *env == '\0') return 300.0;
+  char* end = nullptr;
+  const double s = std::strtod(env, &end);
+  TT_CHECK(end != env && *end == '\0' && s > 0,
+           "tt::dist: TT_DIST_TIMEOUT_S must be a number > 0, got '", env, "'");
+  return s;
+}
+
+// Codes of the agreement check (every rank must call the same collective).
+enum Call : int64_t { kAllReduce = 1, kBroadcast, kReduceScatter, kAllGather, kBarrier };
+
+const char* call_name(int64_t call) {
+  switch (call) {
+    case kAllReduce:
+      return "all_reduce";
+    case kBroadcast:
+      return "broadcast";
+    case kReduceScatter:
+      return "reduce_scatter";
+    case kAllGather:
+      return "all_gather";
+    case kBarrier:
+      return "barrier";
+    default:
+      return "?";
+  }
+}
+
+std::string describe_elems(const Tensor& t) {
+  return detail::str(t.numel(), " ", dtype_name(t.dtype()), " elements");
+}
+
+// Divides every element by n (the avg of a sum) with chapter 05's "scale_" kernel.
+void divide_by(const Tensor& t, int n) {
+  if (n == 1) return;
+  call_kernel<optim::ScaleInplaceKernel>("scale_", t.device(), std::vector<Tensor>{t},
+                                         1.0 / static_cast<double>(n));
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend)
+    : backend_(std::move(backend)), timeout_s_(timeout_from_env()) {
+  TT_CHECK(backend_ != nullptr, "ProcessGroup: no backend");
+  rank_ = backend_->rank();
+  world_size_ = backend_->world_size();
+  local_rank_ = backend_->local_rank();
+  watchdog_ = std::make_unique<Watchdog>(where());
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+std::string ProcessGroup::backend_name() const {
+  return backend_->name();
+}
+
+std::string ProcessGroup::where() const {
+  return detail::str("rank ", rank_, " of ", world_size_);
+}
+
+void ProcessGroup::set_timeout_seconds(double seconds) {
+  TT_CHECK(seconds > 0, "ProcessGroup::set_timeout_seconds: expected a limit > 0 s, got ", seconds);
+  timeout_s_ = seconds;
+}
+
+void ProcessGroup::check_tensor(const char* call, const Tensor& t, bool float_only) const {
+  TT_CHECK(t.defined(), "tt::dist ", call, " (", where(), "): the tensor is undefined");
+  TT_CHECK(t.device().is_cpu(), "tt::dist ", call, " (", where(), "): ", t.describe(),
+           " is not on the CPU; the ", backend_name(),
+           " backend moves CPU tensors only (CUDA tensors need the NCCL backend, not built yet)");
+  TT_CHECK(t.is_contiguous(), "tt::dist ", call, " (", where(), "): ", t.describe(),
+           " is not contiguous (call .contiguous() and copy the result back)");
+  TT_CHECK(!float_only || is_floating(t.dtype()), "tt::dist ", call, " (", where(),
+           "): reduction avg needs a float tensor, got ", t.describe());
+}
+
+void ProcessGroup::check_peer(const char* call, int peer) const {
+  TT_CHECK(peer >= 0 && peer < world_size_, "tt::dist ", call, " (", where(), "): peer rank ", peer,
+           " is not in 0..", world_size_ - 1);
+}
+
+void ProcessGroup::check_agreement(int64_t code, const Tensor& t, int64_t root, int64_t op) {
+  if (world_size_ == 1) return;
+  const char* call = call_name(code);
+  const std::vector<int64_t> mine = {code, t.defined() ? static_cast<int64_t>(t.dtype()) : -1,
+                                     t.defined() ? t.numel() : 0, root, op};
+  std::vector<int64_t> lo, hi;
+  {
+    Watchdog::Scope scope(*watchdog_, detail::str(call, "'s agreement check"), timeout_s_);
+    backend_->min_max(mine, lo, hi);
+  }
+  if (lo == hi) return;
+  std::string msg = detail::str("tt::dist ", call, " (", where(), "): the ranks disagree: ");
+  if (lo[0] != hi[0]) {
+    msg +=
+        detail::str("some ranks called ", call_name(lo[0]), " and others ", call_name(hi[0]), "; ");
+  }
+  if (t.defined()) msg += detail::str("this rank passes ", describe_elems(t));
+  if (lo[1] != hi[1]) {
+    msg += detail::str("; dtypes differ (", dtype_name(static_cast<DType>(lo[1])), " vs ",
+                       dtype_name(static_cast<DType>(hi[1])), ")");
+  }
+  if (lo[2] != hi[2]) msg += detail::str("; element counts range over [", lo[2], ", ", hi[2], "]");
+  if (lo[3] != hi[3]) msg += detail::str("; roots range over [", lo[3], ", ", hi[3], "]");
+  if (lo[4] != hi[4]) msg += "; the reduction ops differ";
+  TT_THROW(msg);
+}
+
+// Counts a call on the full buffer t: its bytes, and (N-1)/N of them per ring phase.
+void ProcessGroup::count(const Tensor& t, int64_t ring_phases) {
+  const int64_t b = t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  bytes_ += b;
+  ring_bytes_ += ring_phases * b * (world_size_ - 1) / world_size_;
+}
+
+void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+  check_tensor("all_reduce", t, op == ReduceOp::kAvg);
+  check_agreement(kAllReduce, t, 0, static_cast<int64_t>(op));
+  {
+    Watchdog::Scope scope(
+        *watchdog_, detail::str("all_reduce(", reduce_op_name(op), ") of ", describe_elems(t)),
+        timeout_s_);
+    backend_->all_reduce_sum(t);
+  }
+  if (op == ReduceOp::kAvg) divide_by(t, world_size_);
+  count(t, 2);
+}
+
+void ProcessGroup::broadcast(const Tensor& t, int root) {
+  check_tensor("broadcast", t, false);
+  check_peer("broadcast", root);
+  check_agreement(kBroadcast, t, root, 0);
+  Watchdog::Scope scope(
+      *watchdog_, detail::str("broadcast from rank ", root, " of ", describe_elems(t)), timeout_s_);
+  backend_->broadcast(t, root);
+  count(t, 0);
+}
+
+void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  check_tensor("reduce_scatter", output, op == ReduceOp::kAvg);
+  check_tensor("reduce_scatter", input, op == ReduceOp::kAvg);
+  TT_CHECK(output.dtype() == input.dtype() &&
+               input.numel() == output.numel() * static_cast<int64_t>(world_size_),
+           "tt::dist reduce_scatter (", where(), "): input ", input.describe(),
+           " must hold world_size (", world_size_, ") x output ", output.describe(),
+           " elements of the same dtype");
+  check_agreement(kReduceScatter, output, 0, static_cast<int64_t>(op));
+  {
+    Watchdog::Scope scope(
+        *watchdog_,
+        detail::str("reduce_scatter(", reduce_op_name(op), ") of ", describe_elems(input)),
+        timeout_s_);
+    backend_->reduce_scatter_sum(output, input);
+  }
+  if (op == ReduceOp::kAvg) divide_by(output, world_size_);
+  count(input, 1);
+}
+
+void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
+  check_tensor("all_gather", output, false);
+  check_tensor("all_gather", input, false);
+  TT_CHECK(output.dtype() == input.dtype() &&
+               output.numel() == input.numel() * static_cast<int64_t>(world_size_),
+           "tt::dist all_gather (", where(), "): output ", output.describe(),
+           " must hold world_size (", world_size_, ") x input ", input.describe(),
+           " elements of the same dtype");
+  check_agreement(kAllGather, input, 0, 0);
+  Watchdog::Scope scope(*watchdog_, detail::str("all_gather of ", describe_elems(output)),
+                        timeout_s_);
+  backend_->all_gather(output, input);
+  count(output, 1);
+}
+
+void ProcessGroup::barrier() {
+  check_agreement(kBarrier, Tensor(), 0, 0);
+  Watchdog::Scope scope(*watchdog_, "barrier", timeout_s_);
+  backend_->barrier();
+}
+
+void ProcessGroup::send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag) {
+  check_tensor("send_recv", send, false);
+  check_tensor("send_recv", recv, false);
+  check_peer("send_recv", dst);
+  check_peer("send_recv", src);
+  TT_CHECK(send.dtype() == recv.dtype(), "tt::dist send_recv (", where(), "): send ",
+           send.describe(), " and recv ", recv.describe(), " have different dtypes");
+  Watchdog::Scope scope(*watchdog_,
+                        detail::str("send_recv (", describe_elems(send), " to rank ", dst, ", ",
+                                    describe_elems(recv), " from rank ", src, ")"),
+                        timeout_s_);
+  backend_->send_recv(send, dst, recv, src, tag);
+  count(send, 0);
+  ring_bytes_ += send.numel() * static_cast<int64_t>(dtype_size(send.dtype()));
+}
+
+void ProcessGroup::send(const Tensor& t, int dst, int tag) {
+  check_tensor("send", t, false);
+  check_peer("send", dst);
+  Watchdog::Scope scope(*watchdog_, detail::str("send of ", describe_elems(t), " to rank ", dst),
+                        timeout_s_);
+  backend_->send(t, dst, tag);
+  count(t, 0);
+  ring_bytes_ += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+void ProcessGroup::recv(const Tensor& t, int src, int tag) {
+  check_tensor("recv", t, false);
+  check_peer("recv", src);
+  Watchdog::Scope scope(*watchdog_, detail::str("recv of ", describe_elems(t), " from rank ", src),
+                        timeout_s_);
+  backend_->recv(t, src, tag);
+}
+
+// ----- the one-process backend -------------------------------------------------------------
+
+namespace {
+
+class SelfBackend final : public Backend {
+ public:
+  std::string name() const override { return "self"; }
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  void min_max(const std::vector<int64_t>& values, std::vector<int64_t>& mins,
+               std::vector<int64_t>& maxs) override {
+    mins = values;
+    maxs = values;
+  }
+  void all_reduce_sum(const Tensor&) override {}
+  void broadcast(const Tensor&, int) override {}
+  void reduce_scatter_sum(const Tensor& output, const Tensor& input) override {
+    output.copy_(input.view(output.shape()));
+  }
+  void all_gather(const Tensor& output, const Tensor& input) override {
+    output.copy_(input.view(output.shape()));
+  }
+  void barrier() override {}
+  void send_recv(const Tensor& send, int, const Tensor& recv, int, int) override {
+    TT_CHECK(send.numel() == recv.numel(), "tt::dist send_recv (rank 0 of 1): sent ",
+             send.describe(), " but receives into ", recv.describe());
+    recv.copy_(send.view(recv.shape()));
+  }
+  void send(const Tensor& t, int, int) override {
+    TT_THROW("tt::dist send (rank 0 of 1): ", t.describe(),
+             ": a blocking send to itself never completes in a world of one process");
+  }
+  void recv(const Tensor& t, int, int) override {
+    TT_THROW("tt::dist recv (rank 0 of 1): ", t.describe(),
+             ": a blocking receive from itself never completes in a world of one process");
+  }
+};
+
+// The process's group; destroying it finalizes MPI (after its watchdog thread has stopped).
+struct World {
+  std::mutex mutex;
+  std::unique_ptr<ProcessGroup> group;
+  bool finalized = false;
+  // At exit without finalize(): an MPI group is left alive on purpose. The exit may be an error
+  // exit (std::exit(3)) while the peers wait in a collective, and MPI_Finalize would then block
+  // until the watchdog fires; without it, mpirun sees the missing finalize and ends the job at
+  // once.
+  ~World() {
+    if (group && group->backend_name() == "mpi") (void)group.release();
+  }
+  void finalize() {
+    std::lock_guard<std::mutex> lock(mutex);
+    finalized = true;
+    group.reset();
+  }
+};
+
+World& the_world() {
+  static World w;
+  return w;
+}
+
+// Started by mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE; PMI launchers set PMI_SIZE).
+bool launched_by_mpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_self_backend() {
+  return std::make_unique<SelfBackend>();
+}
+
+ProcessGroup& world() {
+  World& w = the_world();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  TT_CHECK(!w.finalized, "tt::dist::world: called after tt::dist::finalize()");
+  if (!w.group) {
+    std::unique_ptr<Backend> backend;
+    if (launched_by_mpi()) {
+      backend = make_mpi_backend();
+      // Each process would otherwise silently train alone on the same data.
+      TT_CHECK(backend != nullptr,
+               "tt::dist::world: started by mpirun, but this program was built without MPI "
+               "(install libopenmpi-dev openmpi-bin and configure again)");
+    } else {
+      backend = make_self_backend();
+    }
+    w.group = std::make_unique<ProcessGroup>(std::move(backend));
+  }
+  return *w.group;
+}
+
+void finalize() {
+  the_world().finalize();
+}
+
+}  // namespace tt::dist

@@ -1,0 +1,171 @@
+// The MPI backend of tt::dist: MPI_COMM_WORLD, CPU tensors, errors returned (not fatal) and
+// turned into tt::Error. Without MPI (TT_WITH_MPI unset) make_mpi_backend returns nullptr and
+// world() falls back to the one-process group.
+#include <cstdlib>
+#include <string>
+
+#include "tt/dist.h"
+
+#if TT_WITH_MPI
+// The C API only: mpi.h would otherwise pull in the deprecated C++ bindings (libmpi_cxx).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#endif
+
+namespace tt::dist {
+
+#if TT_WITH_MPI
+namespace {
+
+// Throws tt::Error naming the MPI function, the rank and MPI's own message when rc is an error.
+void check_mpi(int rc, const char* fn, int rank) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  TT_THROW("tt::dist: ", fn, " failed on rank ", rank, ": ", std::string(text, len));
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return MPI_FLOAT;
+    case DType::kFloat64:
+      return MPI_DOUBLE;
+    case DType::kInt64:
+      return MPI_INT64_T;
+  }
+  TT_THROW("tt::dist: no MPI datatype for ", dtype_name(dtype));
+}
+
+// MPI counts are int: larger tensors must be split by the caller (DDP buckets are far smaller).
+int count_of(const Tensor& t, const char* fn) {
+  TT_CHECK(t.numel() <= INT_MAX, "tt::dist: ", fn, ": ", t.describe(), " has more than INT_MAX (",
+           INT_MAX, ") elements; split it");
+  return static_cast<int>(t.numel());
+}
+
+class MpiBackend final : public Backend {
+ public:
+  MpiBackend() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      // The watchdog thread never calls MPI, so FUNNELED (only the main thread calls) suffices.
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      owns_mpi_ = true;
+    }
+    // Errors come back as return codes (then tt::Error) instead of aborting the job at once.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) {
+      local_rank_ = std::atoi(env);
+    } else {  // another launcher: rank among the processes that share this node's memory
+      MPI_Comm node;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+      MPI_Comm_rank(node, &local_rank_);
+      MPI_Comm_free(&node);
+    }
+  }
+  ~MpiBackend() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_mpi_ && !finalized) MPI_Finalize();
+  }
+  MpiBackend(const MpiBackend&) = delete;
+  MpiBackend& operator=(const MpiBackend&) = delete;
+
+  std::string name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+
+  void min_max(const std::vector<int64_t>& values, std::vector<int64_t>& mins,
+               std::vector<int64_t>& maxs) override {
+    const int n = static_cast<int>(values.size());
+    mins.assign(values.size(), 0);
+    maxs.assign(values.size(), 0);
+    check_mpi(MPI_Allreduce(values.data(), mins.data(), n, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD),
+              "MPI_Allreduce(MIN) of the agreement check", rank_);
+    check_mpi(MPI_Allreduce(values.data(), maxs.data(), n, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD),
+              "MPI_Allreduce(MAX) of the agreement check", rank_);
+  }
+  void all_reduce_sum(const Tensor& t) override {
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"),
+                            mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Allreduce", rank_);
+  }
+  void broadcast(const Tensor& t, int root) override {
+    check_mpi(MPI_Bcast(t.data_ptr(), count_of(t, "broadcast"), mpi_type(t.dtype()), root,
+                        MPI_COMM_WORLD),
+              "MPI_Bcast", rank_);
+  }
+  void reduce_scatter_sum(const Tensor& output, const Tensor& input) override {
+    count_of(input, "reduce_scatter");
+    check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(),
+                                       count_of(output, "reduce_scatter"), mpi_type(output.dtype()),
+                                       MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Reduce_scatter_block", rank_);
+  }
+  void all_gather(const Tensor& output, const Tensor& input) override {
+    count_of(output, "all_gather");
+    const int n = count_of(input, "all_gather");
+    check_mpi(MPI_Allgather(input.data_ptr(), n, mpi_type(input.dtype()), output.data_ptr(), n,
+                            mpi_type(output.dtype()), MPI_COMM_WORLD),
+              "MPI_Allgather", rank_);
+  }
+  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", rank_); }
+  void send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag) override {
+    MPI_Status status;
+    check_mpi(MPI_Sendrecv(send.data_ptr(), count_of(send, "send_recv"), mpi_type(send.dtype()),
+                           dst, tag, recv.data_ptr(), count_of(recv, "send_recv"),
+                           mpi_type(recv.dtype()), src, tag, MPI_COMM_WORLD, &status),
+              "MPI_Sendrecv", rank_);
+    check_received(status, recv, src, "send_recv");
+  }
+  void send(const Tensor& t, int dst, int tag) override {
+    check_mpi(
+        MPI_Send(t.data_ptr(), count_of(t, "send"), mpi_type(t.dtype()), dst, tag, MPI_COMM_WORLD),
+        "MPI_Send", rank_);
+  }
+  void recv(const Tensor& t, int src, int tag) override {
+    MPI_Status status;
+    check_mpi(MPI_Recv(t.data_ptr(), count_of(t, "recv"), mpi_type(t.dtype()), src, tag,
+                       MPI_COMM_WORLD, &status),
+              "MPI_Recv (a larger message than the buffer is MPI_ERR_TRUNCATE)", rank_);
+    check_received(status, t, src, "recv");
+  }
+
+ private:
+  // A message shorter than the buffer is legal in MPI; here it is a mismatched pair of calls.
+  void check_received(MPI_Status& status, const Tensor& t, int src, const char* fn) const {
+    int got = 0;
+    MPI_Get_count(&status, mpi_type(t.dtype()), &got);
+    TT_CHECK(got == t.numel(), "tt::dist ", fn, " (rank ", rank_, " of ", size_, "): received ",
+             got, " elements from rank ", src, " into ", t.describe());
+  }
+
+  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  bool owns_mpi_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend() {
+  return std::make_unique<MpiBackend>();
+}
+
+#else
+
+std::unique_ptr<Backend> make_mpi_backend() {
+  return nullptr;
+}
+
+#endif
+
+}  // namespace tt::dist

@@ -1,0 +1,63 @@
+// Chapter 12 exercise ch12.4: one ZeRO-1 step (reduce-scatter, shard update, all-gather).
+#include <map>
+
+#include "tt/dispatcher.h"
+#include "tt/todo.h"
+#include "tt/zero.h"
+
+namespace tt::dist {
+
+void ZeroAdamW::step() {
+  const int64_t n = group_.world_size();
+  const int64_t t = step_ + 1;
+  // The flattened, zero-padded vectors of N*S elements (temporaries: only the moments persist).
+  Tensor flat = zeros({n * shard_});
+#if TT_SOLUTION
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor g = params_[i].grad();
+    if (g.defined()) flat.narrow(0, offsets_[i], g.numel()).copy_(g.reshape({g.numel()}));
+  }
+  const Tensor grad_shard = empty({shard_});
+  group_.reduce_scatter(grad_shard, flat, ReduceOp::kAvg);
+
+  // One "adamw_step" call per weight decay over this shard's pieces of the parameters.
+  struct Lists {
+    std::vector<Tensor> params, grads, m, v;
+  };
+  std::map<double, Lists> by_decay;
+  const Tensor mine = zeros({shard_});
+  for (const ShardSegment& s : segments_) {
+    const Tensor& p = params_[static_cast<std::size_t>(s.param)];
+    Lists& l = by_decay[weight_decay_[static_cast<std::size_t>(s.param)]];
+    l.params.push_back(p.detach().view({p.numel()}).narrow(0, s.param_offset, s.numel));
+    l.grads.push_back(grad_shard.narrow(0, s.shard_offset, s.numel));
+    l.m.push_back(exp_avg_.narrow(0, s.shard_offset, s.numel));
+    l.v.push_back(exp_avg_sq_.narrow(0, s.shard_offset, s.numel));
+  }
+  for (const auto& [decay, l] : by_decay) {
+    const optim::AdamWStepArgs args{lr_, options_.beta1, options_.beta2, options_.eps, decay, t};
+    call_kernel<optim::AdamWStepKernel>("adamw_step", Device::cpu(), l.params, l.grads, l.m, l.v,
+                                        args);
+  }
+  for (const ShardSegment& s : segments_) {
+    const Tensor& p = params_[static_cast<std::size_t>(s.param)];
+    mine.narrow(0, s.shard_offset, s.numel)
+        .copy_(p.detach().view({p.numel()}).narrow(0, s.param_offset, s.numel));
+  }
+  group_.all_gather(flat, mine);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    p.detach().copy_(flat.narrow(0, offsets_[i], p.numel()).view(p.shape()));
+  }
+#else
+  (void)n, (void)flat;
+  TT_TODO("ch12.4",
+          "ZeroAdamW::step: every parameter ends as after torch AdamW (step t) on the "
+          "gradient averaged over the ranks, identical on all ranks; this rank reads its S "
+          "averaged gradient elements with reduce_scatter, updates only segments() with "
+          "\"adamw_step\" and its moment shards, and all_gathers the updated shards");
+#endif
+  step_ = t;
+}
+
+}  // namespace tt::dist
