@@ -81,7 +81,7 @@ TEST(Ch12_CollectivesMpi, SendRecvAroundTheRing) {
   }
 }
 
-TEST(Ch12_CollectivesMpi, MismatchedSizesThrowOnEveryRank) {
+TEST(Ch12_MultiRankMpi, MismatchedSizesThrowOnEveryRank) {
   ProcessGroup& g = world();
   if (g.world_size() == 1) GTEST_SKIP() << "needs at least 2 ranks (ctest runs it with mpirun)";
   const int64_t n = g.rank() == 0 ? 5 : 6;
@@ -93,7 +93,7 @@ TEST(Ch12_CollectivesMpi, MismatchedSizesThrowOnEveryRank) {
   EXPECT_EQ(one.item(), g.world_size());
 }
 
-TEST(Ch12_CollectivesMpi, MismatchedCollectivesThrowOnEveryRank) {
+TEST(Ch12_MultiRankMpi, MismatchedCollectivesThrowOnEveryRank) {
   ProcessGroup& g = world();
   if (g.world_size() == 1) GTEST_SKIP() << "needs at least 2 ranks (ctest runs it with mpirun)";
   Tensor t = zeros({4});
