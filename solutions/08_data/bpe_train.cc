@@ -97,9 +97,10 @@ std::vector<BpeMerge> learn_bpe_merges(std::vector<BpeWord> words, int32_t first
   return merges;
 #else
   TT_TODO("ch08.1",
-          "learn_bpe_merges: count adjacent pairs weighted by word count, take the most frequent "
-          "(ties: smallest (left, right)), record it with id first_new_id + k, rewrite the words "
-          "with bpe_replace_pair, repeat; stop when no pair occurs twice");
+          "learn_bpe_merges: at most num_merges merges (left, right, first_new_id + k) in order; "
+          "merge k is the adjacent pair with the highest count over the words so far rewritten by "
+          "merges 0..k-1, each occurrence weighted by its word's count (ties: smallest (left, "
+          "right)); stops early when no pair occurs at least twice");
 #endif
 }
 

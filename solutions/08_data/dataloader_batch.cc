@@ -40,8 +40,9 @@ Batch make_batch(const TokenShard& shard, int64_t start, int64_t batch_size, int
   return batch;
 #else
   TT_TODO("ch08.4",
-          "make_batch: inputs[b][t] = shard.token(start + b*T + t), targets[b][t] = the token "
-          "after it (write through batch.inputs.data<int64_t>())");
+          "make_batch: int64 [B, T] inputs[b][t] = shard.token(start + b*T + t) and targets[b][t] "
+          "= shard.token(start + b*T + t + 1), from the window of B*T + 1 tokens at start (checked "
+          "by the given code)");
 #endif
 }
 

@@ -41,9 +41,10 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
 #else
   (void)optimizer, (void)loss_of, (void)next_batch;
   TT_TODO("ch09.4",
-          "training step: optimizer.zero_grad(); per micro-batch: loss = loss_of(next_batch()), "
-          "add loss.item()/n to the mean, backward(loss / n); clip_grad_norm_ over the "
-          "optimizer's param_groups(); optimizer.step() only when loss and norm are finite");
+          "train_step: gradients = those of the mean loss over grad_accum_steps micro-batches "
+          "(from zero), clipped to max_grad_norm (<= 0: not clipped) over the optimizer's "
+          "params; result holds the mean loss, total tokens, pre-clip norm, finite; "
+          "optimizer.step() only when loss and norm are finite");
 #endif
 }
 

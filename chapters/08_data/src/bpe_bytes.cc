@@ -13,8 +13,9 @@ namespace tt {
 
 std::array<char32_t, 256> gpt2_bytes_to_unicode() {
   TT_TODO("ch08.3",
-          "gpt2_bytes_to_unicode: bytes '!'..'~', 0xA1..0xAC, 0xAE..0xFF map to themselves, the "
-          "others in increasing order to 256, 257, ...");
+          "gpt2_bytes_to_unicode: a bijection from the 256 bytes to code points; bytes '!'..'~', "
+          "0xA1..0xAC, 0xAE..0xFF map to themselves, the other 68 in increasing order to 256, "
+          "257, ..., 323");
 }
 
 }  // namespace tt

@@ -15,8 +15,9 @@ namespace tt {
 
 void bpe_merge_word(std::vector<int32_t>& ids, const MergeRanks& ranks) {
   TT_TODO("ch08.2",
-          "bpe_merge_word: find the adjacent pair with the lowest rank in `ranks`, replace all "
-          "its occurrences with bpe_replace_pair, repeat until no pair has a rank");
+          "bpe_merge_word: ids rewritten in place until no adjacent pair is in `ranks`, each "
+          "time merging (all non-overlapping, left to right) the present pair of lowest rank "
+          "into its id; words of 0 or 1 ids unchanged");
 }
 
 }  // namespace tt

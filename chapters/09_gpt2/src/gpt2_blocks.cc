@@ -16,16 +16,16 @@ namespace tt::gpt2 {
 
 Tensor causal_self_attention(const Tensor& qkv, int64_t n_head) {
   TT_TODO("ch09.1",
-          "causal self-attention: slice q, k, v from qkv, view+permute each to [B, NH, T, hs], "
-          "scores = q @ k^T / sqrt(hs), masked_fill(causal_mask(T), -inf), softmax over the "
-          "last dim, @ v, permute back and reshape to [B, T, C]");
+          "causal_self_attention: qkv [B, T, 3C] (q | k | v, C split into n_head heads of hs = "
+          "C / n_head) -> [B, T, C]; output position i of each head is the softmax(q_i . k_j / "
+          "sqrt(hs))-weighted mean of v_j over keys j <= i only; differentiable (autograd ops)");
 }
 
 Tensor Block::forward(const Tensor& x) {
   (void)x;
   TT_TODO("ch09.2",
-          "GPT-2 block: x = x + attn(ln_1(x)), then x + mlp(ln_2(x)) (pre-norm residuals: each "
-          "sub-layer reads a normalized copy and adds its output to the residual stream)");
+          "Block::forward: pre-norm residual block, x [B, T, C] -> [B, T, C]: x1 = x + "
+          "attn(ln_1(x)), result x1 + mlp(ln_2(x1))");
 }
 
 }  // namespace tt::gpt2

@@ -26,9 +26,9 @@ namespace tt::gpt2 {
 std::vector<LlmcSlot> llmc_layout(const GPT2Config& config) {
   (void)config;
   TT_TODO("ch09.5",
-          "llm.c layout: offsets in file order wte, wpe, then 12 per-layer kinds each stacked "
-          "over L layers (layer l of a kind at kind_offset + l * kind_size), then ln_f; return "
-          "the slots in our named_parameters() order");
+          "llmc_layout: one slot (name, float offset, shape) per parameter, in named_parameters() "
+          "order (wte, wpe, h.0.*, ..., ln_f); offsets follow llm.c's file order: wte, wpe, each "
+          "of the 12 per-layer kinds stacked over the L layers, ln_f");
 }
 
 int64_t llmc_num_floats(const GPT2Config& config) {

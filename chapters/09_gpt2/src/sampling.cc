@@ -34,10 +34,10 @@ int64_t sample_token(const Tensor& logits, const SamplingOptions& options, Gener
   TT_CHECK(any_finite, "sample_token: every logit is -inf (logits ", logits.describe(), ")");
   (void)gen;
   TT_TODO("ch09.3",
-          "top-k/temperature sampling: with the logits l (CPU doubles, checked), argmax when "
-          "temperature is 0, else keep the top_k largest, p_i = exp((l_i - max) / temperature), "
-          "draw u = gen.next_uniform() * sum(p) and return the first i whose cumulative p "
-          "exceeds u");
+          "sample_token: an index into the logits l [V]; temperature 0: the first argmax; else "
+          "index i with probability proportional to exp((l_i - max) / temperature) among the "
+          "top_k largest logits (0 or >= V: all; ties at the k-th all kept), drawn by one "
+          "gen.next_uniform() against the cumulative sum in index order");
 }
 
 std::vector<int64_t> generate(GPT2& model, std::vector<int64_t> prompt, int64_t max_new_tokens,
