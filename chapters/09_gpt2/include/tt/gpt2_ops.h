@@ -1,0 +1,78 @@
+/// @file gpt2_ops.h
+/// @brief The replaceable operations of a GPT-2 forward pass, and a registry of named sets of
+/// them: chapter 09 registers "reference" (its own compositions of chapter 04/05 ops), chapter
+/// 10 registers faster ones (FlashAttention, the fused classifier, cuBLASLt epilogues, fused
+/// residual + LayerNorm) that the same model then uses unchanged.
+///
+/// Every operation is differentiable (autograd) and must equal the reference composition up to
+/// floating-point rounding, in values and in gradients. An empty std::function means "use the
+/// reference composition" for that operation, so a set may replace only some of them.
+/// @code
+///   auto model = tt::gpt2::GPT2(config);
+///   model.set_ops(tt::gpt2::model_ops("fast"));   // chapter 10 linked in
+/// @endcode
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tt/layers.h"
+#include "tt/tensor.h"
+
+namespace tt::gpt2 {
+
+/// The operations a GPT-2 forward pass may delegate. Shapes: B batch, T time, C channels.
+struct ModelOps {
+  /// Causal self-attention before the output projection: qkv [B, T, 3C] (q | k | v) with
+  /// n_head heads -> y [B, T, C]. Reference: causal_self_attention (exercise ch09.1).
+  std::function<Tensor(const Tensor& qkv, int64_t n_head)> attention;
+
+  /// y = x W^T + b of `layer` for x [..., in]. Reference: layer.forward(x).
+  std::function<Tensor(const Tensor& x, nn::Linear& layer)> linear;
+
+  /// y = gelu(x W^T + b) of `layer` (the MLP's first half). Reference: gelu(layer.forward(x)).
+  std::function<Tensor(const Tensor& x, nn::Linear& layer)> linear_gelu;
+
+  /// The residual update followed by the next LayerNorm: returns {r, ln(r)} with
+  /// r = residual + delta (all [B, T, C]). Reference: add, then ln.forward.
+  std::function<std::pair<Tensor, Tensor>(const Tensor& residual, const Tensor& delta,
+                                          nn::LayerNorm& ln)>
+      residual_layernorm;
+
+  /// Mean cross-entropy of the tied language-model head: logits = x wte[0..V)^T for x [B, T, C]
+  /// and wte [Vp, C] (Vp >= V rows, rows >= V never predicted), against int64 targets [B, T];
+  /// returns a 0-d tensor. Reference: matmul then cross_entropy.
+  std::function<Tensor(const Tensor& x, const Tensor& wte, int64_t vocab_size,
+                       const Tensor& targets)>
+      classifier_loss;
+
+  /// A short description for logs, e.g. "flash attention, fused classifier".
+  std::string description;
+};
+
+/// Registers the set `name`, built on demand by `factory`. Throws tt::Error when `name` is empty
+/// or already registered. Use TT_REGISTER_MODEL_OPS at namespace scope.
+bool register_model_ops(const std::string& name, std::function<ModelOps()> factory);
+
+/// The registered set `name`, built by its factory. Throws tt::Error naming the registered sets
+/// when there is none called `name`.
+ModelOps model_ops(const std::string& name);
+
+/// True when a set called `name` is registered.
+bool has_model_ops(const std::string& name);
+
+/// Names of the registered sets, sorted ("reference" always among them).
+std::vector<std::string> model_ops_names();
+
+}  // namespace tt::gpt2
+
+#define TT_MODEL_OPS_CONCAT_INNER(a, b) a##b
+#define TT_MODEL_OPS_CONCAT(a, b) TT_MODEL_OPS_CONCAT_INNER(a, b)
+/// Registers a ModelOps factory under `name` at static-initialization time (the chapter
+/// libraries are linked whole-archive, so the registration is never dropped by the linker).
+#define TT_REGISTER_MODEL_OPS(name, factory)                                     \
+  static const bool TT_MODEL_OPS_CONCAT(tt_model_ops_registered_, __LINE__) = \
+      ::tt::gpt2::register_model_ops(name, factory)
