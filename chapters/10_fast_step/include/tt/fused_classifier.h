@@ -1,0 +1,148 @@
+/// @file fused_classifier.h
+/// @brief The fused classifier (chapter 10): GPT-2's tied language-model head, softmax and
+/// cross-entropy, and their gradients, computed chunk by chunk of rows so that the
+/// [B*T, V] logits and their gradient never exist whole.
+///
+/// **Contract.** For x [B, T, C], the token embedding wte [Vp, C] (Vp >= V rows; rows >= V are
+/// padding that is never predicted) and int64 targets [B, T] in [0, V), with N = B*T rows,
+/// \f[ z_n = W_{[0,V)}\, x_n, \qquad
+///     \ell = \frac1N \sum_n \Big(\log \sum_{v<V} e^{z_{n,v}} - z_{n,t_n}\Big), \f]
+/// the mean cross-entropy of the logits z = x wte[0..V)^T: exactly what matmul followed by
+/// cross_entropy computes (classifier_loss_unfused), with gradients
+/// \f[ \frac{\partial\ell}{\partial z_{n,v}} = \frac1N\big(\mathrm{softmax}(z_n)_v - [v = t_n]\big),
+///     \qquad dx_n = \sum_{v<V} \frac{\partial\ell}{\partial z_{n,v}} W_v, \qquad
+///     dW_v = \sum_n \frac{\partial\ell}{\partial z_{n,v}} x_n \f]
+/// and dW_v = 0 for the padding rows v >= V.
+///
+/// **Algorithm.** The forward walks the rows in chunks of R rows. For each chunk it (1) computes
+/// the logits z [R, V] into one reused buffer (a GEMM), (2) runs one row kernel that computes
+/// each row's max, log-sum-exp and loss and then overwrites the row with its gradient
+/// (softmax - onehot) / N *in place*, (3) computes dx for the chunk's rows (a GEMM) and (4)
+/// accumulates dW += dz^T x_chunk (a GEMM with beta = 1). The loss is the mean of the per-row
+/// losses, added in a fixed order (no atomics: bitwise reproducible). Backward only scales the
+/// saved dx and dW by the incoming gradient (a 0-d tensor, multiplied on the device: no host
+/// synchronization). When no gradient is needed (no_grad, or neither x nor wte requires one),
+/// steps 3 and 4 are skipped.
+///
+/// **Memory.** At GPT-2 124M with B = 8, T = 1024 (N = 8192) and V = 50257, the logits are
+/// 8192 x 50257 x 4 bytes = 1.65 GB in float32, and the unfused path also keeps their gradient
+/// (another 1.65 GB) and a softmax or log-softmax of the same size. Here the only logits memory is
+/// one chunk buffer of at most FusedClassifierOptions::max_chunk_bytes (256 MiB by default), plus
+/// dx [N, C] and dW [Vp, C] (the sizes of x and wte) held from forward to backward.
+///
+/// **Alignment.** The chunk buffer's rows are padded to classifier_padded_stride(V), a multiple
+/// of 64 elements (50257 -> 50304): the logits are a [R, V] view of an [R, Vp'] buffer, and the
+/// padded row stride is the GEMMs' leading dimension. With an odd leading dimension cuBLAS's
+/// TF32 GEMMs run at about a quarter of their speed on an H100 (misaligned rows cannot be read
+/// with 16-byte vector loads by the tensor-core kernels); with 256-byte rows every row starts
+/// aligned. The padding columns are never read or written.
+///
+/// The GEMMs are the "gemm" kernels (GemmKernel, tt/ops_matmul.h: cuBLAS on CUDA, Eigen on the
+/// CPU); the row kernel is "classifier_xent_rows" (the CPU one applies classifier_row_xent, the
+/// exercise ch10.7, to each row in parallel; the CUDA one is one block per row).
+#pragma once
+
+#include <cstdint>
+
+#include "tt/gpt2_ops.h"
+#include "tt/tensor.h"
+
+namespace tt {
+
+/// Row kernel "classifier_xent_rows": for logits [R, V] (a 2-D view whose rows may be padded:
+/// stride(1) == 1, stride(0) >= V), contiguous int64 targets [R] and a contiguous row_loss [R]
+/// of the logits' dtype, writes row_loss[r] = logsumexp(z_r) - z_{r, t_r} and overwrites each
+/// logits row in place with scale * (softmax(z_r) - onehot(t_r)). The targets must lie in
+/// [0, V) (checked by the front-end); the CUDA kernel writes a NaN loss for a target outside it
+/// and never reads out of bounds.
+using ClassifierXentKernel = void(const Tensor& logits, const Tensor& row_loss,
+                                  const Tensor& targets, double scale);
+
+/// Row strides of the logits buffer are multiples of this many elements (256 bytes of float32).
+inline constexpr int64_t kClassifierRowAlign = 64;
+
+/// Default bound on the bytes of one chunk of logits.
+inline constexpr int64_t kClassifierChunkBytes = int64_t{256} << 20;
+
+/// Tuning knobs of fused_classifier_loss (the defaults are what training uses).
+struct FusedClassifierOptions {
+  /// Upper bound on the bytes of the logits chunk buffer (rows x padded stride x element size);
+  /// at least one row is always processed.
+  int64_t max_chunk_bytes = kClassifierChunkBytes;
+  /// When > 0, the exact number of rows per chunk (the last chunk may be shorter); overrides
+  /// max_chunk_bytes. For tests of the chunk boundaries.
+  int64_t chunk_rows = 0;
+  /// Validate the targets (in [0, V)) and throw tt::Error naming the op otherwise. Free on the
+  /// CPU; on CUDA it copies the targets to the host (one synchronization, N int64 values). With
+  /// false, a CUDA target out of range gives a NaN loss instead of an exception.
+  bool check_targets = true;
+};
+
+/// V rounded up to a multiple of kClassifierRowAlign: the row stride of the logits buffer.
+int64_t classifier_padded_stride(int64_t vocab_size);
+
+/// Rows per chunk for N rows of V logits of `dtype` under `options`: chunk_rows when set, else
+/// the most rows whose padded logits fit in max_chunk_bytes, then balanced so that every chunk
+/// has nearly the same size (ceil(N / chunks) rows); in [1, max(N, 1)].
+int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_size, DType dtype,
+                              const FusedClassifierOptions& options);
+
+/// Mean cross-entropy of logits = x wte[0..V)^T against targets, fused and chunked as described
+/// above. x [B, T, C] (or any [..., C]), wte [Vp, C] with Vp >= V >= 1, targets int64 with x's
+/// leading shape; x and wte float32 or float64 of one dtype on one device (CPU or CUDA), targets
+/// on the same device. Returns a 0-d tensor, differentiable in x and wte (the gradient of wte
+/// adds to whatever else uses it, e.g. the token embedding). Throws tt::Error naming
+/// "fused_classifier_loss", the shapes, dtypes and devices on bad inputs, and the position and
+/// value of a target outside [0, V).
+Tensor fused_classifier_loss(const Tensor& x, const Tensor& wte, int64_t vocab_size,
+                             const Tensor& targets, const FusedClassifierOptions& options = {});
+
+/// The same loss composed from chapter 04's ops: cross_entropy(matmul(x, wte[0..V)^T)). It
+/// materializes the [N, V] logits (and, in backward, their gradient): the reference of the
+/// tests and the "unfused" of the benchmark.
+Tensor classifier_loss_unfused(const Tensor& x, const Tensor& wte, int64_t vocab_size,
+                               const Tensor& targets);
+
+namespace cpu {
+
+/// One row of the fused classifier (exercise ch10.7): `row` holds the V logits z of one token
+/// and `target` its class in [0, V). Returns the loss \f$ \log\sum_v e^{z_v} - z_{target} \f$
+/// and overwrites the row with its gradient \f$ \mathrm{scale}\,(\mathrm{softmax}(z)_v - [v =
+/// target]) \f$. Numerically stable for any finite logits (the row maximum is subtracted before
+/// exponentiating); sums are accumulated in double.
+template <typename T>
+T classifier_row_xent(T* row, int64_t vocab_size, int64_t target, T scale);
+
+extern template float classifier_row_xent<float>(float*, int64_t, int64_t, float);
+extern template double classifier_row_xent<double>(double*, int64_t, int64_t, double);
+
+/// The CPU kernel "classifier_xent_rows": classifier_row_xent on every row, in parallel.
+void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
+                          double scale);
+
+/// The CPU kernel "gemm" (GemmKernel): Eigen's GEMM on Eigen::Map views of the operands, with
+/// out's row stride as its outer stride.
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
+
+}  // namespace cpu
+
+namespace cuda {
+
+/// The CUDA kernel "classifier_xent_rows" (CUDA builds only): one block per row; each thread
+/// keeps an online (max, sum of exponentials) over its strided share of the row, the block
+/// combines them in a fixed tree, then every thread rewrites its share with the gradient.
+/// float32 and float64.
+void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
+                          double scale);
+
+}  // namespace cuda
+
+}  // namespace tt
+
+namespace tt::fast {
+
+/// Sets ops.classifier_loss to fused_classifier_loss (default options): the fused classifier's
+/// part of the "fast" set of GPT-2 operations.
+void install_classifier(gpt2::ModelOps& ops);
+
+}  // namespace tt::fast

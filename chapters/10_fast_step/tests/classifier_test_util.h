@@ -1,0 +1,134 @@
+// Helpers shared by the fused classifier tests (CPU and CUDA): seeded inputs, the loss and
+// gradients of either path through autograd, a norm-relative error, and a KernelObserver that
+// records the largest tensor a kernel sees and the peak bytes allocated at kernel boundaries.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/backend.h"
+#include "tt/dispatcher.h"
+#include "tt/functional.h"
+#include "tt/fused_classifier.h"
+#include "tt/generator.h"
+#include "tt/testing.h"
+
+namespace tt::test10 {
+
+/// One test geometry: x [B, T, C], wte [Vp, C], V predicted classes.
+struct ClassifierCase {
+  int64_t B, T, C, V, Vp;
+};
+
+/// "B=2 T=7 C=5 V=37 Vp=40" for failure messages.
+inline std::string case_name(const ClassifierCase& c) {
+  std::ostringstream os;
+  os << "B=" << c.B << " T=" << c.T << " C=" << c.C << " V=" << c.V << " Vp=" << c.Vp;
+  return os.str();
+}
+
+/// The inputs of one case (on the CPU).
+struct ClassifierInputs {
+  Tensor x, wte, targets;
+};
+
+/// x ~ N(0, 1), wte ~ N(0, 1) * w_scale, targets uniform in [0, V), all from `seed`.
+inline ClassifierInputs classifier_inputs(const ClassifierCase& c, uint64_t seed, DType dtype,
+                                          double w_scale = 0.5) {
+  Generator gen(seed);
+  ClassifierInputs in;
+  in.x = randn({c.B, c.T, c.C}, gen, {dtype});
+  in.wte = mul(randn({c.Vp, c.C}, gen, {dtype}), w_scale);
+  std::vector<int64_t> t(static_cast<std::size_t>(c.B * c.T));
+  for (int64_t& v : t) v = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(c.V));
+  in.targets = from_vector(t, {c.B, c.T});
+  return in;
+}
+
+/// The loss and the gradients of x and wte.
+struct ClassifierGrads {
+  Tensor loss, dx, dwte;
+};
+
+/// Runs the fused (or the unfused reference) classifier on copies of `in` converted to
+/// `dtype` on `device`, then backward from the loss.
+inline ClassifierGrads classifier_grads(bool fused, const ClassifierInputs& in, int64_t V,
+                                        DType dtype, Device device,
+                                        const FusedClassifierOptions& options = {}) {
+  auto leaf = [&](const Tensor& t) {
+    Tensor c = t.to(dtype).to(device).contiguous().clone();
+    c.set_requires_grad();
+    return c;
+  };
+  const Tensor x = leaf(in.x), wte = leaf(in.wte);
+  const Tensor targets = in.targets.to(device);
+  const Tensor loss = fused ? fused_classifier_loss(x, wte, V, targets, options)
+                            : classifier_loss_unfused(x, wte, V, targets);
+  autograd::backward(loss);
+  return {loss.detach(), x.grad(), wte.grad()};
+}
+
+/// ||a - ref|| / ||ref|| (Frobenius, float64 on the CPU; ||ref|| > 0 in every use).
+inline double rel_norm_error(const Tensor& a, const Tensor& ref) {
+  const Tensor x = a.to(Device::cpu()).to(DType::kFloat64).contiguous();
+  const Tensor y = ref.to(Device::cpu()).to(DType::kFloat64).contiguous();
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double d = x.data<double>()[i] - y.data<double>()[i];
+    num += d * d;
+    den += y.data<double>()[i] * y.data<double>()[i];
+  }
+  return std::sqrt(num / den);
+}
+
+/// Records, while installed, the largest tensor argument of any dispatched kernel (footprint
+/// bytes), the calls per op, and the maximum of `allocated` of `device`'s allocator sampled
+/// before and after every kernel.
+class MemoryObserver final : public KernelObserver {
+ public:
+  explicit MemoryObserver(Device device)
+      : allocator_(backend_for(device.type).allocator(device.index)),
+        baseline_(allocator_.stats().allocated),
+        peak_(baseline_),
+        previous_(set_kernel_observer(this)) {}
+  ~MemoryObserver() override { set_kernel_observer(previous_); }
+  MemoryObserver(const MemoryObserver&) = delete;
+  MemoryObserver& operator=(const MemoryObserver&) = delete;
+
+  std::uint64_t on_kernel_begin(const KernelCall& call) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ops_.push_back(call.op);
+    for (const KernelTensorArg& t : call.tensors) largest_ = std::max(largest_, t.bytes);
+    sample();
+    return 0;
+  }
+  void on_kernel_end(const KernelCall&, std::uint64_t) noexcept override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sample();
+  }
+
+  /// Bytes of the largest tensor any kernel saw.
+  std::size_t largest_tensor() const { return largest_; }
+  /// Peak bytes allocated above what was allocated when the observer was installed.
+  std::size_t peak_increase() const { return peak_ - baseline_; }
+  /// How many kernel calls of `op` were seen.
+  int64_t count(const std::string& op) const { return std::count(ops_.begin(), ops_.end(), op); }
+
+ private:
+  void sample() { peak_ = std::max(peak_, allocator_.stats().allocated); }
+
+  Allocator& allocator_;
+  std::size_t baseline_, peak_;
+  std::size_t largest_ = 0;
+  std::vector<std::string> ops_;
+  std::mutex mutex_;
+  KernelObserver* previous_;
+};
+
+}  // namespace tt::test10
