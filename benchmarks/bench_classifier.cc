@@ -1,0 +1,116 @@
+// The language-model head's loss, forward + backward: the unfused composition (matmul to the
+// [N, V] logits, then cross_entropy) against chapter 10's fused classifier (names
+// classifier_{unfused,fused}/<device>/<shape>, see bench_common.h):
+//
+//   classifier_{unfused,fused}/cpu/N2048_C384_V8192          the CPU "mini" GPT-2 (B=8, T=256)
+//   classifier_{unfused,fused}/cuda_tf32/N8192_C768_V50257   GPT-2 124M (B=8, T=1024), TF32
+//   classifier_{unfused,fused}/cuda/N8192_C768_V50257        the same in exact fp32
+//
+//   build/bin/bench_classifier --benchmark_filter=/cuda_tf32/
+//
+// One iteration: loss = head(x, wte, V, targets) with x [N, C] and wte [Vp, C] (Vp = V rounded
+// up to a multiple of 64, as GPT-2 pads its vocabulary) requiring grad, then backward(loss).
+// Counters: GFLOP/s of the three GEMMs (logits, dx, dW: 3 x 2 N V C), and "peak_MB": the most
+// bytes allocated on the device above the inputs during one (untimed) iteration, sampled at
+// every kernel boundary (the logits alone are N V 4 bytes = 1,647 MB at GPT-2 124M).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "bench_common.h"
+#include "tt/autograd.h"
+#include "tt/backend.h"
+#include "tt/cuda_matmul.h"
+#include "tt/dispatcher.h"
+#include "tt/functional.h"
+#include "tt/fused_classifier.h"
+
+namespace {
+
+using namespace tt;
+
+struct HeadShape {
+  int64_t N, C, V;
+  std::string args() const {
+    return "N" + std::to_string(N) + "_C" + std::to_string(C) + "_V" + std::to_string(V);
+  }
+  double flops() const { return 6.0 * double(N) * double(V) * double(C); }
+};
+
+/// Samples the device allocator's bytes in use at every kernel call while installed.
+class PeakSampler final : public KernelObserver {
+ public:
+  explicit PeakSampler(Device device)
+      : allocator_(backend_for(device.type).allocator(device.index)),
+        base_(allocator_.stats().allocated),
+        peak_(base_),
+        previous_(set_kernel_observer(this)) {}
+  ~PeakSampler() override { set_kernel_observer(previous_); }
+  PeakSampler(const PeakSampler&) = delete;
+  PeakSampler& operator=(const PeakSampler&) = delete;
+  std::uint64_t on_kernel_begin(const KernelCall&) override {
+    peak_ = std::max(peak_, allocator_.stats().allocated);
+    return 0;
+  }
+  void on_kernel_end(const KernelCall&, std::uint64_t) noexcept override {
+    peak_ = std::max(peak_, allocator_.stats().allocated);
+  }
+  double peak_mb() const { return static_cast<double>(peak_ - base_) / 1e6; }
+
+ private:
+  Allocator& allocator_;
+  std::size_t base_, peak_;
+  KernelObserver* previous_;
+};
+
+void run_head(benchmark::State& state, Device device, const HeadShape& s, bool fused) {
+  const int64_t Vp = classifier_padded_stride(s.V);
+  Tensor x = bench::filled({s.N, s.C}, 1, device), wte = bench::filled({Vp, s.C}, 2, device);
+  x = mul(x, 0.5);
+  wte = mul(wte, 0.05);
+  x.set_requires_grad();
+  wte.set_requires_grad();
+  const Tensor targets = bench::indices({s.N}, s.V, 3, device);
+  auto step = [&] {
+    const Tensor loss = fused ? fused_classifier_loss(x, wte, s.V, targets)
+                              : classifier_loss_unfused(x, wte, s.V, targets);
+    autograd::backward(loss);
+  };
+  double peak_mb = 0;
+  {
+    step();  // first touch outside the sampler; the .grad buffers now exist
+    PeakSampler sampler(device);
+    step();
+    peak_mb = sampler.peak_mb();
+  }
+  const double seconds = bench::time_on(state, device, step);
+  bench::set_rates(state, seconds, 0, s.flops());
+  state.counters["peak_MB"] = peak_mb;
+}
+
+void register_head(const std::string& device_part, Device device, const HeadShape& s, bool fused,
+                   bool tf32, int64_t iterations) {
+  const std::string name = std::string(fused ? "classifier_fused/" : "classifier_unfused/") +
+                           device_part + "/" + s.args();
+  bench::register_on(
+      name, device,
+      [s, fused, tf32](benchmark::State& st, Device d) {
+        cuda::AllowTf32Guard mode(tf32);
+        run_head(st, d, s, fused);
+      },
+      iterations);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const HeadShape mini{2048, 384, 8192}, gpt2{8192, 768, 50257};
+  for (const bool fused : {false, true}) {
+    register_head("cpu", Device::cpu(), mini, fused, false, 0);
+    register_head("cuda_tf32", Device::cuda(), gpt2, fused, true, 20);
+    register_head("cuda", Device::cuda(), gpt2, fused, false, 10);
+  }
+  return bench::run_main(argc, argv, "bench_classifier");
+}
