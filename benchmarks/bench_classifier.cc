@@ -5,6 +5,7 @@
 //   classifier_{unfused,fused}/cpu/N2048_C384_V8192          the CPU "mini" GPT-2 (B=8, T=256)
 //   classifier_{unfused,fused}/cuda_tf32/N8192_C768_V50257   GPT-2 124M (B=8, T=1024), TF32
 //   classifier_{unfused,fused}/cuda/N8192_C768_V50257        the same in exact fp32
+//   classifier_fused_<n>MiB/...                              other bounds on the logits chunk
 //
 //   build/bin/bench_classifier --benchmark_filter=/cuda_tf32/
 //
@@ -65,7 +66,8 @@ class PeakSampler final : public KernelObserver {
   KernelObserver* previous_;
 };
 
-void run_head(benchmark::State& state, Device device, const HeadShape& s, bool fused) {
+void run_head(benchmark::State& state, Device device, const HeadShape& s, bool fused,
+              int64_t chunk_bytes) {
   const int64_t Vp = classifier_padded_stride(s.V);
   Tensor x = bench::filled({s.N, s.C}, 1, device), wte = bench::filled({Vp, s.C}, 2, device);
   x = mul(x, 0.5);
@@ -74,8 +76,9 @@ void run_head(benchmark::State& state, Device device, const HeadShape& s, bool f
   wte.set_requires_grad();
   const Tensor targets = bench::indices({s.N}, s.V, 3, device);
   auto step = [&] {
-    const Tensor loss = fused ? fused_classifier_loss(x, wte, s.V, targets)
-                              : classifier_loss_unfused(x, wte, s.V, targets);
+    const Tensor loss =
+        fused ? fused_classifier_loss(x, wte, s.V, targets, {.max_chunk_bytes = chunk_bytes})
+              : classifier_loss_unfused(x, wte, s.V, targets);
     autograd::backward(loss);
   };
   double peak_mb = 0;
@@ -90,15 +93,19 @@ void run_head(benchmark::State& state, Device device, const HeadShape& s, bool f
   state.counters["peak_MB"] = peak_mb;
 }
 
+/// Registers classifier_unfused/... or classifier_fused[_<chunk>MiB]/... (the default chunk bound
+/// has no suffix).
 void register_head(const std::string& device_part, Device device, const HeadShape& s, bool fused,
-                   bool tf32, int64_t iterations) {
-  const std::string name = std::string(fused ? "classifier_fused/" : "classifier_unfused/") +
-                           device_part + "/" + s.args();
+                   bool tf32, int64_t iterations, int64_t chunk_bytes = kClassifierChunkBytes) {
+  std::string family = fused ? "classifier_fused" : "classifier_unfused";
+  if (fused && chunk_bytes != kClassifierChunkBytes) {
+    family += "_" + std::to_string(chunk_bytes >> 20) + "MiB";
+  }
   bench::register_on(
-      name, device,
-      [s, fused, tf32](benchmark::State& st, Device d) {
+      family + "/" + device_part + "/" + s.args(), device,
+      [s, fused, tf32, chunk_bytes](benchmark::State& st, Device d) {
         cuda::AllowTf32Guard mode(tf32);
-        run_head(st, d, s, fused);
+        run_head(st, d, s, fused, chunk_bytes);
       },
       iterations);
 }
@@ -111,6 +118,12 @@ int main(int argc, char** argv) {
     register_head("cpu", Device::cpu(), mini, fused, false, 0);
     register_head("cuda_tf32", Device::cuda(), gpt2, fused, true, 20);
     register_head("cuda", Device::cuda(), gpt2, fused, false, 10);
+  }
+  // The chunk bound: smaller chunks mean less memory, more passes over dW (read and written once
+  // per chunk) and smaller GEMMs.
+  for (const int64_t mib : {64, 1024}) {
+    register_head("cuda_tf32", Device::cuda(), gpt2, true, true, 20, mib << 20);
+    register_head("cpu", Device::cpu(), mini, true, false, 0, mib >> 4 << 20);
   }
   return bench::run_main(argc, argv, "bench_classifier");
 }

@@ -224,7 +224,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, dou
     };
     const T al = static_cast<T>(alpha);
     with_view(a, [&](const auto& A) {
-      with_view(b, [&](const auto& B) { c.noalias() += al * (A * B); });
+      with_view(b, [&](const auto& B) { c.noalias() += (al * A) * B; });
     });
   });
 }
