@@ -7,7 +7,10 @@
 //   classifier_{unfused,fused}/cuda/N8192_C768_V50257        the same in exact fp32
 //   classifier_fused_<n>MiB/...                              other bounds on the logits chunk
 //
-//   build/bin/bench_classifier --benchmark_filter=/cuda_tf32/
+//   build/bin/bench_classifier --benchmark_filter=/cuda_tf32/ [--profile]
+//
+// --profile: before timing, one more iteration under the per-op profiler (tt/profiler.h), printed
+// by op and input shapes (which GEMM, which row kernel).
 //
 // One iteration: loss = head(x, wte, V, targets) with x [N, C] and wte [Vp, C] (Vp = V rounded
 // up to a multiple of 64, as GPT-2 pads its vocabulary) requiring grad, then backward(loss).
@@ -18,7 +21,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "bench_common.h"
 #include "tt/autograd.h"
@@ -27,6 +32,7 @@
 #include "tt/dispatcher.h"
 #include "tt/functional.h"
 #include "tt/fused_classifier.h"
+#include "tt/profiler.h"
 
 namespace {
 
@@ -66,8 +72,29 @@ class PeakSampler final : public KernelObserver {
   KernelObserver* previous_;
 };
 
-void run_head(benchmark::State& state, Device device, const HeadShape& s, bool fused,
-              int64_t chunk_bytes) {
+bool g_profile = false;  // --profile
+
+/// Prints the per-op profile (by op and shapes) of one call of `step` on `device`.
+template <typename Step>
+void profile_step(Device device, const std::string& name, const Step& step) {
+  prof::Profiler profiler(device);
+  for (int i = 0; i < 2; ++i) {  // the first run fills the profiler's CUDA event pool
+    profiler.start();
+    step();
+    profiler.stop();
+  }
+  const prof::Peaks peaks = !device.is_cuda()    ? prof::Peaks{}
+                            : cuda::allow_tf32() ? prof::kH100Tf32
+                                                 : prof::kH100Fp32;
+  const auto rows = prof::read_profile(profiler.op_stats(prof::Profiler::GroupBy::kOpAndShapes),
+                                       profiler.step_seconds(), peaks);
+  std::printf("\nPer-op profile of one iteration of %s:\n%s\n", name.c_str(),
+              prof::format_profile_table(rows, profiler.step_seconds(), peaks, 12).c_str());
+  std::fflush(stdout);
+}
+
+void run_head(benchmark::State& state, Device device, const std::string& name, const HeadShape& s,
+              bool fused, int64_t chunk_bytes) {
   const int64_t Vp = classifier_padded_stride(s.V);
   Tensor x = bench::filled({s.N, s.C}, 1, device), wte = bench::filled({Vp, s.C}, 2, device);
   x = mul(x, 0.5);
@@ -88,6 +115,7 @@ void run_head(benchmark::State& state, Device device, const HeadShape& s, bool f
     step();
     peak_mb = sampler.peak_mb();
   }
+  if (g_profile) profile_step(device, name, step);
   const double seconds = bench::time_on(state, device, step);
   bench::set_rates(state, seconds, 0, s.flops());
   state.counters["peak_MB"] = peak_mb;
@@ -101,11 +129,12 @@ void register_head(const std::string& device_part, Device device, const HeadShap
   if (fused && chunk_bytes != kClassifierChunkBytes) {
     family += "_" + std::to_string(chunk_bytes >> 20) + "MiB";
   }
+  const std::string name = family + "/" + device_part + "/" + s.args();
   bench::register_on(
-      family + "/" + device_part + "/" + s.args(), device,
-      [s, fused, tf32, chunk_bytes](benchmark::State& st, Device d) {
+      name, device,
+      [name, s, fused, tf32, chunk_bytes](benchmark::State& st, Device d) {
         cuda::AllowTf32Guard mode(tf32);
-        run_head(st, d, s, fused, chunk_bytes);
+        run_head(st, d, name, s, fused, chunk_bytes);
       },
       iterations);
 }
@@ -113,6 +142,14 @@ void register_head(const std::string& device_part, Device device, const HeadShap
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {  // remove --profile (Google Benchmark rejects unknown flags)
+    if (std::string_view(argv[i]) == "--profile") {
+      g_profile = true;
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      --argc;
+      --i;
+    }
+  }
   const HeadShape mini{2048, 384, 8192}, gpt2{8192, 768, 50257};
   for (const bool fused : {false, true}) {
     register_head("cpu", Device::cpu(), mini, fused, false, 0);
@@ -121,7 +158,7 @@ int main(int argc, char** argv) {
   }
   // The chunk bound: smaller chunks mean less memory, more passes over dW (read and written once
   // per chunk) and smaller GEMMs.
-  for (const int64_t mib : {64, 1024}) {
+  for (const int64_t mib : {64, 512, 1024}) {
     register_head("cuda_tf32", Device::cuda(), gpt2, true, true, 20, mib << 20);
     register_head("cpu", Device::cpu(), mini, true, false, 0, mib >> 4 << 20);
   }

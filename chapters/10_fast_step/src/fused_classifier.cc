@@ -68,29 +68,31 @@ struct FusedClassifierFn : autograd::Function {
     const TensorOptions opts{x_in.dtype(), x_in.device()};
     const Tensor x = x_in.reshape({N, C}).contiguous();
     const Tensor wte = in[1].contiguous();
-    const Tensor w = wte.narrow(0, 0, V);  // the rows that are predicted
-    const Tensor w_t = w.transpose(0, 1);  // [C, V], column-major: no copy
+    // G >= V columns: all of the padded row when wte has the rows (see Alignment in the header).
+    const int64_t ld = classifier_padded_stride(V), G = std::min(wte.size(0), ld);
+    const Tensor w = wte.narrow(0, 0, G);  // the rows that are multiplied (>= V predicted)
+    const Tensor w_t = w.transpose(0, 1);  // [C, G], column-major: no copy
     const Tensor row_loss = empty({N}, opts);
     if (need_grad_) {
       dx_ = empty({N, C}, opts);
       dw_ = zeros(wte.shape(), opts);  // rows >= V keep a zero gradient
     }
     const int64_t R = classifier_chunk_rows(N, V, x.dtype(), options_);
-    const Tensor buffer = empty({std::min(R, N), classifier_padded_stride(V)}, opts);
+    const Tensor buffer = empty({std::min(R, N), ld}, opts);
     const double scale = 1.0 / static_cast<double>(N);
     const Device dev = x.device();
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t rows = std::min(R, N - r0);
       const Tensor xr = x.narrow(0, r0, rows);
-      const Tensor z = buffer.narrow(0, 0, rows).narrow(1, 0, V);  // [rows, V], padded rows
+      const Tensor z = buffer.narrow(0, 0, rows).narrow(1, 0, G);  // [rows, G], padded rows
       call_kernel<GemmKernel>("gemm", dev, z, xr, w_t, 1.0, 0.0);
       call_kernel<ClassifierXentKernel>("classifier_xent_rows", dev, z,
                                         row_loss.narrow(0, r0, rows), targets_.narrow(0, r0, rows),
-                                        scale);
+                                        V, scale);
       if (!need_grad_) continue;
-      // z now holds dL/dz of these rows (for dL = 1).
+      // z now holds dL/dz of these rows (for dL = 1), zero in the columns [V, G).
       call_kernel<GemmKernel>("gemm", dev, dx_.narrow(0, r0, rows), z, w, 1.0, 0.0);
-      call_kernel<GemmKernel>("gemm", dev, dw_.narrow(0, 0, V), z.transpose(0, 1), xr, 1.0, 1.0);
+      call_kernel<GemmKernel>("gemm", dev, dw_.narrow(0, 0, G), z.transpose(0, 1), xr, 1.0, 1.0);
     }
     return {div(sum(row_loss), static_cast<double>(N))};  // fixed-order sum; NaN for N = 0
   }
@@ -158,17 +160,18 @@ Tensor classifier_loss_unfused(const Tensor& x, const Tensor& wte, int64_t vocab
 namespace cpu {
 
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
-                          double scale) {
+                          int64_t vocab_size, double scale) {
   TT_CHECK(logits.device().is_cpu() && logits.dim() == 2 && logits.stride(1) == 1 &&
-               logits.stride(0) >= logits.size(1) && row_loss.is_contiguous() &&
+               logits.stride(0) >= logits.size(1) && vocab_size >= 1 &&
+               vocab_size <= logits.size(1) && row_loss.is_contiguous() &&
                row_loss.shape() == Shape{logits.size(0)} && row_loss.dtype() == logits.dtype() &&
                row_loss.device().is_cpu() && targets.is_contiguous() &&
                targets.dtype() == DType::kInt64 && targets.shape() == Shape{logits.size(0)} &&
                targets.device().is_cpu(),
-           "cpu::classifier_xent_rows: expected CPU logits [R, V] with padded rows, row_loss [R] "
-           "of their dtype and int64 targets [R], got ",
+           "cpu::classifier_xent_rows: expected CPU logits [R, G >= V = ", vocab_size,
+           "] with padded rows, row_loss [R] of their dtype and int64 targets [R], got ",
            logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
-  const int64_t R = logits.size(0), V = logits.size(1), ld = logits.stride(0);
+  const int64_t R = logits.size(0), V = vocab_size, G = logits.size(1), ld = logits.stride(0);
   const int64_t* t = targets.data<int64_t>();
   for (int64_t r = 0; r < R; ++r) {
     TT_CHECK(t[r] >= 0 && t[r] < V, "cpu::classifier_xent_rows: targets[", r, "] = ", t[r],
@@ -180,7 +183,11 @@ void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Te
     const T s = static_cast<T>(scale);
     // Rows are independent; each is written by one thread.
     parallel_for(0, R, 16, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) loss[r] = classifier_row_xent<T>(z + r * ld, V, t[r], s);
+      for (int64_t r = r0; r < r1; ++r) {
+        T* row = z + r * ld;
+        loss[r] = classifier_row_xent<T>(row, V, t[r], s);
+        std::fill(row + V, row + G, T(0));  // padding columns: no gradient
+      }
     });
   });
 }

@@ -24,7 +24,8 @@ namespace {
 
 template <typename T>
 __global__ void classifier_xent_rows_kernel(T* logits, int64_t ld, T* row_loss,
-                                            const int64_t* targets, int64_t R, int64_t V, T scale) {
+                                            const int64_t* targets, int64_t R, int64_t V, int64_t G,
+                                            T scale) {
   __shared__ T scratch[kWarpThreads];
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     T* z = logits + r * ld;
@@ -51,31 +52,33 @@ __global__ void classifier_xent_rows_kernel(T* logits, int64_t ld, T* row_loss,
     for_each_in_row(static_cast<const T*>(z), V, [&](int64_t i, T v) {
       z[i] = std::exp(v - M) * p_scale - (i == t ? scale : T(0));
     });
+    for (int64_t i = V + threadIdx.x; i < G; i += blockDim.x) z[i] = T(0);  // padding columns
   }
 }
 
 }  // namespace
 
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
-                          double scale) {
+                          int64_t vocab_size, double scale) {
   TT_CHECK(logits.device().is_cuda() && logits.dim() == 2 && logits.stride(1) == 1 &&
-               logits.stride(0) >= logits.size(1) && row_loss.is_contiguous() &&
+               logits.stride(0) >= logits.size(1) && vocab_size >= 1 &&
+               vocab_size <= logits.size(1) && row_loss.is_contiguous() &&
                row_loss.shape() == Shape{logits.size(0)} && row_loss.dtype() == logits.dtype() &&
                row_loss.device() == logits.device() && targets.is_contiguous() &&
                targets.dtype() == DType::kInt64 && targets.shape() == Shape{logits.size(0)} &&
                targets.device() == logits.device(),
-           "cuda::classifier_xent_rows: expected CUDA logits [R, V] with padded rows, row_loss "
-           "[R] of their dtype and int64 targets [R] on one device, got ",
+           "cuda::classifier_xent_rows: expected CUDA logits [R, G >= V = ", vocab_size,
+           "] with padded rows, row_loss [R] of their dtype and int64 targets [R] on one device, "
+           "got ",
            logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
-  const int64_t R = logits.size(0), V = logits.size(1);
+  const int64_t R = logits.size(0), V = vocab_size, G = logits.size(1);
   if (R == 0) return;
-  TT_CHECK(V > 0, "cuda::classifier_xent_rows: logits ", logits.describe(), " have no classes");
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
   dispatch_floating(logits.dtype(), "cuda::classifier_xent_rows", [&]<typename T>() {
     const int threads = row_block_threads(V, sizeof(T));
     classifier_xent_rows_kernel<<<grid_size(R * threads, threads, dev), threads, 0, stream(dev)>>>(
-        logits.data<T>(), logits.stride(0), row_loss.data<T>(), targets.data<int64_t>(), R, V,
+        logits.data<T>(), logits.stride(0), row_loss.data<T>(), targets.data<int64_t>(), R, V, G,
         static_cast<T>(scale));
     TT_CUDA_CHECK_LAUNCH("classifier_xent_rows_kernel");
   });

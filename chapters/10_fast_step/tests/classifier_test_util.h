@@ -104,7 +104,10 @@ class MemoryObserver final : public KernelObserver {
   std::uint64_t on_kernel_begin(const KernelCall& call) override {
     std::lock_guard<std::mutex> lock(mutex_);
     ops_.push_back(call.op);
-    for (const KernelTensorArg& t : call.tensors) largest_ = std::max(largest_, t.bytes);
+    for (const KernelTensorArg& t : call.tensors) {
+      largest_ = std::max(largest_, t.bytes);
+      shapes_.push_back(t.shape);
+    }
     sample();
     return 0;
   }
@@ -117,6 +120,15 @@ class MemoryObserver final : public KernelObserver {
   std::size_t largest_tensor() const { return largest_; }
   /// Peak bytes allocated above what was allocated when the observer was installed.
   std::size_t peak_increase() const { return peak_ - baseline_; }
+  /// The most rows of any 2-D tensor argument with at least `cols` columns (0 if none): with
+  /// cols = V, the largest block of logits rows a kernel saw.
+  int64_t max_rows_with_cols(int64_t cols) const {
+    int64_t rows = 0;
+    for (const Shape& s : shapes_) {
+      if (s.size() == 2 && s[1] >= cols) rows = std::max(rows, s[0]);
+    }
+    return rows;
+  }
   /// How many kernel calls of `op` were seen.
   int64_t count(const std::string& op) const { return std::count(ops_.begin(), ops_.end(), op); }
 
@@ -127,6 +139,7 @@ class MemoryObserver final : public KernelObserver {
   std::size_t baseline_, peak_;
   std::size_t largest_ = 0;
   std::vector<std::string> ops_;
+  std::vector<Shape> shapes_;
   std::mutex mutex_;
   KernelObserver* previous_;
 };

@@ -72,10 +72,9 @@ TEST(Ch10_7_FusedClassifier, RowXentIsStableForLargeLogits) {
   }
 }
 
-// float64, several chunkings (1 row, a size that does not divide N, N itself, more than N, a
-// byte bound of 3 rows, the default), V not a multiple of anything and Vp > V.
-TEST(Ch10_7_FusedClassifier, MatchesUnfusedFloat64) {
-  const ClassifierCase c{2, 7, 5, 37, 40};  // N = 14
+// Loss and gradients of the fused classifier against the unfused one in float64, for several
+// chunkings.
+void matches_unfused_float64(const ClassifierCase& c) {
   const test10::ClassifierInputs in = classifier_inputs(c, 11, DType::kFloat64);
   const ClassifierGrads ref = classifier_grads(false, in, c.V, DType::kFloat64, kCpu);
   std::vector<FusedClassifierOptions> chunkings;
@@ -94,6 +93,16 @@ TEST(Ch10_7_FusedClassifier, MatchesUnfusedFloat64) {
     // The padding rows of wte are never predicted: exactly zero gradient.
     const Tensor pad = got.dwte.narrow(0, c.V, c.Vp - c.V);
     EXPECT_TENSOR_NEAR(pad, zeros(pad.shape(), {DType::kFloat64}), 0.0, 0.0);
+  }
+}
+
+// float64, several chunkings (1 row, a size that does not divide N, N itself, more than N, a
+// byte bound of 3 rows, the default), V not a multiple of anything and Vp > V.
+TEST(Ch10_7_FusedClassifier, MatchesUnfusedFloat64) {
+  // N = 14; Vp = 40 < 64: the GEMMs use all 40 rows of wte; Vp = 100 > 64: they use 64 of them.
+  for (const ClassifierCase& c :
+       {ClassifierCase{2, 7, 5, 37, 40}, ClassifierCase{2, 7, 5, 10, 100}}) {
+    matches_unfused_float64(c);
   }
 }
 
@@ -174,7 +183,7 @@ TEST(Ch10_7_FusedClassifier, LogitsNeverExistWhole) {
   const ClassifierCase c{4, 64, 8, 1000, 1024};  // N = 256; [N, V] float32 = 1 MB
   const test10::ClassifierInputs in = classifier_inputs(c, 9, DType::kFloat32);
   const std::size_t logits_bytes = 256 * 1000 * 4;
-  auto measure = [&](bool fused, std::size_t* largest, std::size_t* peak) {
+  auto measure = [&](bool fused, std::size_t* largest, std::size_t* peak, int64_t* rows) {
     Tensor x = in.x.clone(), wte = in.wte.clone();
     x.set_requires_grad();
     wte.set_requires_grad();
@@ -184,12 +193,16 @@ TEST(Ch10_7_FusedClassifier, LogitsNeverExistWhole) {
     autograd::backward(loss);
     *largest = observer.largest_tensor();
     *peak = observer.peak_increase();
+    *rows = observer.max_rows_with_cols(c.V);
   };
   std::size_t largest = 0, peak = 0;
-  measure(true, &largest, &peak);
+  int64_t rows = 0;
+  measure(true, &largest, &peak, &rows);
+  EXPECT_EQ(rows, 32) << "a kernel saw more logits rows than one chunk";
   EXPECT_LE(largest, 32 * 1024 * 4u) << "a kernel saw a tensor larger than one chunk of logits";
   EXPECT_LT(peak, logits_bytes / 2) << "fused classifier allocated " << peak << " bytes";
-  measure(false, &largest, &peak);
+  measure(false, &largest, &peak, &rows);
+  EXPECT_EQ(rows, 256);
   EXPECT_GE(largest, logits_bytes);
   EXPECT_GE(peak, logits_bytes);
 }

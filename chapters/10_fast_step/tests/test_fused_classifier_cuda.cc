@@ -90,18 +90,23 @@ TEST(Ch10_7_FusedClassifierCuda, Gpt2Vocabulary) {
   cuda::AllowTf32Guard exact(false);
   const ClassifierCase c{3, 100, 768, 50257, 50304};
   const test10::ClassifierInputs in = classifier_inputs(c, 7, DType::kFloat32, 0.05);
-  const ClassifierGrads ref = classifier_grads(false, in, c.V, DType::kFloat32, Device::cuda());
-  std::size_t largest = 0;
-  ClassifierGrads got;
+  int64_t fused_rows = 0, unfused_rows = 0;
+  ClassifierGrads ref, got;
+  {
+    test10::MemoryObserver observer(Device::cuda());
+    ref = classifier_grads(false, in, c.V, DType::kFloat32, Device::cuda());
+    unfused_rows = observer.max_rows_with_cols(c.V);
+  }
   {
     test10::MemoryObserver observer(Device::cuda());
     got = classifier_grads(true, in, c.V, DType::kFloat32, Device::cuda(), {.chunk_rows = 128});
-    largest = observer.largest_tensor();
+    fused_rows = observer.max_rows_with_cols(c.V);
   }
   // dx sums V = 50257 products per element: fp32 rounding of such a sum in two different orders
   // differs by ~sqrt(V) * 6e-8 relative to the terms, hence the looser 1e-4.
   expect_close(got, ref, {1e-5, 1e-4});
-  EXPECT_LE(largest, std::size_t{128} * 50257 * 4);
+  EXPECT_EQ(fused_rows, 128) << "a kernel saw more logits rows than one chunk";
+  EXPECT_EQ(unfused_rows, 300) << "the unfused path materializes all 300 rows";
 }
 
 TEST(Ch10_7_FusedClassifierCuda, DeterministicTf32) {

@@ -15,10 +15,10 @@
 /// and dW_v = 0 for the padding rows v >= V.
 ///
 /// **Algorithm.** The forward walks the rows in chunks of R rows. For each chunk it (1) computes
-/// the logits z [R, V] into one reused buffer (a GEMM), (2) runs one row kernel that computes
-/// each row's max, log-sum-exp and loss and then overwrites the row with its gradient
-/// (softmax - onehot) / N *in place*, (3) computes dx for the chunk's rows (a GEMM) and (4)
-/// accumulates dW += dz^T x_chunk (a GEMM with beta = 1). The loss is the mean of the per-row
+/// the logits z [R, G] (G >= V, see Alignment) into one reused buffer (a GEMM), (2) runs one row
+/// kernel that computes each row's max, log-sum-exp and loss and then overwrites the row with
+/// its gradient (softmax - onehot) / N *in place*, (3) computes dx for the chunk's rows (a GEMM)
+/// and (4) accumulates dW += dz^T x_chunk (a GEMM with beta = 1). The loss is the mean of the per-row
 /// losses, added in a fixed order (no atomics: bitwise reproducible). Backward only scales the
 /// saved dx and dW by the incoming gradient (a 0-d tensor, multiplied on the device: no host
 /// synchronization). When no gradient is needed (no_grad, or neither x nor wte requires one),
@@ -30,12 +30,15 @@
 /// one chunk buffer of at most FusedClassifierOptions::max_chunk_bytes (256 MiB by default), plus
 /// dx [N, C] and dW [Vp, C] (the sizes of x and wte) held from forward to backward.
 ///
-/// **Alignment.** The chunk buffer's rows are padded to classifier_padded_stride(V), a multiple
-/// of 64 elements (50257 -> 50304): the logits are a [R, V] view of an [R, Vp'] buffer, and the
-/// padded row stride is the GEMMs' leading dimension. With an odd leading dimension cuBLAS's
-/// TF32 GEMMs run at about a quarter of their speed on an H100 (misaligned rows cannot be read
-/// with 16-byte vector loads by the tensor-core kernels); with 256-byte rows every row starts
-/// aligned. The padding columns are never read or written.
+/// **Alignment.** The GEMMs run over G = min(Vp, classifier_padded_stride(V)) columns, not V:
+/// the chunk buffer's rows are padded to classifier_padded_stride(V), a multiple of 64 elements
+/// (50257 -> 50304), and when wte has that many rows (GPT-2's Vp = 50304) the logits GEMM also
+/// computes the padding columns (0.1% more work), the row kernel sets their gradient to 0, and
+/// the dx and dW GEMMs use all G columns (adding nothing from them). Every GEMM then sees
+/// leading dimensions *and* contiguous extents that are multiples of 64 elements (256 bytes).
+/// With V = 50257 in either place cuBLAS must fall back to unaligned kernels: its TF32 GEMMs
+/// run at about a quarter of their speed on an H100. Rows >= G of wte are never read; rows
+/// [V, G) must be finite (GPT-2 keeps them zero), since dx multiplies them by a zero gradient.
 ///
 /// The GEMMs are the "gemm" kernels (GemmKernel, tt/ops_matmul.h: cuBLAS on CUDA, Eigen on the
 /// CPU); the row kernel is "classifier_xent_rows" (the CPU one applies classifier_row_xent, the
@@ -49,14 +52,15 @@
 
 namespace tt {
 
-/// Row kernel "classifier_xent_rows": for logits [R, V] (a 2-D view whose rows may be padded:
-/// stride(1) == 1, stride(0) >= V), contiguous int64 targets [R] and a contiguous row_loss [R]
-/// of the logits' dtype, writes row_loss[r] = logsumexp(z_r) - z_{r, t_r} and overwrites each
-/// logits row in place with scale * (softmax(z_r) - onehot(t_r)). The targets must lie in
-/// [0, V) (checked by the front-end); the CUDA kernel writes a NaN loss for a target outside it
-/// and never reads out of bounds.
+/// Row kernel "classifier_xent_rows": for logits [R, G] (a 2-D view whose rows may be padded:
+/// stride(1) == 1, stride(0) >= G) whose first V <= G columns are the logits, contiguous int64
+/// targets [R] and a contiguous row_loss [R] of the logits' dtype, writes row_loss[r] =
+/// logsumexp(z_r[0, V)) - z_{r, t_r}, overwrites columns [0, V) of each row in place with
+/// scale * (softmax(z_r) - onehot(t_r)) and columns [V, G) with 0 (never reading them). The
+/// targets must lie in [0, V) (checked by the front-end); the CUDA kernel writes a NaN loss for
+/// a target outside it and never reads out of bounds.
 using ClassifierXentKernel = void(const Tensor& logits, const Tensor& row_loss,
-                                  const Tensor& targets, double scale);
+                                  const Tensor& targets, int64_t vocab_size, double scale);
 
 /// Row strides of the logits buffer are multiples of this many elements (256 bytes of float32).
 inline constexpr int64_t kClassifierRowAlign = 64;
@@ -88,7 +92,8 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_size, DType dtype,
                               const FusedClassifierOptions& options);
 
 /// Mean cross-entropy of logits = x wte[0..V)^T against targets, fused and chunked as described
-/// above. x [B, T, C] (or any [..., C]), wte [Vp, C] with Vp >= V >= 1, targets int64 with x's
+/// above (fastest when Vp is a multiple of 64). x [B, T, C] (or any [..., C]), wte [Vp, C] with
+/// Vp >= V >= 1, targets int64 with x's
 /// leading shape; x and wte float32 or float64 of one dtype on one device (CPU or CUDA), targets
 /// on the same device. Returns a 0-d tensor, differentiable in x and wte (the gradient of wte
 /// adds to whatever else uses it, e.g. the token embedding). Throws tt::Error naming
@@ -118,7 +123,7 @@ extern template double classifier_row_xent<double>(double*, int64_t, int64_t, do
 
 /// The CPU kernel "classifier_xent_rows": classifier_row_xent on every row, in parallel.
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
-                          double scale);
+                          int64_t vocab_size, double scale);
 
 /// The CPU kernel "gemm" (GemmKernel): Eigen's GEMM on Eigen::Map views of the operands, with
 /// out's row stride as its outer stride.
@@ -133,7 +138,7 @@ namespace cuda {
 /// combines them in a fixed tree, then every thread rewrites its share with the gradient.
 /// float32 and float64.
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
-                          double scale);
+                          int64_t vocab_size, double scale);
 
 }  // namespace cuda
 
