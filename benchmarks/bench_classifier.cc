@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
   }
   // The chunk bound: smaller chunks mean less memory, more passes over dW (read and written once
   // per chunk) and smaller GEMMs.
-  for (const int64_t mib : {64, 512, 1024}) {
+  for (const int64_t mib : {64, 256, 1024}) {
     register_head("cuda_tf32", Device::cuda(), gpt2, true, true, 20, mib << 20);
     register_head("cpu", Device::cpu(), mini, true, false, 0, mib >> 4 << 20);
   }

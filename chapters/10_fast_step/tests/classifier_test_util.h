@@ -120,12 +120,13 @@ class MemoryObserver final : public KernelObserver {
   std::size_t largest_tensor() const { return largest_; }
   /// Peak bytes allocated above what was allocated when the observer was installed.
   std::size_t peak_increase() const { return peak_ - baseline_; }
-  /// The most rows of any 2-D tensor argument with at least `cols` columns (0 if none): with
-  /// cols = V, the largest block of logits rows a kernel saw.
-  int64_t max_rows_with_cols(int64_t cols) const {
+  /// The most rows of any 2-D tensor argument with at least `cols` columns, except those of
+  /// exactly `except_rows` rows (0 if none): with cols = V and except_rows = C (wte's transposed
+  /// view [C, V] is such an argument), the largest block of logits rows a kernel saw.
+  int64_t max_rows_with_cols(int64_t cols, int64_t except_rows = -1) const {
     int64_t rows = 0;
     for (const Shape& s : shapes_) {
-      if (s.size() == 2 && s[1] >= cols) rows = std::max(rows, s[0]);
+      if (s.size() == 2 && s[1] >= cols && s[0] != except_rows) rows = std::max(rows, s[0]);
     }
     return rows;
   }

@@ -193,7 +193,7 @@ TEST(Ch10_7_FusedClassifier, LogitsNeverExistWhole) {
     autograd::backward(loss);
     *largest = observer.largest_tensor();
     *peak = observer.peak_increase();
-    *rows = observer.max_rows_with_cols(c.V);
+    *rows = observer.max_rows_with_cols(c.V, c.C);
   };
   std::size_t largest = 0, peak = 0;
   int64_t rows = 0;

@@ -95,12 +95,12 @@ TEST(Ch10_7_FusedClassifierCuda, Gpt2Vocabulary) {
   {
     test10::MemoryObserver observer(Device::cuda());
     ref = classifier_grads(false, in, c.V, DType::kFloat32, Device::cuda());
-    unfused_rows = observer.max_rows_with_cols(c.V);
+    unfused_rows = observer.max_rows_with_cols(c.V, c.C);
   }
   {
     test10::MemoryObserver observer(Device::cuda());
     got = classifier_grads(true, in, c.V, DType::kFloat32, Device::cuda(), {.chunk_rows = 128});
-    fused_rows = observer.max_rows_with_cols(c.V);
+    fused_rows = observer.max_rows_with_cols(c.V, c.C);
   }
   // dx sums V = 50257 products per element: fp32 rounding of such a sum in two different orders
   // differs by ~sqrt(V) * 6e-8 relative to the terms, hence the looser 1e-4.
