@@ -9,8 +9,9 @@
 ///     \ell = \frac1N \sum_n \Big(\log \sum_{v<V} e^{z_{n,v}} - z_{n,t_n}\Big), \f]
 /// the mean cross-entropy of the logits z = x wte[0..V)^T: exactly what matmul followed by
 /// cross_entropy computes (classifier_loss_unfused), with gradients
-/// \f[ \frac{\partial\ell}{\partial z_{n,v}} = \frac1N\big(\mathrm{softmax}(z_n)_v - [v = t_n]\big),
-///     \qquad dx_n = \sum_{v<V} \frac{\partial\ell}{\partial z_{n,v}} W_v, \qquad
+/// \f[ \frac{\partial\ell}{\partial z_{n,v}} =
+///     \frac1N\big(\mathrm{softmax}(z_n)_v - [v = t_n]\big), \qquad
+///     dx_n = \sum_{v<V} \frac{\partial\ell}{\partial z_{n,v}} W_v, \qquad
 ///     dW_v = \sum_n \frac{\partial\ell}{\partial z_{n,v}} x_n \f]
 /// and dW_v = 0 for the padding rows v >= V.
 ///
@@ -18,17 +19,18 @@
 /// the logits z [R, G] (G >= V, see Alignment) into one reused buffer (a GEMM), (2) runs one row
 /// kernel that computes each row's max, log-sum-exp and loss and then overwrites the row with
 /// its gradient (softmax - onehot) / N *in place*, (3) computes dx for the chunk's rows (a GEMM)
-/// and (4) accumulates dW += dz^T x_chunk (a GEMM with beta = 1). The loss is the mean of the per-row
-/// losses, added in a fixed order (no atomics: bitwise reproducible). Backward only scales the
-/// saved dx and dW by the incoming gradient (a 0-d tensor, multiplied on the device: no host
-/// synchronization). When no gradient is needed (no_grad, or neither x nor wte requires one),
-/// steps 3 and 4 are skipped.
+/// and (4) accumulates dW += dz^T x_chunk (a GEMM with beta = 1). The loss is the mean of the
+/// per-row losses, added in a fixed order (no atomics: bitwise reproducible). Backward only
+/// scales the saved dx and dW by the incoming gradient (a 0-d tensor, multiplied on the device:
+/// no host synchronization). When no gradient is needed (no_grad, or neither x nor wte requires
+/// one), steps 3 and 4 are skipped.
 ///
 /// **Memory.** At GPT-2 124M with B = 8, T = 1024 (N = 8192) and V = 50257, the logits are
-/// 8192 x 50257 x 4 bytes = 1.65 GB in float32, and the unfused path also keeps their gradient
-/// (another 1.65 GB) and a softmax or log-softmax of the same size. Here the only logits memory is
-/// one chunk buffer of at most FusedClassifierOptions::max_chunk_bytes (512 MiB by default), plus
-/// dx [N, C] and dW [Vp, C] (the sizes of x and wte) held from forward to backward.
+/// 8192 x 50257 x 4 bytes = 1.65 GB in float32; the unfused path keeps them for its backward,
+/// which then allocates their gradient (another 1.65 GB; 3.3 GB measured at the peak). Here the
+/// only logits memory is one chunk buffer of at most FusedClassifierOptions::max_chunk_bytes
+/// (512 MiB by default), plus dx [N, C] and dW [Vp, C] (the sizes of x and wte) held from
+/// forward to backward.
 ///
 /// **Alignment.** The GEMMs run over G = min(Vp, classifier_padded_stride(V)) columns, not V:
 /// the chunk buffer's rows are padded to classifier_padded_stride(V), a multiple of 64 elements
