@@ -19,17 +19,16 @@
 // every kernel boundary (the logits alone are N V 4 bytes = 1,647 MB at GPT-2 124M).
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
 
 #include "bench_common.h"
+#include "bench_profile.h"
+#include "tt/allocation_watch.h"
 #include "tt/autograd.h"
-#include "tt/backend.h"
 #include "tt/cuda_matmul.h"
-#include "tt/dispatcher.h"
 #include "tt/functional.h"
 #include "tt/fused_classifier.h"
 #include "tt/profiler.h"
@@ -46,46 +45,13 @@ struct HeadShape {
   double flops() const { return 6.0 * double(N) * double(V) * double(C); }
 };
 
-/// Samples the device allocator's bytes in use at every kernel call while installed.
-class PeakSampler final : public KernelObserver {
- public:
-  explicit PeakSampler(Device device)
-      : allocator_(backend_for(device.type).allocator(device.index)),
-        base_(allocator_.stats().allocated),
-        peak_(base_),
-        previous_(set_kernel_observer(this)) {}
-  ~PeakSampler() override { set_kernel_observer(previous_); }
-  PeakSampler(const PeakSampler&) = delete;
-  PeakSampler& operator=(const PeakSampler&) = delete;
-  std::uint64_t on_kernel_begin(const KernelCall&) override {
-    peak_ = std::max(peak_, allocator_.stats().allocated);
-    return 0;
-  }
-  void on_kernel_end(const KernelCall&, std::uint64_t) noexcept override {
-    peak_ = std::max(peak_, allocator_.stats().allocated);
-  }
-  double peak_mb() const { return static_cast<double>(peak_ - base_) / 1e6; }
-
- private:
-  Allocator& allocator_;
-  std::size_t base_, peak_;
-  KernelObserver* previous_;
-};
-
 bool g_profile = false;  // --profile
 
 /// Prints the per-op profile (by op and shapes) of one call of `step` on `device`.
 template <typename Step>
-void profile_step(Device device, const std::string& name, const Step& step) {
+void print_profile(Device device, const std::string& name, const Step& step) {
   prof::Profiler profiler(device);
-  for (int i = 0; i < 2; ++i) {  // the first run fills the profiler's CUDA event pool
-    profiler.start();
-    step();
-    profiler.stop();
-  }
-  const prof::Peaks peaks = !device.is_cuda()    ? prof::Peaks{}
-                            : cuda::allow_tf32() ? prof::kH100Tf32
-                                                 : prof::kH100Fp32;
+  const prof::Peaks peaks = bench::profile_step(profiler, device, step);
   const auto rows = prof::read_profile(profiler.op_stats(prof::Profiler::GroupBy::kOpAndShapes),
                                        profiler.step_seconds(), peaks);
   std::printf("\nPer-op profile of one iteration of %s:\n%s\n", name.c_str(),
@@ -111,11 +77,11 @@ void run_head(benchmark::State& state, Device device, const std::string& name, c
   double peak_mb = 0;
   {
     step();  // first touch outside the sampler; the .grad buffers now exist
-    PeakSampler sampler(device);
+    prof::AllocationWatch watch(device);
     step();
-    peak_mb = sampler.peak_mb();
+    peak_mb = static_cast<double>(watch.peak_increase()) / 1e6;
   }
-  if (g_profile) profile_step(device, name, step);
+  if (g_profile) print_profile(device, name, step);
   const double seconds = bench::time_on(state, device, step);
   bench::set_rates(state, seconds, 0, s.flops());
   state.counters["peak_MB"] = peak_mb;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "bench_profile.h"
 #include "tt/autograd.h"
 #include "tt/cuda_matmul.h"
 #include "tt/gpt2.h"
@@ -103,14 +104,7 @@ template <typename Step>
 void profile_one_step(Device device, const std::string& mode, const StepShape& s,
                       const Step& step) {
   prof::Profiler profiler(device);
-  for (int i = 0; i < 2; ++i) {  // the first run fills the profiler's CUDA event pool
-    profiler.start();
-    step();
-    profiler.stop();
-  }
-  const prof::Peaks peaks = !device.is_cuda()    ? prof::Peaks{}
-                            : cuda::allow_tf32() ? prof::kH100Tf32
-                                                 : prof::kH100Fp32;
+  const prof::Peaks peaks = bench::profile_step(profiler, device, step);
   const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
   const std::string name = "gpt2_train_step/" + mode + "/" + s.args();
   std::printf("\nPer-op profile of one steady-state step of %s (%zu kernel calls):\n%s\n",

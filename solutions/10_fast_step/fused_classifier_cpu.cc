@@ -17,15 +17,19 @@ T classifier_row_xent(T* row, int64_t vocab_size, int64_t target, T scale) {
   // Pass 1: the row maximum (fmax ignores NaN; a NaN logit makes the sum, hence the row, NaN).
   T max = -std::numeric_limits<T>::infinity();
   for (int64_t v = 0; v < vocab_size; ++v) max = std::fmax(max, row[v]);
-  // Pass 2: the sum of exponentials relative to the maximum (each term <= 1: no overflow).
+  // loss = lse - z_t with lse = max + log(sum): z - max is exact for nearby values, lse is not
+  // (at |z| ~ 1e4 a float lse is off by ~5e-4), so the shift stays in every formula.
+  const T shifted_target = max - row[target];  // read before the row is overwritten
+  // Pass 2: each exponential once (each <= 1: no overflow), kept in the row and summed.
   double sum = 0;
-  for (int64_t v = 0; v < vocab_size; ++v) sum += static_cast<double>(std::exp(row[v] - max));
-  // loss = lse - z_t with lse = max + log(sum); z - max is exact for nearby values, lse is not
-  // (at |z| ~ 1e4 a float lse is off by ~5e-4), so keep the shift in every formula.
-  const T loss = (max - row[target]) + static_cast<T>(std::log(sum));  // before the overwrite
+  for (int64_t v = 0; v < vocab_size; ++v) {
+    row[v] = std::exp(row[v] - max);
+    sum += static_cast<double>(row[v]);
+  }
+  const T loss = shifted_target + static_cast<T>(std::log(sum));
   // Pass 3: the gradient, in place: scale * (softmax - onehot).
   const T p_scale = static_cast<T>(static_cast<double>(scale) / sum);
-  for (int64_t v = 0; v < vocab_size; ++v) row[v] = std::exp(row[v] - max) * p_scale;
+  for (int64_t v = 0; v < vocab_size; ++v) row[v] *= p_scale;
   row[target] -= scale;
   return loss;
 #else

@@ -126,6 +126,21 @@ struct FusedClassifierFn : autograd::Function {
 
 }  // namespace
 
+void check_classifier_xent_args(const char* op, const Tensor& logits, const Tensor& row_loss,
+                                const Tensor& targets, int64_t vocab_size) {
+  TT_CHECK(logits.defined() && row_loss.defined() && targets.defined() && logits.dim() == 2 &&
+               logits.stride(1) == 1 && logits.stride(0) >= logits.size(1) && vocab_size >= 1 &&
+               vocab_size <= logits.size(1) && row_loss.is_contiguous() &&
+               row_loss.shape() == Shape{logits.size(0)} && row_loss.dtype() == logits.dtype() &&
+               row_loss.device() == logits.device() && targets.is_contiguous() &&
+               targets.dtype() == DType::kInt64 && targets.shape() == Shape{logits.size(0)} &&
+               targets.device() == logits.device(),
+           op, ": expected logits [R, G >= V = ", vocab_size,
+           "] with padded rows, row_loss [R] of their dtype and int64 targets [R] on one device, "
+           "got ",
+           logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
+}
+
 int64_t classifier_padded_stride(int64_t vocab_size) {
   return (vocab_size + kClassifierRowAlign - 1) / kClassifierRowAlign * kClassifierRowAlign;
 }
@@ -161,16 +176,9 @@ namespace cpu {
 
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
                           int64_t vocab_size, double scale) {
-  TT_CHECK(logits.device().is_cpu() && logits.dim() == 2 && logits.stride(1) == 1 &&
-               logits.stride(0) >= logits.size(1) && vocab_size >= 1 &&
-               vocab_size <= logits.size(1) && row_loss.is_contiguous() &&
-               row_loss.shape() == Shape{logits.size(0)} && row_loss.dtype() == logits.dtype() &&
-               row_loss.device().is_cpu() && targets.is_contiguous() &&
-               targets.dtype() == DType::kInt64 && targets.shape() == Shape{logits.size(0)} &&
-               targets.device().is_cpu(),
-           "cpu::classifier_xent_rows: expected CPU logits [R, G >= V = ", vocab_size,
-           "] with padded rows, row_loss [R] of their dtype and int64 targets [R], got ",
-           logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
+  check_classifier_xent_args("cpu::classifier_xent_rows", logits, row_loss, targets, vocab_size);
+  TT_CHECK(logits.device().is_cpu(), "cpu::classifier_xent_rows: expected CPU tensors, got ",
+           logits.describe());
   const int64_t R = logits.size(0), V = vocab_size, G = logits.size(1), ld = logits.stride(0);
   const int64_t* t = targets.data<int64_t>();
   for (int64_t r = 0; r < R; ++r) {

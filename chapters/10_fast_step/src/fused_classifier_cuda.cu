@@ -60,17 +60,9 @@ __global__ void classifier_xent_rows_kernel(T* logits, int64_t ld, T* row_loss,
 
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
                           int64_t vocab_size, double scale) {
-  TT_CHECK(logits.device().is_cuda() && logits.dim() == 2 && logits.stride(1) == 1 &&
-               logits.stride(0) >= logits.size(1) && vocab_size >= 1 &&
-               vocab_size <= logits.size(1) && row_loss.is_contiguous() &&
-               row_loss.shape() == Shape{logits.size(0)} && row_loss.dtype() == logits.dtype() &&
-               row_loss.device() == logits.device() && targets.is_contiguous() &&
-               targets.dtype() == DType::kInt64 && targets.shape() == Shape{logits.size(0)} &&
-               targets.device() == logits.device(),
-           "cuda::classifier_xent_rows: expected CUDA logits [R, G >= V = ", vocab_size,
-           "] with padded rows, row_loss [R] of their dtype and int64 targets [R] on one device, "
-           "got ",
-           logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
+  check_classifier_xent_args("cuda::classifier_xent_rows", logits, row_loss, targets, vocab_size);
+  TT_CHECK(logits.device().is_cuda(), "cuda::classifier_xent_rows: expected CUDA tensors, got ",
+           logits.describe());
   const int64_t R = logits.size(0), V = vocab_size, G = logits.size(1);
   if (R == 0) return;
   const int dev = logits.device().index;

@@ -1,19 +1,17 @@
 // Helpers shared by the fused classifier tests (CPU and CUDA): seeded inputs, the loss and
 // gradients of either path through autograd, a norm-relative error, and a KernelObserver that
-// records the largest tensor a kernel sees and the peak bytes allocated at kernel boundaries.
+// records the tensors kernels see and the peak bytes allocated at kernel boundaries.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tt/allocation_watch.h"
 #include "tt/autograd.h"
-#include "tt/backend.h"
-#include "tt/dispatcher.h"
 #include "tt/functional.h"
 #include "tt/fused_classifier.h"
 #include "tt/generator.h"
@@ -74,52 +72,22 @@ inline ClassifierGrads classifier_grads(bool fused, const ClassifierInputs& in, 
   return {loss.detach(), x.grad(), wte.grad()};
 }
 
-/// ||a - ref|| / ||ref|| (Frobenius, float64 on the CPU; ||ref|| > 0 in every use).
+/// ||a - ref|| / ||ref|| (Frobenius, in float64 on the CPU; ||ref|| > 0 in every use).
 inline double rel_norm_error(const Tensor& a, const Tensor& ref) {
-  const Tensor x = a.to(Device::cpu()).to(DType::kFloat64).contiguous();
-  const Tensor y = ref.to(Device::cpu()).to(DType::kFloat64).contiguous();
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const double d = x.data<double>()[i] - y.data<double>()[i];
-    num += d * d;
-    den += y.data<double>()[i] * y.data<double>()[i];
-  }
-  return std::sqrt(num / den);
+  const Tensor y = ref.to(Device::cpu()).to(DType::kFloat64);
+  const Tensor d = sub(a.to(Device::cpu()).to(DType::kFloat64), y);
+  return std::sqrt(sum(mul(d, d)).item() / sum(mul(y, y)).item());
 }
 
 /// Records, while installed, the largest tensor argument of any dispatched kernel (footprint
-/// bytes), the calls per op, and the maximum of `allocated` of `device`'s allocator sampled
-/// before and after every kernel.
-class MemoryObserver final : public KernelObserver {
+/// bytes), every argument's shape, the calls per op, and (AllocationWatch) the peak bytes
+/// allocated on `device` at kernel boundaries.
+class MemoryObserver final : public prof::AllocationWatch {
  public:
-  explicit MemoryObserver(Device device)
-      : allocator_(backend_for(device.type).allocator(device.index)),
-        baseline_(allocator_.stats().allocated),
-        peak_(baseline_),
-        previous_(set_kernel_observer(this)) {}
-  ~MemoryObserver() override { set_kernel_observer(previous_); }
-  MemoryObserver(const MemoryObserver&) = delete;
-  MemoryObserver& operator=(const MemoryObserver&) = delete;
-
-  std::uint64_t on_kernel_begin(const KernelCall& call) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ops_.push_back(call.op);
-    for (const KernelTensorArg& t : call.tensors) {
-      largest_ = std::max(largest_, t.bytes);
-      shapes_.push_back(t.shape);
-    }
-    sample();
-    return 0;
-  }
-  void on_kernel_end(const KernelCall&, std::uint64_t) noexcept override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    sample();
-  }
+  explicit MemoryObserver(Device device) : AllocationWatch(device) {}
 
   /// Bytes of the largest tensor any kernel saw.
   std::size_t largest_tensor() const { return largest_; }
-  /// Peak bytes allocated above what was allocated when the observer was installed.
-  std::size_t peak_increase() const { return peak_ - baseline_; }
   /// The most rows of any 2-D tensor argument with at least `cols` columns, except those of
   /// exactly `except_rows` rows (0 if none): with cols = V and except_rows = C (wte's transposed
   /// view [C, V] is such an argument), the largest block of logits rows a kernel saw.
@@ -133,16 +101,19 @@ class MemoryObserver final : public KernelObserver {
   /// How many kernel calls of `op` were seen.
   int64_t count(const std::string& op) const { return std::count(ops_.begin(), ops_.end(), op); }
 
- private:
-  void sample() { peak_ = std::max(peak_, allocator_.stats().allocated); }
+ protected:
+  void on_call(const KernelCall& call) override {
+    ops_.push_back(call.op);
+    for (const KernelTensorArg& t : call.tensors) {
+      largest_ = std::max(largest_, t.bytes);
+      shapes_.push_back(t.shape);
+    }
+  }
 
-  Allocator& allocator_;
-  std::size_t baseline_, peak_;
+ private:
   std::size_t largest_ = 0;
   std::vector<std::string> ops_;
   std::vector<Shape> shapes_;
-  std::mutex mutex_;
-  KernelObserver* previous_;
 };
 
 }  // namespace tt::test10

@@ -16,15 +16,8 @@
 
 #include "classifier_test_util.h"
 
-namespace tt {
+namespace tt::test10 {
 namespace {
-
-using test10::case_name;
-using test10::classifier_grads;
-using test10::classifier_inputs;
-using test10::ClassifierCase;
-using test10::ClassifierGrads;
-using test10::rel_norm_error;
 
 const Device kCpu = Device::cpu();
 
@@ -279,4 +272,4 @@ TEST(Ch10_7_FusedClassifier, NoRows) {
 }
 
 }  // namespace
-}  // namespace tt
+}  // namespace tt::test10

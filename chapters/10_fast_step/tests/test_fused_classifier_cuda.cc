@@ -16,15 +16,8 @@
 #include "classifier_test_util.h"
 #include "tt/cuda_matmul.h"
 
-namespace tt {
+namespace tt::test10 {
 namespace {
-
-using test10::case_name;
-using test10::classifier_grads;
-using test10::classifier_inputs;
-using test10::ClassifierCase;
-using test10::ClassifierGrads;
-using test10::rel_norm_error;
 
 const Device kCpu = Device::cpu();
 
@@ -154,4 +147,4 @@ TEST(Ch10_7_FusedClassifierCuda, Errors) {
 }
 
 }  // namespace
-}  // namespace tt
+}  // namespace tt::test10

@@ -64,6 +64,13 @@ namespace tt {
 using ClassifierXentKernel = void(const Tensor& logits, const Tensor& row_loss,
                                   const Tensor& targets, int64_t vocab_size, double scale);
 
+/// Checks the arguments of a "classifier_xent_rows" kernel (the contract above: 2-D logits with
+/// unit column stride and row stride >= G >= vocab_size >= 1, row_loss [R] of their dtype,
+/// contiguous int64 targets [R], all on one device); throws tt::Error naming `op` and the
+/// tensors. The kernels check their device type themselves.
+void check_classifier_xent_args(const char* op, const Tensor& logits, const Tensor& row_loss,
+                                const Tensor& targets, int64_t vocab_size);
+
 /// Row strides of the logits buffer are multiples of this many elements (256 bytes of float32).
 inline constexpr int64_t kClassifierRowAlign = 64;
 
