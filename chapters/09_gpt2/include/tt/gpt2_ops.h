@@ -67,12 +67,16 @@ bool has_model_ops(const std::string& name);
 /// Names of the registered sets, sorted ("reference" always among them).
 std::vector<std::string> model_ops_names();
 
+/// Chapter 09's set, registered as "reference": every operation empty (the model's own
+/// compositions), description "reference (chapter 09 compositions)". A model starts with it.
+ModelOps reference_model_ops();
+
 }  // namespace tt::gpt2
 
 #define TT_MODEL_OPS_CONCAT_INNER(a, b) a##b
 #define TT_MODEL_OPS_CONCAT(a, b) TT_MODEL_OPS_CONCAT_INNER(a, b)
 /// Registers a ModelOps factory under `name` at static-initialization time (the chapter
 /// libraries are linked whole-archive, so the registration is never dropped by the linker).
-#define TT_REGISTER_MODEL_OPS(name, factory)                                     \
+#define TT_REGISTER_MODEL_OPS(name, factory)                                  \
   static const bool TT_MODEL_OPS_CONCAT(tt_model_ops_registered_, __LINE__) = \
       ::tt::gpt2::register_model_ops(name, factory)
