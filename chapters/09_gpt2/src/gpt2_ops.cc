@@ -5,8 +5,11 @@
 #include <mutex>
 #include <sstream>
 
+#include "tt/autograd.h"
 #include "tt/error.h"
+#include "tt/gpt2.h"
 #include "tt/gpt2_ops.h"
+#include "tt/todo.h"
 
 namespace tt::gpt2 {
 
@@ -71,6 +74,60 @@ std::vector<std::string> model_ops_names() {
   std::vector<std::string> names;
   for (const auto& entry : r.factories) names.push_back(entry.first);
   return names;
+}
+
+std::vector<std::string> reference_members(const ModelOps& ops) {
+  std::vector<std::string> names;
+  if (!ops.attention) names.emplace_back("attention");
+  if (!ops.linear) names.emplace_back("linear");
+  if (!ops.linear_gelu) names.emplace_back("linear_gelu");
+  if (!ops.residual_layernorm) names.emplace_back("residual_layernorm");
+  if (!ops.classifier_loss) names.emplace_back("classifier_loss");
+  return names;
+}
+
+std::string model_ops_not_implemented(const ModelOps& ops, Device device) {
+  const GPT2Config config{.block_size = 8,
+                          .vocab_size = 10,
+                          .padded_vocab_size = 12,
+                          .n_layer = 1,
+                          .n_head = 2,
+                          .n_embd = 64};
+  GPT2 model(config);
+  model.to(device);
+  model.set_ops(ops);
+  std::vector<int64_t> tokens(5);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>(i);
+  const Tensor idx = from_vector(tokens, {1, 5}).to(device);
+  try {
+    autograd::backward(model.loss(idx, idx));
+  } catch (const NotImplemented& e) {
+    return e.what();
+  }
+  return "";
+}
+
+namespace {
+
+std::function<std::unique_ptr<StepProfiler>(Device)>& step_profiler_factory() {
+  static std::function<std::unique_ptr<StepProfiler>(Device)> factory;
+  return factory;
+}
+
+}  // namespace
+
+bool register_step_profiler(std::function<std::unique_ptr<StepProfiler>(Device)> factory) {
+  TT_CHECK(static_cast<bool>(factory), "register_step_profiler: no factory");
+  TT_CHECK(!step_profiler_factory(),
+           "register_step_profiler: a step profiler is already "
+           "registered (one chapter provides it)");
+  step_profiler_factory() = std::move(factory);
+  return true;
+}
+
+std::unique_ptr<StepProfiler> make_step_profiler(Device device) {
+  const auto& factory = step_profiler_factory();
+  return factory ? factory(device) : nullptr;
 }
 
 ModelOps reference_model_ops() {
