@@ -64,6 +64,13 @@ void write_tiny_dataset(const std::string& dir) {
 }
 
 /// The model train_gpt2 builds from the options below (V = 257 padded to a multiple of 64).
+/// The options every run of these tests shares: the model of app_config() on the data of
+/// write_tiny_dataset(data), one thread, short samples.
+std::string tiny_run_options(const std::string& data) {
+  return "--data '" + data + "' --device cpu --threads 1 --layers 1 --heads 2 --channels 16 " +
+         "--B 2 --T 8 --warmup 1 --eval-batches 1 --sample-tokens 2 ";
+}
+
 GPT2Config app_config() {
   return {.block_size = 8,
           .vocab_size = 257,
@@ -85,10 +92,7 @@ TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) 
   const test09::TempDir dir;
   const std::string data = dir.file("data"), out = dir.file("run");
   write_tiny_dataset(data);
-  // The options of every run: the model of app_config(), one thread, short samples.
-  const std::string base = "--data '" + data + "' --device cpu --threads 1 --layers 1 " +
-                           "--heads 2 --channels 16 --B 2 --T 8 --warmup 1 --eval-batches 1 " +
-                           "--sample-tokens 2 --checkpoint-every 1 ";
+  const std::string base = tiny_run_options(data) + "--checkpoint-every 1 ";
   const std::string ckpt_path = out + "/checkpoint.ttckpt";
 
   // 1. Three good steps, a checkpoint after each: the last good state is step 3's.
@@ -172,9 +176,8 @@ TEST(Ch09_TrainSafety, ARunKilledAndResumedLogsEachStepOnce) {
   const std::string data = dir.file("data");
   write_tiny_dataset(data);
   // 10 steps, checkpoints at 3, 6 and 9, validation rows at 0, 2, 4, ..., 10.
-  const std::string base = "--data '" + data + "' --device cpu --threads 1 --layers 1 " +
-                           "--heads 2 --channels 16 --B 2 --T 8 --warmup 1 --eval-batches 1 " +
-                           "--eval-every 2 --sample-tokens 2 --checkpoint-every 3 --steps 10 ";
+  const std::string base =
+      tiny_run_options(data) + "--eval-every 2 --checkpoint-every 3 --steps 10 ";
 
   const std::string full = dir.file("full");
   const RunResult uninterrupted =
@@ -235,9 +238,7 @@ TEST(Ch09_TrainOps, FlagsChooseTheOpsAndTheLogSaysWhich) {
   const test09::TempDir dir;
   const std::string data = dir.file("data");
   write_tiny_dataset(data);
-  const std::string base = "--data '" + data + "' --device cpu --threads 1 --layers 1 " +
-                           "--heads 2 --channels 16 --B 2 --T 8 --warmup 1 --eval-batches 1 " +
-                           "--sample-tokens 2 --steps 3 --lr 1e-3 ";
+  const std::string base = tiny_run_options(data) + "--steps 3 --lr 1e-3 ";
   const RunResult naive =
       run_program(app, base + "--attention naive --fused off --out '" + dir.file("naive") + "'",
                   dir.file("naive.log"));

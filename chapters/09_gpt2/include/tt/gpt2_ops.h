@@ -103,7 +103,9 @@ ModelOps reference_model_ops();
 
 }  // namespace tt::gpt2
 
+/// Pastes two tokens (helper of TT_MODEL_OPS_CONCAT).
 #define TT_MODEL_OPS_CONCAT_INNER(a, b) a##b
+/// Pastes two tokens after expanding them (e.g. __LINE__), for TT_REGISTER_MODEL_OPS.
 #define TT_MODEL_OPS_CONCAT(a, b) TT_MODEL_OPS_CONCAT_INNER(a, b)
 /// Registers a ModelOps factory under `name` at static-initialization time (the chapter
 /// libraries are linked whole-archive, so the registration is never dropped by the linker).

@@ -64,9 +64,12 @@ struct FlashLayout {
 
 /// The geometry of one call of a FlashAttention kernel.
 struct FlashGeometry {
-  int64_t B = 0, NH = 0, T = 0, hs = 0;  ///< the shape [B, NH, T, hs]
-  FlashLayout qkv;                       ///< layout of q, k, v (and of dq, dk, dv)
-  FlashLayout out;                       ///< layout of out (and of dout)
+  int64_t B = 0;    ///< batch
+  int64_t NH = 0;   ///< heads
+  int64_t T = 0;    ///< sequence length
+  int64_t hs = 0;   ///< head size
+  FlashLayout qkv;  ///< layout of q, k, v (and of dq, dk, dv)
+  FlashLayout out;  ///< layout of out (and of dout)
 };
 
 /// Checks the tensors of a FlashAttention kernel call (`op` names it in errors) and returns
