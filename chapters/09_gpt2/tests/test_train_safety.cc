@@ -64,6 +64,15 @@ void write_tiny_dataset(const std::string& dir) {
 }
 
 /// The model train_gpt2 builds from the options below (V = 257 padded to a multiple of 64).
+/// What every test of train_gpt2 starts with: the app (next to the test binary; empty when
+/// it was not built), a temporary directory, and write_tiny_dataset() in its "data".
+struct AppRun {
+  AppRun() : app(program_path("train_gpt2")), data(dir.file("data")) { write_tiny_dataset(data); }
+  std::string app;
+  test09::TempDir dir;
+  std::string data;
+};
+
 /// The options every run of these tests shares: the model of app_config() on the data of
 /// write_tiny_dataset(data), one thread, short samples.
 std::string tiny_run_options(const std::string& data) {
@@ -86,12 +95,11 @@ GPT2Config app_config() {
 }
 
 TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) {
-  const std::string app = program_path("train_gpt2");
-  ASSERT_FALSE(app.empty())
+  const AppRun run;
+  ASSERT_FALSE(run.app.empty())
       << "train_gpt2 is not next to the test binary (build target train_gpt2)";
-  const test09::TempDir dir;
-  const std::string data = dir.file("data"), out = dir.file("run");
-  write_tiny_dataset(data);
+  const std::string &app = run.app, &data = run.data, out = run.dir.file("run");
+  const test09::TempDir& dir = run.dir;
   const std::string base = tiny_run_options(data) + "--checkpoint-every 1 ";
   const std::string ckpt_path = out + "/checkpoint.ttckpt";
 
@@ -169,12 +177,11 @@ std::vector<std::vector<std::string>> reproducible_columns(const std::string& pa
 }
 
 TEST(Ch09_TrainSafety, ARunKilledAndResumedLogsEachStepOnce) {
-  const std::string app = program_path("train_gpt2");
-  ASSERT_FALSE(app.empty())
+  const AppRun run;
+  ASSERT_FALSE(run.app.empty())
       << "train_gpt2 is not next to the test binary (build target train_gpt2)";
-  const test09::TempDir dir;
-  const std::string data = dir.file("data");
-  write_tiny_dataset(data);
+  const std::string &app = run.app, &data = run.data;
+  const test09::TempDir& dir = run.dir;
   // 10 steps, checkpoints at 3, 6 and 9, validation rows at 0, 2, 4, ..., 10.
   const std::string base =
       tiny_run_options(data) + "--eval-every 2 --checkpoint-every 3 --steps 10 ";
@@ -232,12 +239,11 @@ TEST(Ch09_TrainOps, FlagsChooseTheOpsAndTheLogSaysWhich) {
   // explicit --attention flash is refused). The start of the log names the ops; the fast and
   // the reference runs train the same model: their losses agree to float32 rounding (attention
   // sums in another order; 3 AdamW steps at lr 1e-3 keep that at ~1e-6 of the loss).
-  const std::string app = program_path("train_gpt2");
-  ASSERT_FALSE(app.empty())
+  const AppRun run;
+  ASSERT_FALSE(run.app.empty())
       << "train_gpt2 is not next to the test binary (build target train_gpt2)";
-  const test09::TempDir dir;
-  const std::string data = dir.file("data");
-  write_tiny_dataset(data);
+  const std::string &app = run.app, &data = run.data;
+  const test09::TempDir& dir = run.dir;
   const std::string base = tiny_run_options(data) + "--steps 3 --lr 1e-3 ";
   const RunResult naive =
       run_program(app, base + "--attention naive --fused off --out '" + dir.file("naive") + "'",
