@@ -47,15 +47,12 @@ struct HeadShape {
 
 bool g_profile = false;  // --profile
 
-/// Prints the per-op profile (by op and shapes) of one call of `step` on `device`.
+/// Prints the per-op profile of one call of `step` on `device` (by op, then by op and shapes).
 template <typename Step>
 void print_profile(Device device, const std::string& name, const Step& step) {
   prof::Profiler profiler(device);
   const prof::Peaks peaks = bench::profile_step(profiler, device, step);
-  const auto rows = prof::read_profile(profiler.op_stats(prof::Profiler::GroupBy::kOpAndShapes),
-                                       profiler.step_seconds(), peaks);
-  std::printf("\nPer-op profile of one iteration of %s:\n%s\n", name.c_str(),
-              prof::format_profile_table(rows, profiler.step_seconds(), peaks, 12).c_str());
+  std::printf("\n%s\n", prof::profile_report(profiler, peaks, "one iteration of " + name).c_str());
   std::fflush(stdout);
 }
 

@@ -1,16 +1,15 @@
 // Profiling one step for the --profile flag of the chapter 10 benchmarks (bench_gpt2_step,
-// bench_classifier): the per-op profiler of tt/profiler.h around a step, and the roofline peaks
-// of the precision in use. Include only from benchmarks linked with chapter 10.
+// bench_classifier): the per-op profiler of tt/profiler.h around a step. Include only from
+// benchmarks linked with chapter 10.
 #pragma once
 
-#include "tt/cuda_matmul.h"
 #include "tt/profiler.h"
 
 namespace tt::bench {
 
 /// Runs `step` under `profiler` twice (the first run fills the profiler's CUDA event pool) and
-/// returns the peaks to read the second run's profile against: the H100's for the current
-/// precision (TF32 or fp32) on CUDA, none (unknown) on the CPU.
+/// returns the peaks to read the second run's profile against (prof::default_peaks: the H100's
+/// for the current precision on CUDA, none on the CPU).
 template <typename Step>
 prof::Peaks profile_step(prof::Profiler& profiler, Device device, const Step& step) {
   for (int i = 0; i < 2; ++i) {
@@ -18,7 +17,7 @@ prof::Peaks profile_step(prof::Profiler& profiler, Device device, const Step& st
     step();
     profiler.stop();
   }
-  return !device.is_cuda() ? prof::Peaks{} : cuda::allow_tf32() ? prof::kH100Tf32 : prof::kH100Fp32;
+  return prof::default_peaks(device);
 }
 
 }  // namespace tt::bench
