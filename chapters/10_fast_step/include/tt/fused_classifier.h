@@ -49,7 +49,6 @@
 
 #include <cstdint>
 
-#include "tt/gpt2_ops.h"
 #include "tt/tensor.h"
 
 namespace tt {
@@ -155,11 +154,3 @@ void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Te
 }  // namespace cuda
 
 }  // namespace tt
-
-namespace tt::fast {
-
-/// Sets ops.classifier_loss to fused_classifier_loss (default options): the fused classifier's
-/// part of the "fast" set of GPT-2 operations.
-void install_classifier(gpt2::ModelOps& ops);
-
-}  // namespace tt::fast
