@@ -129,7 +129,9 @@ namespace cpu {
 template <typename T>
 T classifier_row_xent(T* row, int64_t vocab_size, int64_t target, T scale);
 
+/// classifier_row_xent for float32 rows (instantiated in fused_classifier_cpu.cc).
 extern template float classifier_row_xent<float>(float*, int64_t, int64_t, float);
+/// classifier_row_xent for float64 rows (instantiated in fused_classifier_cpu.cc).
 extern template double classifier_row_xent<double>(double*, int64_t, int64_t, double);
 
 /// The CPU kernel "classifier_xent_rows": classifier_row_xent on every row, in parallel.
