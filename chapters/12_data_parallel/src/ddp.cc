@@ -40,10 +40,10 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<Bucket> buckets, Proces
     TT_CHECK(offset == bucket.numel, "Reducer: bucket ", b, " says ", bucket.numel,
              " elements, its entries hold ", offset);
     // On the parameters' device: with CUDA parameters the all-reduce goes through NCCL.
-    buffers_.push_back(empty({bucket.numel}, {.dtype = bucket.dtype,
-                                              .device = params_[static_cast<std::size_t>(
-                                                                    bucket.entries[0].param)]
-                                                            .device()}));
+    buffers_.push_back(
+        empty({bucket.numel},
+              {.dtype = bucket.dtype,
+               .device = params_[static_cast<std::size_t>(bucket.entries[0].param)].device()}));
   }
   for (std::size_t i = 0; i < n; ++i) {
     TT_CHECK(bucket_of_[i] >= 0, "Reducer: parameter ", i, " (", params_[i].describe(),
@@ -127,7 +127,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   const std::vector<Tensor> params = module_->parameters();
   for (std::size_t i = 0; i < params.size(); ++i) {
     hooks_.push_back(autograd::register_post_accumulate_grad_hook(
-        params[i], [this, i](const Tensor&) { reducer_.mark_grad_ready(static_cast<int64_t>(i)); }));
+        params[i],
+        [this, i](const Tensor&) { reducer_.mark_grad_ready(static_cast<int64_t>(i)); }));
   }
 }
 

@@ -217,8 +217,8 @@ void ProcessGroup::check_peer(const char* call, int peer) const {
 Backend& ProcessGroup::backend_for(const Tensor& t) {
   if (!t.device().is_cuda()) return *backend_;
   if (!cuda_backend_) cuda_backend_ = make_nccl_backend(*backend_);
-  TT_CHECK(t.device().index == cuda_backend_->local_rank(), "tt::dist (", where(), "): ",
-           t.describe(), " is on another GPU than this rank's NCCL communicator (cuda:",
+  TT_CHECK(t.device().index == cuda_backend_->local_rank(), "tt::dist (", where(),
+           "): ", t.describe(), " is on another GPU than this rank's NCCL communicator (cuda:",
            cuda_backend_->local_rank(), ", the rank on this machine)");
   return *cuda_backend_;
 }
@@ -227,8 +227,12 @@ void ProcessGroup::check_agreement(int64_t code, const Tensor& t, int64_t root, 
   if (world_size_ == 1) return;
   const char* call = call_name(code);
   const int64_t device = t.defined() ? static_cast<int64_t>(t.device().type) : -1;
-  const std::vector<int64_t> mine = {code, t.defined() ? static_cast<int64_t>(t.dtype()) : -1,
-                                     t.defined() ? t.numel() : 0, root, op, device};
+  const std::vector<int64_t> mine = {code,
+                                     t.defined() ? static_cast<int64_t>(t.dtype()) : -1,
+                                     t.defined() ? t.numel() : 0,
+                                     root,
+                                     op,
+                                     device};
   std::vector<int64_t> lo, hi;
   {
     Watchdog::Scope scope(*watchdog_, detail::str(call, "'s agreement check"), timeout_s_);
@@ -279,7 +283,8 @@ std::unique_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp o
   Backend& backend = backend_for(t);
   check_agreement(kAllReduce, t, 0, static_cast<int64_t>(op));
   const bool divide = op == ReduceOp::kAvg && !backend.native_avg();
-  std::string what = detail::str("all_reduce_async(", reduce_op_name(op), ") of ", describe_elems(t));
+  std::string what =
+      detail::str("all_reduce_async(", reduce_op_name(op), ") of ", describe_elems(t));
   std::unique_ptr<BackendWork> work;
   const auto started = std::chrono::steady_clock::now();
   {

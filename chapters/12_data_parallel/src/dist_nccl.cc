@@ -79,9 +79,10 @@ class NcclBackend final : public Backend {
         size_(bootstrap.world_size()),
         device_(bootstrap.local_rank()) {
     const int gpus = cuda::device_count();
-    TT_CHECK(device_ < gpus, "tt::dist nccl (rank ", rank_, " of ", size_, "): this rank is number ",
-             device_, " on its machine and needs GPU ", device_, ", but the machine has ", gpus,
-             " GPU(s); start at most ", gpus, " rank(s) per machine for CUDA tensors");
+    TT_CHECK(device_ < gpus, "tt::dist nccl (rank ", rank_, " of ", size_,
+             "): this rank is number ", device_, " on its machine and needs GPU ", device_,
+             ", but the machine has ", gpus, " GPU(s); start at most ", gpus,
+             " rank(s) per machine for CUDA tensors");
     // NVLink SHARP (multicast) is not available on every multi-GPU machine and makes
     // ncclCommInitRank fail there; the user's own setting wins.
     setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
@@ -137,19 +138,23 @@ class NcclBackend final : public Backend {
   }
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
     run("ncclReduceScatter",
-        detail::str(describe("reduce_scatter", input, op), " into ", output.describe()), [&] {
+        detail::str(describe("reduce_scatter", input, op), " into ", output.describe()),
+        [&] {
           return ncclReduceScatter(input.data_ptr(), output.data_ptr(),
                                    static_cast<size_t>(output.numel()), nccl_type(output.dtype()),
                                    nccl_op(op), comm_, stream_);
-        })->wait();
+        })
+        ->wait();
   }
   void all_gather(const Tensor& output, const Tensor& input) override {
     run("ncclAllGather",
-        detail::str("all_gather of ", input.describe(), " into ", output.describe()), [&] {
+        detail::str("all_gather of ", input.describe(), " into ", output.describe()),
+        [&] {
           return ncclAllGather(input.data_ptr(), output.data_ptr(),
                                static_cast<size_t>(input.numel()), nccl_type(input.dtype()), comm_,
                                stream_);
-        })->wait();
+        })
+        ->wait();
   }
   // A one-element all-reduce every rank must join, then the host waits for the NCCL stream.
   void barrier() override {

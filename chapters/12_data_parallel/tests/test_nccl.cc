@@ -27,10 +27,10 @@ std::string why_no_nccl(const ProcessGroup& g) {
   return "";
 }
 
-#define SKIP_WITHOUT_NCCL(g)                              \
-  do {                                                    \
-    const std::string why_ = why_no_nccl(g);              \
-    if (!why_.empty()) GTEST_SKIP() << why_;              \
+#define SKIP_WITHOUT_NCCL(g)                 \
+  do {                                       \
+    const std::string why_ = why_no_nccl(g); \
+    if (!why_.empty()) GTEST_SKIP() << why_; \
   } while (0)
 
 Device gpu(const ProcessGroup& g) {
@@ -71,8 +71,8 @@ TEST(Ch12_CollectivesCudaMpi, BroadcastReduceScatterAllGatherBarrier) {
   const int N = g.world_size(), r = g.rank();
   Tensor b = rank_values(6, r, DType::kFloat32, gpu(g));
   g.broadcast(b, N - 1);
-  EXPECT_TENSOR_NEAR(b.to(Device::cpu()), rank_values(6, N - 1, DType::kFloat32, Device::cpu()),
-                     0, 0);
+  EXPECT_TENSOR_NEAR(b.to(Device::cpu()), rank_values(6, N - 1, DType::kFloat32, Device::cpu()), 0,
+                     0);
   Tensor in = rank_values(3 * N, r, DType::kFloat64, gpu(g));
   Tensor out = zeros({3}, {.dtype = DType::kFloat64, .device = gpu(g)});
   g.reduce_scatter(out, in, ReduceOp::kSum);
@@ -101,9 +101,10 @@ TEST(Ch12_CollectivesCudaMpi, AsyncAllReduceIsOrderedBeforeLaterKernels) {
   const int64_t n = 1 << 22;
   Tensor t = rank_values(n, g.rank(), DType::kFloat32, gpu(g));
   std::unique_ptr<Work> work = g.all_reduce_async(t, ReduceOp::kAvg);
-  work->wait();                    // the compute stream now waits for NCCL
-  Tensor doubled = add(t, t);      // a kernel on the compute stream: sees the average
-  const Tensor expected = mul(div(summed_values(n, N, DType::kFloat64), N), 2.0).to(DType::kFloat32);
+  work->wait();                // the compute stream now waits for NCCL
+  Tensor doubled = add(t, t);  // a kernel on the compute stream: sees the average
+  const Tensor expected =
+      mul(div(summed_values(n, N, DType::kFloat64), N), 2.0).to(DType::kFloat32);
   EXPECT_TENSOR_NEAR(doubled.to(Device::cpu()), expected, 0, 1e-6);
   EXPECT_TRUE(work->is_completed());  // the copy to the host synchronized
   EXPECT_LE(work->started(), work->finished());
@@ -141,7 +142,9 @@ TEST(Ch12_ProcessGroupCuda, ErrorsNameTheCollectiveAndTheTensors) {
        {"reduce_scatter", "different devices", "rank 0 of 1"}},
       {"point-to-point", [&] { g.send(on_gpu, 0); }, {"send", "GPU", "CPU tensors only"}},
       {"avg of int64",
-       [&] { g.all_reduce(zeros({2}, {.dtype = DType::kInt64, .device = gpu(g)}), ReduceOp::kAvg); },
+       [&] {
+         g.all_reduce(zeros({2}, {.dtype = DType::kInt64, .device = gpu(g)}), ReduceOp::kAvg);
+       },
        {"all_reduce", "avg", "int64"}},
   });
 }

@@ -39,7 +39,7 @@ int64_t shape_numel(const Shape& shape);
 namespace autograd {
 class Node;
 struct PostAccumulateGradHooks;
-}
+}  // namespace autograd
 
 /// A block of device memory shared by a tensor and all its views.
 class Storage {

@@ -123,16 +123,16 @@ class Reducer {
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
   ProcessGroup& group_;
-  std::vector<Tensor> buffers_;              // one flat buffer per bucket
-  std::vector<int64_t> bucket_of_;           // parameter -> bucket
-  std::vector<int64_t> pending_;             // bucket -> parameters not yet ready
-  std::vector<char> ready_;                  // parameter -> marked in this backward
-  int64_t next_bucket_ = 0;                  // first bucket not yet reduced
-  std::vector<int64_t> reduced_order_;       // this backward (reduce_bucket appends)
-  std::vector<int64_t> last_reduced_order_;  // the last completed backward
+  std::vector<Tensor> buffers_;               // one flat buffer per bucket
+  std::vector<int64_t> bucket_of_;            // parameter -> bucket
+  std::vector<int64_t> pending_;              // bucket -> parameters not yet ready
+  std::vector<char> ready_;                   // parameter -> marked in this backward
+  int64_t next_bucket_ = 0;                   // first bucket not yet reduced
+  std::vector<int64_t> reduced_order_;        // this backward (reduce_bucket appends)
+  std::vector<int64_t> last_reduced_order_;   // the last completed backward
   std::vector<std::unique_ptr<Work>> works_;  // bucket -> its all-reduce in flight
-  std::vector<BucketTiming> timeline_;       // this backward
-  std::vector<BucketTiming> last_timeline_;  // the last completed backward
+  std::vector<BucketTiming> timeline_;        // this backward
+  std::vector<BucketTiming> last_timeline_;   // the last completed backward
   std::chrono::steady_clock::time_point finalize_called_, finalize_returned_;
   int64_t num_reductions_ = 0;
   bool enabled_ = true;
