@@ -14,8 +14,8 @@
 namespace tt::dist {
 namespace {
 
-/// Why `g` cannot run CUDA collectives here, or "" when it can.
-std::string why_no_nccl(const ProcessGroup& g) {
+/// Why this rank cannot run CUDA collectives, or "" when it can.
+std::string local_reason(const ProcessGroup& g) {
   if (!ProcessGroup::built_with_nccl()) return "built without NCCL";
   const int gpus = cuda_device_count();
   if (gpus == 0) return "no CUDA device";
@@ -25,6 +25,17 @@ std::string why_no_nccl(const ProcessGroup& g) {
            ": NCCL needs one GPU per rank (run with -np <= " + std::to_string(gpus) + ")";
   }
   return "";
+}
+
+/// Why `g` cannot run CUDA collectives, or "" when every rank can. The ranks decide together
+/// (a CPU all-reduce), so that they all skip or all run: a rank that skipped alone would leave
+/// the others waiting in a collective.
+std::string why_no_nccl(ProcessGroup& g) {
+  const std::string mine = local_reason(g);
+  Tensor able = full({1}, mine.empty() ? 1.0 : 0.0, {.dtype = DType::kInt64});
+  g.all_reduce(able);
+  if (able.at<int64_t>({0}) == g.world_size()) return "";
+  return mine.empty() ? "another rank has no GPU of its own (NCCL needs one GPU per rank)" : mine;
 }
 
 #define SKIP_WITHOUT_NCCL(g)                 \
