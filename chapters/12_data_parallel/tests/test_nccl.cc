@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "ch12_test_util.h"
 #include "tt/cuda_probe.h"
 #include "tt/ddp.h"
 #include "tt/dist.h"
@@ -48,60 +49,19 @@ Device gpu(const ProcessGroup& g) {
   return Device::cuda(g.local_rank());
 }
 
-/// t[i] = 1000 * (rank + 1) + i as `dtype`, on `device`.
-Tensor rank_values(int64_t n, int rank, DType dtype, Device device) {
-  return add(arange(0, static_cast<double>(n)), 1000.0 * (rank + 1)).to(dtype).to(device);
-}
-
-/// The sum over `world` ranks of rank_values (on the CPU).
-Tensor summed_values(int64_t n, int world, DType dtype) {
-  return add(mul(arange(0, static_cast<double>(n)), static_cast<double>(world)),
-             1000.0 * world * (world + 1) / 2)
-      .to(dtype);
-}
+using ch12_test::rank_values;
+using ch12_test::summed_values;
 
 TEST(Ch12_CollectivesCudaMpi, AllReduceSumAndAvg) {
   ProcessGroup& g = world();
   SKIP_WITHOUT_NCCL(g);
-  const int N = g.world_size();
-  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kInt64}) {
-    Tensor t = rank_values(1001, g.rank(), dtype, gpu(g));
-    g.all_reduce(t, ReduceOp::kSum);
-    EXPECT_TENSOR_NEAR(t.to(Device::cpu()), summed_values(1001, N, dtype), 0, 0)
-        << dtype_name(dtype);
-  }
-  Tensor a = rank_values(5, g.rank(), DType::kFloat64, gpu(g)).view({5, 1});
-  g.all_reduce(a, ReduceOp::kAvg);  // ncclAvg
-  EXPECT_TENSOR_NEAR(a.to(Device::cpu()), div(summed_values(5, N, DType::kFloat64), N).view({5, 1}),
-                     0, 1e-15);
+  ch12_test::expect_all_reduce_sum_and_avg(g, gpu(g), 1001);  // avg through ncclAvg
 }
 
 TEST(Ch12_CollectivesCudaMpi, BroadcastReduceScatterAllGatherBarrier) {
   ProcessGroup& g = world();
   SKIP_WITHOUT_NCCL(g);
-  const int N = g.world_size(), r = g.rank();
-  Tensor b = rank_values(6, r, DType::kFloat32, gpu(g));
-  g.broadcast(b, N - 1);
-  EXPECT_TENSOR_NEAR(b.to(Device::cpu()), rank_values(6, N - 1, DType::kFloat32, Device::cpu()), 0,
-                     0);
-  Tensor in = rank_values(3 * N, r, DType::kFloat64, gpu(g));
-  Tensor out = zeros({3}, {.dtype = DType::kFloat64, .device = gpu(g)});
-  g.reduce_scatter(out, in, ReduceOp::kSum);
-  EXPECT_TENSOR_NEAR(out.to(Device::cpu()),
-                     summed_values(3 * N, N, DType::kFloat64).narrow(0, 3 * r, 3), 0, 0);
-  g.reduce_scatter(out, in, ReduceOp::kAvg);
-  EXPECT_TENSOR_NEAR(out.to(Device::cpu()),
-                     div(summed_values(3 * N, N, DType::kFloat64), N).narrow(0, 3 * r, 3), 0,
-                     1e-15);
-  Tensor mine = full({2}, r, {.dtype = DType::kInt64, .device = gpu(g)});
-  Tensor all = zeros({2 * N}, {.dtype = DType::kInt64, .device = gpu(g)});
-  g.all_gather(all, mine);
-  const Tensor host = all.to(Device::cpu());
-  for (int q = 0; q < N; ++q) {
-    EXPECT_EQ(host.at<int64_t>({2 * q}), q);
-    EXPECT_EQ(host.at<int64_t>({2 * q + 1}), q);
-  }
-  g.barrier();
+  ch12_test::expect_broadcast_reduce_scatter_all_gather(g, gpu(g));
 }
 
 TEST(Ch12_CollectivesCudaMpi, AsyncAllReduceIsOrderedBeforeLaterKernels) {
