@@ -11,7 +11,6 @@
 namespace tt::dist {
 namespace {
 
-
 TEST(Ch12_CollectivesMpi, AllReduceSumAndAvg) {
   ch12_test::expect_all_reduce_sum_and_avg(world(), Device::cpu(), 7);
 }
