@@ -108,21 +108,13 @@ void profile_one_step(Device device, const std::string& mode, const StepShape& s
     step();
     profiler.stop();
   }
-  const prof::Peaks peaks = !device.is_cuda()    ? prof::Peaks{}
-                            : cuda::allow_tf32() ? prof::kH100Tf32
-                                                 : prof::kH100Fp32;
-  const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
+  const prof::Peaks peaks = prof::default_peaks(device);
   const std::string name = "gpt2_train_step/" + mode + "/" + s.args();
-  std::printf("\nPer-op profile of one steady-state step of %s (%zu kernel calls):\n%s\n",
-              name.c_str(), profiler.records().size(),
-              prof::format_profile_table(rows, profiler.step_seconds(), peaks).c_str());
-  // The same calls per op and input shapes: which GEMM, which attention tensor.
-  const auto by_shape = prof::read_profile(profiler.op_stats(prof::Profiler::GroupBy::kOpAndShapes),
-                                           profiler.step_seconds(), peaks);
-  std::printf("The same step by op and input shapes (top 15):\n%s\n",
-              prof::format_profile_table(by_shape, profiler.step_seconds(), peaks, 15).c_str());
+  std::printf("\n%s\n",
+              prof::profile_report(profiler, peaks, "one steady-state step of " + name).c_str());
   if (!g_profile.json_dir.empty()) {
     const std::string path = g_profile.json_dir + "/profile_" + mode + "_" + s.args() + ".json";
+    const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
     std::ofstream(path) << prof::profile_json(rows, profiler.step_seconds(), peaks) << '\n';
     std::printf("wrote %s\n", path.c_str());
   }
