@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -80,8 +81,30 @@ unsigned grid_size(int64_t n, int threads, int index) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, resident)));
 }
 
+// ----- host synchronizations ----------------------------------------------------------------
+
+namespace {
+std::atomic<int64_t>& sync_counter() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
+}  // namespace
+
+int64_t host_sync_count() {
+  return sync_counter().load();
+}
+
+void reset_host_sync_count() {
+  sync_counter().store(0);
+}
+
+void count_host_sync() {
+  sync_counter().fetch_add(1);
+}
+
 void synchronize(int index) {
   DeviceGuard guard(index);
+  count_host_sync();
   TT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -108,6 +131,7 @@ class CudaRawAllocator final : public RawAllocator {
     int previous = -1;
     (void)cudaGetDevice(&previous);
     (void)cudaSetDevice(index_);
+    count_host_sync();    // cudaFree waits for the device
     (void)cudaFree(ptr);  // cannot report from here (called from destructors)
     (void)cudaSetDevice(previous);
     (void)cudaGetLastError();
@@ -171,6 +195,103 @@ void empty_cache() {
   for (int i = 0; i < device_count(); ++i) allocators(i).caching.empty_cache();
 }
 
+void reset_peak_memory_stats(int index) {
+  DeviceAllocators& a = allocators(index);
+  a.caching.reset_peak();
+  a.uncached.reset_peak();
+}
+
+// ----- the staging ring of host-to-device copies ---------------------------------------------
+
+namespace {
+
+/// Pinned host memory used as a ring: copy() writes the host data into the next slot, queues an
+/// asynchronous copy from the slot and records an event behind it. A slot is written again only
+/// after the events of every copy that used its bytes have completed (they complete in order:
+/// one stream per device), so the caller's buffer may die at once and nothing waits in the
+/// steady state.
+class StagingRing {
+ public:
+  static constexpr std::size_t kBytes = std::size_t{32} << 20;
+  static constexpr std::size_t kAlign = 256;
+
+  explicit StagingRing(int index) : index_(index) {}
+  StagingRing(const StagingRing&) = delete;
+  StagingRing& operator=(const StagingRing&) = delete;
+  // Never destroyed (see allocators()): the driver reclaims pinned memory at exit.
+
+  /// Copies `nbytes` from `src` (host) to `dst` (device index_) without waiting for the device;
+  /// false (nothing done) when nbytes is larger than half the ring. DeviceGuard held by caller.
+  bool copy(void* dst, const void* src, std::size_t nbytes) {
+    if (nbytes > kBytes / 2) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (base_ == nullptr) TT_CUDA_CHECK(cudaHostAlloc(&base_, kBytes, cudaHostAllocDefault));
+    const std::size_t size = (nbytes + kAlign - 1) / kAlign * kAlign;
+    if (head_ + size > kBytes) head_ = 0;  // wrap: slots always lie in one piece
+    const std::size_t begin = head_, end = head_ + size;
+    // Drop the copies that are done (no waiting), then wait for the newest copy that still
+    // reads [begin, end): the ones before it on the stream are then done too.
+    while (!in_flight_.empty() && cudaEventQuery(in_flight_.front().done) == cudaSuccess) {
+      retire_front();
+    }
+    (void)cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
+    std::size_t last = in_flight_.size();
+    for (std::size_t i = 0; i < in_flight_.size(); ++i) {
+      if (in_flight_[i].begin < end && begin < in_flight_[i].end) last = i;
+    }
+    if (last < in_flight_.size()) {
+      count_host_sync();
+      TT_CUDA_CHECK(cudaEventSynchronize(in_flight_[last].done));
+      for (std::size_t i = 0; i <= last; ++i) retire_front();
+    }
+    char* slot = static_cast<char*>(base_) + begin;
+    std::memcpy(slot, src, nbytes);
+    TT_CUDA_CHECK(
+        cudaMemcpyAsync(dst, slot, nbytes, cudaMemcpyHostToDevice, stream(index_)));
+    cudaEvent_t done = nullptr;
+    if (spare_events_.empty()) {
+      TT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    } else {
+      done = spare_events_.back();
+      spare_events_.pop_back();
+    }
+    TT_CUDA_CHECK(cudaEventRecord(done, stream(index_)));
+    in_flight_.push_back({begin, end, done});
+    head_ = end;
+    return true;
+  }
+
+ private:
+  struct Slot {
+    std::size_t begin, end;
+    cudaEvent_t done;
+  };
+  void retire_front() {
+    spare_events_.push_back(in_flight_.front().done);
+    in_flight_.pop_front();
+  }
+
+  int index_;
+  std::mutex mutex_;
+  void* base_ = nullptr;
+  std::size_t head_ = 0;
+  std::deque<Slot> in_flight_;
+  std::vector<cudaEvent_t> spare_events_;
+};
+
+StagingRing& staging_ring(int index) {
+  check_device_index(index, "staging ring");
+  static std::mutex mutex;
+  static auto& table = *std::make_unique<std::vector<std::unique_ptr<StagingRing>>>().release();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (table.empty()) table.resize(static_cast<std::size_t>(device_count()));
+  auto& slot = table[static_cast<std::size_t>(index)];
+  if (!slot) slot = std::make_unique<StagingRing>(index);
+  return *slot;
+}
+
+}  // namespace
+
 // ----- the DeviceBackend of kCUDA ------------------------------------------------------------
 
 namespace {
@@ -186,14 +307,18 @@ class CudaBackend final : public DeviceBackend {
   void copy_from_host(void* dst, const void* src, std::size_t nbytes, int index) override {
     if (nbytes == 0) return;
     DeviceGuard guard(index);
+    if (staging_ring(index).copy(dst, src, nbytes)) return;  // no waiting
     TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream(index)));
-    // The host buffer may be a temporary that dies when we return: wait for the transfer.
+    // Too large to stage, and the host buffer may be a temporary that dies when we return:
+    // wait for the transfer.
+    count_host_sync();
     TT_CUDA_CHECK(cudaStreamSynchronize(stream(index)));
   }
   void copy_to_host(void* dst, const void* src, std::size_t nbytes, int index) override {
     if (nbytes == 0) return;
     DeviceGuard guard(index);
     TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream(index)));
+    count_host_sync();
     TT_CUDA_CHECK(cudaStreamSynchronize(stream(index)));  // the caller reads dst next
   }
   void fill(const Tensor& dst, double value) override { cuda::fill(dst, value); }

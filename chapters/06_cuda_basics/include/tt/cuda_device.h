@@ -84,8 +84,44 @@ CachingAllocator& caching_allocator(int index);
 AllocatorStats memory_stats(int index);
 /// Returns the cached blocks of every device to the driver (cudaFree).
 void empty_cache();
-/// Waits for all work queued on device `index`.
+/// Restarts the peak of memory_stats(index): `peak_allocated` becomes the bytes allocated now.
+/// With `num_system_allocs` (cudaMalloc calls) this measures one phase, e.g. one training step:
+/// @code
+///   cuda::reset_peak_memory_stats(0);
+///   const auto before = cuda::memory_stats(0);
+///   step();
+///   const auto after = cuda::memory_stats(0);
+///   // after.peak_allocated: the step's peak; after.num_system_allocs - before.num_system_allocs:
+///   // its cudaMalloc calls (0 in a steady state)
+/// @endcode
+void reset_peak_memory_stats(int index);
+/// Waits for all work queued on device `index` (counted as a host synchronization).
 void synchronize(int index);
+
+/// @name Host synchronizations
+/// Every place where this project's CUDA code makes the host wait for the GPU counts one *host
+/// synchronization*: synchronize() (cudaDeviceSynchronize); a copy to the host (a device-to-host
+/// cudaMemcpyAsync followed by cudaStreamSynchronize, e.g. Tensor::item()); a copy from the host
+/// that cannot be staged (see below); a wait for a staging slot that is still being copied; a
+/// cudaFree (which synchronizes the device); and the blocking calls that other code reports with
+/// count_host_sync() (the profiler's cudaEventSynchronize). While the host waits, it queues no
+/// work, so the GPU runs dry when the wait ends: a steady training step should do none until it
+/// reads its results at the end (chapter 10, "A step without waste").
+///
+/// **Copies from the host do not synchronize.** The CUDA backend copies host data into a pinned
+/// staging ring (32 MiB per device) on the host, queues an asynchronous copy from the ring to
+/// the device, and returns: the caller's buffer may die at once, and the ring slot is reused
+/// only after an event recorded behind its copy has completed. Copies larger than half the ring
+/// are made synchronously (and counted).
+/// @{
+/// Host synchronizations of all devices since the start or the last reset.
+int64_t host_sync_count();
+/// Sets host_sync_count() to 0.
+void reset_host_sync_count();
+/// Counts one host synchronization made outside the CUDA backend (code that calls
+/// cudaEventSynchronize, cudaStreamSynchronize, ... itself reports it here).
+void count_host_sync();
+/// @}
 
 }  // namespace tt::cuda
 

@@ -1,0 +1,104 @@
+// Chapter 10, "A step without waste": chapter 09's training step with its decisions (clipping,
+// the non-finite check) made on the device and its results read once, at the end (tt/fast_step.h).
+#include "tt/fast_step.h"
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/functional.h"
+
+#if TT_WITH_CUDA
+#include "tt/cuda_ops.h"
+#endif
+
+namespace tt::fast {
+
+PendingStep train_step_async(optim::Optimizer& optimizer,
+                             const std::function<Tensor(const Batch&)>& loss_of,
+                             const std::function<Batch()>& next_batch,
+                             const gpt2::TrainStepOptions& options) {
+  TT_CHECK(options.grad_accum_steps >= 1, "fast::train_step_async: grad_accum_steps must be >= 1, got ",
+           options.grad_accum_steps);
+#if TT_WITH_CUDA
+  // Token ids are checked by a kernel; finish_step reads the record.
+  cuda::IndexChecksGuard device_checks(cuda::IndexChecks::kDevice);
+#endif
+  PendingStep pending;
+  optimizer.zero_grad();
+  const double scale = 1.0 / static_cast<double>(options.grad_accum_steps);
+  Tensor loss_sum;  // float64 0-d on the loss's device: chapter 09's host double, kept there
+  for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
+    const Batch batch = next_batch();
+    const Tensor loss = loss_of(batch);
+    TT_CHECK(loss.defined() && loss.numel() == 1,
+             "fast::train_step_async: loss_of must return a one-element tensor, got ",
+             loss.describe());
+    {
+      autograd::NoGradGuard no_grad;
+      const Tensor term = mul(loss.detach().reshape({}).to(DType::kFloat64), scale);
+      loss_sum = loss_sum.defined() ? add(loss_sum, term) : term;
+    }
+    pending.tokens += batch.inputs.numel();
+    autograd::backward(mul(loss, scale));
+  }
+  std::vector<Tensor> params, grads;
+  for (const auto& group : optimizer.param_groups()) {
+    params.insert(params.end(), group.params.begin(), group.params.end());
+  }
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    TT_CHECK(g.is_contiguous() && g.device() == loss_sum.device(), "fast::train_step_async: gradient ",
+             g.describe(), " must be contiguous and on the loss's device (",
+             loss_sum.device().str(), ")");
+    grads.push_back(g);
+  }
+  const Device device = loss_sum.device();
+  const Tensor sumsq =
+      grads.empty() ? zeros({}, {DType::kFloat64, device})
+                    : call_kernel<optim::SumOfSquaresDeviceKernel>("sum_of_squares_device", device,
+                                                                   grads);
+  const double max_norm = options.max_grad_norm > 0 ? options.max_grad_norm : INFINITY;
+  pending.status = empty({3}, {DType::kFloat64, device});
+  call_kernel<optim::ClipAndCheckKernel>("clip_and_check_", device, grads, sumsq, max_norm,
+                                         loss_sum, pending.status);
+  optimizer.step_unless(pending.status.select(0, 2));  // no update where skip != 0
+  return pending;
+}
+
+PendingStep train_step_async(gpt2::GPT2& model, optim::Optimizer& optimizer,
+                             const std::function<Batch()>& next_batch,
+                             const gpt2::TrainStepOptions& options) {
+  const Device device = model.device();
+  return train_step_async(
+      optimizer,
+      [&](const Batch& b) { return model.loss(b.inputs.to(device), b.targets.to(device)); },
+      next_batch, options);
+}
+
+gpt2::TrainStepResult finish_step(optim::Optimizer& optimizer, const PendingStep& pending) {
+  TT_CHECK(pending.status.defined() && pending.status.numel() == 3,
+           "fast::finish_step: the pending step holds no status (was it made by "
+           "train_step_async?)");
+  const std::vector<double> s = pending.status.to(Device::cpu()).to_vector<double>();
+#if TT_WITH_CUDA
+  if (pending.status.device().is_cuda()) cuda::check_index_errors(pending.status.device().index);
+#endif
+  gpt2::TrainStepResult r;
+  r.loss = s[0];
+  r.grad_norm = s[1];
+  r.finite = s[2] == 0.0;
+  r.tokens = pending.tokens;
+  if (!r.finite) optimizer.rewind_step_count();  // the kernels made no update
+  return r;
+}
+
+gpt2::TrainStepResult train_step(gpt2::GPT2& model, optim::Optimizer& optimizer,
+                                 const std::function<Batch()>& next_batch,
+                                 const gpt2::TrainStepOptions& options) {
+  return finish_step(optimizer, train_step_async(model, optimizer, next_batch, options));
+}
+
+}  // namespace tt::fast
