@@ -10,17 +10,18 @@
 #include "tt/functional.h"
 
 #if TT_WITH_CUDA
+#include "tt/cuda_device.h"
 #include "tt/cuda_ops.h"
 #endif
 
 namespace tt::fast {
 
-PendingStep train_step_async(optim::Optimizer& optimizer,
-                             const std::function<Tensor(const Batch&)>& loss_of,
-                             const std::function<Batch()>& next_batch,
-                             const gpt2::TrainStepOptions& options) {
-  TT_CHECK(options.grad_accum_steps >= 1, "fast::train_step_async: grad_accum_steps must be >= 1, got ",
-           options.grad_accum_steps);
+PendingStep forward_backward_async(optim::Optimizer& optimizer,
+                                   const std::function<Tensor(const Batch&)>& loss_of,
+                                   const std::function<Batch()>& next_batch,
+                                   const gpt2::TrainStepOptions& options) {
+  TT_CHECK(options.grad_accum_steps >= 1,
+           "fast::train_step_async: grad_accum_steps must be >= 1, got ", options.grad_accum_steps);
 #if TT_WITH_CUDA
   // Token ids are checked by a kernel; finish_step reads the record.
   cuda::IndexChecksGuard device_checks(cuda::IndexChecks::kDevice);
@@ -64,6 +65,14 @@ PendingStep train_step_async(optim::Optimizer& optimizer,
   pending.status = empty({3}, {DType::kFloat64, device});
   call_kernel<optim::ClipAndCheckKernel>("clip_and_check_", device, grads, sumsq, max_norm,
                                          loss_sum, pending.status);
+  return pending;
+}
+
+PendingStep train_step_async(optim::Optimizer& optimizer,
+                             const std::function<Tensor(const Batch&)>& loss_of,
+                             const std::function<Batch()>& next_batch,
+                             const gpt2::TrainStepOptions& options) {
+  PendingStep pending = forward_backward_async(optimizer, loss_of, next_batch, options);
   optimizer.step_unless(pending.status.select(0, 2));  // no update where skip != 0
   return pending;
 }
@@ -99,6 +108,96 @@ gpt2::TrainStepResult train_step(gpt2::GPT2& model, optim::Optimizer& optimizer,
                                  const std::function<Batch()>& next_batch,
                                  const gpt2::TrainStepOptions& options) {
   return finish_step(optimizer, train_step_async(model, optimizer, next_batch, options));
+}
+
+// ----- GraphedTrainStep ------------------------------------------------------------------------
+
+struct GraphedTrainStep::Impl {
+  gpt2::GPT2& model;
+  optim::Optimizer& optimizer;
+  int64_t B, T;
+  gpt2::TrainStepOptions options;
+  int warmup;
+  int steps = 0;
+  std::vector<Batch> buffers;  // one fixed [B, T] pair per micro-batch, on the model's device
+  PendingStep captured_pending;
+#if TT_WITH_CUDA
+  std::unique_ptr<cuda::CudaGraph> graph;
+#endif
+
+  // forward_backward_async on the fixed buffers.
+  PendingStep run_on_buffers() {
+    std::size_t next = 0;
+    return forward_backward_async(
+        optimizer, [&](const Batch& b) { return model.loss(b.inputs, b.targets); },
+        [&] { return buffers[next++]; }, options);
+  }
+};
+
+GraphedTrainStep::GraphedTrainStep(gpt2::GPT2& model, optim::Optimizer& optimizer, int64_t B,
+                                   int64_t T, const gpt2::TrainStepOptions& options, int warmup)
+    : impl_(std::make_unique<Impl>(Impl{model, optimizer, B, T, options, warmup})) {
+#if TT_WITH_CUDA
+  const Device device = model.device();
+  TT_CHECK(device.is_cuda(), "fast::GraphedTrainStep: CUDA graphs need the model on a CUDA "
+           "device, got ", device.str());
+  TT_CHECK(B >= 1 && T >= 1 && options.grad_accum_steps >= 1 && warmup >= 0,
+           "fast::GraphedTrainStep: needs B, T, grad_accum_steps >= 1 and warmup >= 0, got B=", B,
+           " T=", T, " grad_accum_steps=", options.grad_accum_steps, " warmup=", warmup);
+  for (int64_t m = 0; m < options.grad_accum_steps; ++m) {
+    impl_->buffers.push_back({zeros({B, T}, {DType::kInt64, device}),
+                              zeros({B, T}, {DType::kInt64, device})});
+  }
+  impl_->graph = std::make_unique<cuda::CudaGraph>(device.index);
+#else
+  TT_CHECK(false, "fast::GraphedTrainStep: this build has no CUDA (CUDA graphs need a GPU)");
+#endif
+}
+
+GraphedTrainStep::~GraphedTrainStep() = default;
+
+PendingStep GraphedTrainStep::step(const std::function<Batch()>& next_batch) {
+  Impl& s = *impl_;
+  for (Batch& buffer : s.buffers) {
+    const Batch b = next_batch();
+    TT_CHECK(b.inputs.shape() == buffer.inputs.shape() &&
+                 b.targets.shape() == buffer.targets.shape(),
+             "fast::GraphedTrainStep::step: batches must be [", s.B, ", ", s.T, "], got inputs ",
+             b.inputs.describe(), " and targets ", b.targets.describe());
+    buffer.inputs.copy_(b.inputs);  // staged: the host does not wait
+    buffer.targets.copy_(b.targets);
+  }
+  PendingStep pending;
+#if TT_WITH_CUDA
+  if (s.steps < s.warmup) {
+    pending = s.run_on_buffers();
+  } else {
+    if (!s.graph->captured()) {
+      s.graph->capture([&] { s.captured_pending = s.run_on_buffers(); });
+    }
+    s.graph->replay();
+    pending = s.captured_pending;
+  }
+#endif
+  ++s.steps;
+  s.optimizer.step_unless(pending.status.select(0, 2));
+  return pending;
+}
+
+bool GraphedTrainStep::captured() const {
+#if TT_WITH_CUDA
+  return impl_->graph->captured();
+#else
+  return false;
+#endif
+}
+
+std::size_t GraphedTrainStep::graph_nodes() const {
+#if TT_WITH_CUDA
+  return impl_->graph->num_nodes();
+#else
+  return 0;
+#endif
 }
 
 }  // namespace tt::fast

@@ -19,6 +19,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "tt/backend.h"
 #include "tt/caching_allocator.h"
@@ -122,6 +125,55 @@ void reset_host_sync_count();
 /// cudaEventSynchronize, cudaStreamSynchronize, ... itself reports it here).
 void count_host_sync();
 /// @}
+
+/// A CUDA graph of the work one piece of host code queues on a device: captured once, replayed
+/// with one launch (no per-kernel launch cost, no host work in between).
+///
+/// During capture() the device's work goes to a private capture stream (stream() returns it),
+/// so nothing runs: the kernels, copies and memsets are recorded with their arguments, pointers
+/// included. Three things make that safe:
+///  - **Memory**: CUDA tensors allocated during the capture come from the graph's private pool,
+///    and their blocks stay reserved for the graph when they are freed (a replay writes them
+///    again); tensors that outlive the capture (e.g. gradients) keep their addresses, so the
+///    host reads the replay's results through them. The pool goes back to the caching
+///    allocator when the graph is destroyed.
+///  - **Host data**: copies from the host are staged in pinned buffers that the graph keeps, so
+///    each replay copies the same bytes again. Inputs that change from replay to replay must be
+///    copied (outside the capture) into device tensors that the captured work reads.
+///  - **No waiting**: anything that waits for the GPU during the capture (Tensor::item(), a copy
+///    to the host, synchronize()) throws tt::Error: a graph cannot contain a host decision.
+/// Replays run on the device's usual stream, ordered with all other work.
+class CudaGraph {
+ public:
+  /// An empty graph of device `index`.
+  explicit CudaGraph(int index);
+  /// Destroys the graph, frees its staging buffers and returns its pool to the allocator.
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  /// Records what `work` queues on the device (nothing runs). Throws tt::Error when a graph is
+  /// already captured, another capture is in progress, or `work` throws or does something a
+  /// graph cannot hold (the message names the cause); the graph stays empty then.
+  void capture(const std::function<void()>& work);
+  /// Queues one replay on the device's stream (does not wait). Throws when nothing is captured.
+  void replay();
+  /// True after a successful capture().
+  bool captured() const { return exec_ != nullptr; }
+  /// Nodes (kernels, copies, memsets) in the captured graph.
+  std::size_t num_nodes() const { return num_nodes_; }
+
+ private:
+  int index_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  std::size_t num_nodes_ = 0;
+  std::shared_ptr<void> pool_;           // the private memory pool (cuda_backend.cu)
+  std::vector<void*> pinned_;            // staging buffers of the captured host copies
+};
+
+/// True while a CudaGraph of device `index` is capturing.
+bool is_capturing(int index);
 
 }  // namespace tt::cuda
 

@@ -26,7 +26,9 @@
 /// @endcode
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "tt/dataloader.h"
 #include "tt/gpt2.h"
@@ -42,6 +44,15 @@ struct PendingStep {
   /// Tokens processed (B * T * grad_accum_steps).
   int64_t tokens = 0;
 };
+
+/// The step without its update: zero_grad; for each micro-batch the forward and the backward of
+/// loss / grad_accum_steps; then the gradient norm, the clipping and the finite check
+/// ("sum_of_squares_device", "clip_and_check_"), all on the device. train_step_async is this
+/// followed by Optimizer::step_unless; GraphedTrainStep captures exactly this part.
+PendingStep forward_backward_async(optim::Optimizer& optimizer,
+                                   const std::function<Tensor(const Batch&)>& loss_of,
+                                   const std::function<Batch()>& next_batch,
+                                   const gpt2::TrainStepOptions& options);
 
 /// gpt2::train_step (the generic one: any model, any device) without reading anything on the
 /// host: the same gradients, clipping and update, bit for bit, but the mean loss is accumulated
@@ -69,5 +80,39 @@ gpt2::TrainStepResult finish_step(optim::Optimizer& optimizer, const PendingStep
 gpt2::TrainStepResult train_step(gpt2::GPT2& model, optim::Optimizer& optimizer,
                                  const std::function<Batch()>& next_batch,
                                  const gpt2::TrainStepOptions& options);
+
+/// The step of a GPT-2 on a GPU as a CUDA graph (tt::cuda::CudaGraph): forward_backward_async
+/// is captured once and then replayed with one launch per step; the optimizer's update runs
+/// after the replay, outside the graph (one multi-tensor launch: its learning rate and bias
+/// corrections change every step, and a graph would replay the captured ones).
+///
+/// The graph reads its tokens from fixed device buffers: step() copies each micro-batch into
+/// them first (staged, no waiting). The first `warmup` steps run eagerly on the same buffers
+/// (they warm the caching allocator and create the cuBLAS handle); the next one captures and
+/// replays. Results are bit for bit those of train_step_async. Do not call zero_grad between
+/// steps: the gradients are tensors of the graph. Each step's PendingStep is overwritten by the
+/// next replay: finish_step it first.
+class GraphedTrainStep {
+ public:
+  /// For `model` on a CUDA device, micro-batches of B x T tokens. Throws tt::Error for a model
+  /// not on CUDA (or a build without CUDA).
+  GraphedTrainStep(gpt2::GPT2& model, optim::Optimizer& optimizer, int64_t B, int64_t T,
+                   const gpt2::TrainStepOptions& options, int warmup = 2);
+  ~GraphedTrainStep();
+  GraphedTrainStep(const GraphedTrainStep&) = delete;
+  GraphedTrainStep& operator=(const GraphedTrainStep&) = delete;
+
+  /// One step on grad_accum_steps batches from next_batch (each [B, T], any device); read the
+  /// result with finish_step. Throws tt::Error for a batch of another shape.
+  PendingStep step(const std::function<Batch()>& next_batch);
+  /// True once the graph is captured.
+  bool captured() const;
+  /// Nodes of the captured graph (0 before).
+  std::size_t graph_nodes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace tt::fast
