@@ -113,6 +113,10 @@ gpt2::TrainStepResult train_step(gpt2::GPT2& model, optim::Optimizer& optimizer,
 // ----- GraphedTrainStep ------------------------------------------------------------------------
 
 struct GraphedTrainStep::Impl {
+  Impl(gpt2::GPT2& m, optim::Optimizer& o, int64_t b, int64_t t,
+       const gpt2::TrainStepOptions& opts, int w)
+      : model(m), optimizer(o), B(b), T(t), options(opts), warmup(w) {}
+
   gpt2::GPT2& model;
   optim::Optimizer& optimizer;
   int64_t B, T;
@@ -136,7 +140,7 @@ struct GraphedTrainStep::Impl {
 
 GraphedTrainStep::GraphedTrainStep(gpt2::GPT2& model, optim::Optimizer& optimizer, int64_t B,
                                    int64_t T, const gpt2::TrainStepOptions& options, int warmup)
-    : impl_(std::make_unique<Impl>(Impl{model, optimizer, B, T, options, warmup})) {
+    : impl_(std::make_unique<Impl>(model, optimizer, B, T, options, warmup)) {
 #if TT_WITH_CUDA
   const Device device = model.device();
   TT_CHECK(device.is_cuda(), "fast::GraphedTrainStep: CUDA graphs need the model on a CUDA "
