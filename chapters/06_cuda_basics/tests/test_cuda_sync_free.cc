@@ -19,7 +19,21 @@ namespace {
 
 #if TT_WITH_CUDA
 
-using Ch06_CudaSyncFree = test06::CudaTest;
+// With the caching allocator, as in training (without it every free is a cudaFree, which
+// waits for the device and is counted as such).
+class Ch06_CudaSyncFree : public test06::CudaTest {
+ protected:
+  bool use_caching() const override { return true; }
+};
+
+TEST_F(Ch06_CudaSyncFree, UncachedFreesAreCountedAsWaits) {
+  cuda::set_caching_enabled(false);
+  { const Tensor t = empty({256}, {DType::kFloat32, Device::cuda(0)}); }
+  cuda::reset_host_sync_count();
+  { const Tensor t = empty({256}, {DType::kFloat32, Device::cuda(0)}); }
+  EXPECT_EQ(cuda::host_sync_count(), 1) << "cudaFree synchronizes the device";
+  cuda::set_caching_enabled(true);
+}
 
 TEST_F(Ch06_CudaSyncFree, CounterSeesWaitsAndStagedCopiesDoNotWait) {
   const Tensor x = full({1000}, 2.0, {DType::kFloat32, Device::cuda(0)});
