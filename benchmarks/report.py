@@ -321,7 +321,7 @@ def main() -> int:
     md = header(out, contexts) + cuda_skip_line(skipped)
     table, bars = device_table(order, groups, skips)
     md += ([""] if table else []) + table
-    variants = variants_table([k for k in order if groups[k]], groups)
+    variants = variants_table([k for k in order if groups[k] and k[0] != STEP_FAMILY], groups)
     md += ([""] if variants else []) + variants
     steps = step_table(order, groups, skips)
     md += ([""] if steps else []) + steps
