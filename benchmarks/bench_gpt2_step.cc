@@ -48,8 +48,8 @@
 #include <fstream>
 #include <memory>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -134,7 +134,7 @@ void profile_one_step(Device device, const std::string& mode, const StepShape& s
     step();
     profiler.stop();
   }
-  const prof::Peaks peaks = !device.is_cuda() ? prof::Peaks{}
+  const prof::Peaks peaks = !device.is_cuda()    ? prof::Peaks{}
                             : cuda::allow_tf32() ? prof::kH100Tf32
                                                  : prof::kH100Fp32;
   const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
@@ -202,7 +202,8 @@ template <typename Model>
 bool install_model_ops(Model& model, const std::string& ops, std::string& why) {
   if constexpr (requires { model.set_ops(gpt2::model_ops(ops)); }) {
     if (!gpt2::has_model_ops(ops)) {
-      why = "no GPT-2 ModelOps set \"" + ops + "\" is registered (chapter 10's fast ops are not "
+      why = "no GPT-2 ModelOps set \"" + ops +
+            "\" is registered (chapter 10's fast ops are not "
             "linked in)";
       return false;
     }
@@ -351,8 +352,9 @@ int main(int argc, char** argv) {
       10);
   // Chapter 10: the step without waste (reference ops), and with the fast ops.
   const std::string graph = g_cuda_graph ? "_graph" : "";
-  for (const auto& [mode, ops] : {std::pair<std::string, std::string>{"cuda_nowaste_tf32", "reference"},
-                                  std::pair<std::string, std::string>{"cuda_fast_tf32", "fast"}}) {
+  for (const auto& [mode, ops] :
+       {std::pair<std::string, std::string>{"cuda_nowaste_tf32", "reference"},
+        std::pair<std::string, std::string>{"cuda_fast_tf32", "fast"}}) {
     bench::register_on(
         "gpt2_train_step/" + mode + graph + "/" + gpt2_124m.args(), Device::cuda(),
         [gpt2_124m, mode, ops, graph](benchmark::State& st, Device d) {

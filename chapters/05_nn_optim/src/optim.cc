@@ -190,8 +190,8 @@ void AdamW::update(const std::vector<Tensor>& params, const std::vector<Tensor>&
                    int64_t step) {
   const AdamWStepArgs args{lr(), options_.beta1, options_.beta2, options_.eps, weight_decay, step};
   if (skip().defined()) {
-    TT_CHECK(skip().device() == params[0].device(), "AdamW::step_unless: skip ",
-             skip().describe(), " must be on the parameters' device ", params[0].device().str());
+    TT_CHECK(skip().device() == params[0].device(), "AdamW::step_unless: skip ", skip().describe(),
+             " must be on the parameters' device ", params[0].device().str());
     call_kernel<AdamWStepUnlessKernel>("adamw_step_unless", params[0].device(), params, grads,
                                        state[0], state[1], args, skip());
     return;

@@ -347,8 +347,7 @@ class StagingRing {
     }
     char* slot = static_cast<char*>(base_) + begin;
     std::memcpy(slot, src, nbytes);
-    TT_CUDA_CHECK(
-        cudaMemcpyAsync(dst, slot, nbytes, cudaMemcpyHostToDevice, stream(index_)));
+    TT_CUDA_CHECK(cudaMemcpyAsync(dst, slot, nbytes, cudaMemcpyHostToDevice, stream(index_)));
     cudaEvent_t done = nullptr;
     if (spare_events_.empty()) {
       TT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
@@ -459,8 +458,8 @@ CudaGraph::~CudaGraph() {
 
 void CudaGraph::capture(const std::function<void()>& work) {
   TT_CHECK(exec_ == nullptr, "CudaGraph::capture: cuda:", index_, " graph already captured");
-  TT_CHECK(capture_state(index_) == nullptr, "CudaGraph::capture: another capture is in progress on cuda:",
-           index_);
+  TT_CHECK(capture_state(index_) == nullptr,
+           "CudaGraph::capture: another capture is in progress on cuda:", index_);
   TT_CHECK(index_ < kMaxDevices, "CudaGraph::capture: device index ", index_, " >= ", kMaxDevices);
   DeviceGuard guard(index_);
   GraphPool& pool = new_graph_pool(index_);

@@ -12,10 +12,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
-#include <mutex>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -232,9 +232,9 @@ __global__ void cross_entropy_rows_kernel(T* lse, T* row_loss, const T* x, const
       const T l = m + std::log(s);
       lse[n] = l;
       const int64_t target = t[n];
-      row_loss[n] = target == ignore_index           ? T(0)
+      row_loss[n] = target == ignore_index      ? T(0)
                     : target >= 0 && target < V ? l - xr[target]
-                                                     : T(NAN);  // recorded by the index check
+                                                : T(NAN);  // recorded by the index check
     }
   }
 }
@@ -449,8 +449,7 @@ void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor&
   std::size_t temp_bytes = 0;
   TT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k_in, k_out, p_in, p_out,
                                                 static_cast<int>(n), 0, end_bit, s));
-  const Tensor temp =
-      empty({static_cast<int64_t>((temp_bytes + 7) / 8)}, {DType::kInt64, device});
+  const Tensor temp = empty({static_cast<int64_t>((temp_bytes + 7) / 8)}, {DType::kInt64, device});
   TT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, k_in, k_out, p_in,
                                                 p_out, static_cast<int>(n), 0, end_bit, s));
   dispatch_floating(dweight.dtype(), "cuda::embedding_backward", [&]<typename T>() {

@@ -319,9 +319,9 @@ void clip_and_check_(const std::vector<Tensor>& grads, const Tensor& sumsq, doub
   const Device device = sumsq.device();
   const Tensor coef = empty({}, {DType::kFloat64, device});
   DeviceGuard guard(device.index);
-  clip_check_kernel<<<1, 1, 0, stream(device.index)>>>(
-      sumsq.data<double>(), max_norm, loss.data<double>(), coef.data<double>(),
-      status.data<double>());
+  clip_check_kernel<<<1, 1, 0, stream(device.index)>>>(sumsq.data<double>(), max_norm,
+                                                       loss.data<double>(), coef.data<double>(),
+                                                       status.data<double>());
   TT_CUDA_CHECK_LAUNCH("clip_check_kernel");
   if (grads.empty()) return;
   const MultiTensorTable t = make_table("clip_and_check_", {&grads}, {"grads"});
@@ -338,8 +338,8 @@ void scale_(const std::vector<Tensor>& tensors, double factor) {
   const MultiTensorTable t = make_table("scale_", {&tensors}, {"tensors"});
   if (t.num_chunks == 0) return;
   DeviceGuard guard(t.device);
-  scale_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
-                                                                 static_cast<float>(factor), nullptr);
+  scale_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(
+      t.entries, t.chunks, t.num_chunks, static_cast<float>(factor), nullptr);
   TT_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 

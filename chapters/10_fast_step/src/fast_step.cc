@@ -51,16 +51,15 @@ PendingStep forward_backward_async(optim::Optimizer& optimizer,
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    TT_CHECK(g.is_contiguous() && g.device() == loss_sum.device(), "fast::train_step_async: gradient ",
-             g.describe(), " must be contiguous and on the loss's device (",
-             loss_sum.device().str(), ")");
+    TT_CHECK(g.is_contiguous() && g.device() == loss_sum.device(),
+             "fast::train_step_async: gradient ", g.describe(),
+             " must be contiguous and on the loss's device (", loss_sum.device().str(), ")");
     grads.push_back(g);
   }
   const Device device = loss_sum.device();
-  const Tensor sumsq =
-      grads.empty() ? zeros({}, {DType::kFloat64, device})
-                    : call_kernel<optim::SumOfSquaresDeviceKernel>("sum_of_squares_device", device,
-                                                                   grads);
+  const Tensor sumsq = grads.empty() ? zeros({}, {DType::kFloat64, device})
+                                     : call_kernel<optim::SumOfSquaresDeviceKernel>(
+                                           "sum_of_squares_device", device, grads);
   const double max_norm = options.max_grad_norm > 0 ? options.max_grad_norm : INFINITY;
   pending.status = empty({3}, {DType::kFloat64, device});
   call_kernel<optim::ClipAndCheckKernel>("clip_and_check_", device, grads, sumsq, max_norm,
@@ -113,8 +112,8 @@ gpt2::TrainStepResult train_step(gpt2::GPT2& model, optim::Optimizer& optimizer,
 // ----- GraphedTrainStep ------------------------------------------------------------------------
 
 struct GraphedTrainStep::Impl {
-  Impl(gpt2::GPT2& m, optim::Optimizer& o, int64_t b, int64_t t,
-       const gpt2::TrainStepOptions& opts, int w)
+  Impl(gpt2::GPT2& m, optim::Optimizer& o, int64_t b, int64_t t, const gpt2::TrainStepOptions& opts,
+       int w)
       : model(m), optimizer(o), B(b), T(t), options(opts), warmup(w) {}
 
   gpt2::GPT2& model;
@@ -143,14 +142,16 @@ GraphedTrainStep::GraphedTrainStep(gpt2::GPT2& model, optim::Optimizer& optimize
     : impl_(std::make_unique<Impl>(model, optimizer, B, T, options, warmup)) {
 #if TT_WITH_CUDA
   const Device device = model.device();
-  TT_CHECK(device.is_cuda(), "fast::GraphedTrainStep: CUDA graphs need the model on a CUDA "
-           "device, got ", device.str());
+  TT_CHECK(device.is_cuda(),
+           "fast::GraphedTrainStep: CUDA graphs need the model on a CUDA "
+           "device, got ",
+           device.str());
   TT_CHECK(B >= 1 && T >= 1 && options.grad_accum_steps >= 1 && warmup >= 0,
            "fast::GraphedTrainStep: needs B, T, grad_accum_steps >= 1 and warmup >= 0, got B=", B,
            " T=", T, " grad_accum_steps=", options.grad_accum_steps, " warmup=", warmup);
   for (int64_t m = 0; m < options.grad_accum_steps; ++m) {
-    impl_->buffers.push_back({zeros({B, T}, {DType::kInt64, device}),
-                              zeros({B, T}, {DType::kInt64, device})});
+    impl_->buffers.push_back(
+        {zeros({B, T}, {DType::kInt64, device}), zeros({B, T}, {DType::kInt64, device})});
   }
   impl_->graph = std::make_unique<cuda::CudaGraph>(device.index);
 #else
@@ -164,10 +165,10 @@ PendingStep GraphedTrainStep::step(const std::function<Batch()>& next_batch) {
   Impl& s = *impl_;
   for (Batch& buffer : s.buffers) {
     const Batch b = next_batch();
-    TT_CHECK(b.inputs.shape() == buffer.inputs.shape() &&
-                 b.targets.shape() == buffer.targets.shape(),
-             "fast::GraphedTrainStep::step: batches must be [", s.B, ", ", s.T, "], got inputs ",
-             b.inputs.describe(), " and targets ", b.targets.describe());
+    TT_CHECK(
+        b.inputs.shape() == buffer.inputs.shape() && b.targets.shape() == buffer.targets.shape(),
+        "fast::GraphedTrainStep::step: batches must be [", s.B, ", ", s.T, "], got inputs ",
+        b.inputs.describe(), " and targets ", b.targets.describe());
     buffer.inputs.copy_(b.inputs);  // staged: the host does not wait
     buffer.targets.copy_(b.targets);
   }

@@ -71,10 +71,10 @@ void compare_with_chapter_09(Device device) {
   const gpt2::TrainStepOptions options{2, 0.05};
   uint64_t seed_a = 10, seed_b = 10;
   for (int step = 0; step < 3; ++step) {
-    const gpt2::TrainStepResult ra =
-        gpt2::train_step(a, opt_a, [&] { return random_batch(2, 16, 96, seed_a++); }, options);
-    const gpt2::TrainStepResult rb =
-        fast::train_step(b, opt_b, [&] { return random_batch(2, 16, 96, seed_b++); }, options);
+    const gpt2::TrainStepResult ra = gpt2::train_step(
+        a, opt_a, [&] { return random_batch(2, 16, 96, seed_a++); }, options);
+    const gpt2::TrainStepResult rb = fast::train_step(
+        b, opt_b, [&] { return random_batch(2, 16, 96, seed_b++); }, options);
     EXPECT_EQ(rb.loss, ra.loss) << "step " << step;
     EXPECT_EQ(rb.grad_norm, ra.grad_norm) << "step " << step;
     EXPECT_GT(ra.grad_norm, 0.05) << "step " << step << ": clipping should be active";
@@ -97,9 +97,7 @@ void nan_step_changes_nothing(Device device) {
   for (const Tensor& p : m.parameters()) before.push_back(p.to(Device::cpu()).clone());
   const PendingStep pending = train_step_async(
       opt,
-      [&](const Batch& b) {
-        return mul(m.loss(b.inputs.to(device), b.targets.to(device)), NAN);
-      },
+      [&](const Batch& b) { return mul(m.loss(b.inputs.to(device), b.targets.to(device)), NAN); },
       [&] { return batch; }, {1, 1.0});
   const gpt2::TrainStepResult r = finish_step(opt, pending);
   EXPECT_FALSE(r.finite);
@@ -128,10 +126,10 @@ TEST(Ch10_FastStep, RejectsBadArguments) {
   optim::AdamW opt = make_adamw(m);
   const Batch batch = random_batch(2, 8, 96, 4);
   EXPECT_TT_ERROR(fast::train_step(m, opt, [&] { return batch; }, {0, 1.0}), "grad_accum_steps");
-  EXPECT_TT_ERROR(train_step_async(
-                      opt, [&](const Batch&) { return zeros({2}); }, [&] { return batch; },
-                      {1, 1.0}),
-                  "one-element");
+  EXPECT_TT_ERROR(
+      train_step_async(
+          opt, [&](const Batch&) { return zeros({2}); }, [&] { return batch; }, {1, 1.0}),
+      "one-element");
   EXPECT_TT_ERROR(finish_step(opt, PendingStep{}), "no status");
   optim::SGD sgd(m.parameters(), {});
   EXPECT_TT_ERROR(fast::train_step(m, sgd, [&] { return batch; }, {1, 1.0}), "SGD", "step_unless");
@@ -239,8 +237,7 @@ TEST(Ch10_FastStepCuda, GraphedStepRejectsACpuModelAndOtherShapes) {
   TT_SKIP_IF_NO_CUDA();
   gpt2::GPT2 cpu_model(small_config(), 12);
   optim::AdamW opt_cpu = make_adamw(cpu_model);
-  EXPECT_TT_ERROR(GraphedTrainStep(cpu_model, opt_cpu, 2, 16, {1, 1.0}), "GraphedTrainStep",
-                  "cpu");
+  EXPECT_TT_ERROR(GraphedTrainStep(cpu_model, opt_cpu, 2, 16, {1, 1.0}), "GraphedTrainStep", "cpu");
   gpt2::GPT2 m(small_config(), 12);
   m.to(Device::cuda(0));
   optim::AdamW opt = make_adamw(m);

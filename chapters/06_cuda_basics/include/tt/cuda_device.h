@@ -168,8 +168,8 @@ class CudaGraph {
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   std::size_t num_nodes_ = 0;
-  std::shared_ptr<void> pool_;           // the private memory pool (cuda_backend.cu)
-  std::vector<void*> pinned_;            // staging buffers of the captured host copies
+  std::shared_ptr<void> pool_;  // the private memory pool (cuda_backend.cu)
+  std::vector<void*> pinned_;   // staging buffers of the captured host copies
 };
 
 /// True while a CudaGraph of device `index` is capturing.
