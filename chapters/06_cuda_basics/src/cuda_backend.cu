@@ -195,19 +195,24 @@ std::atomic<bool>& caching_flag() {
   return flag;
 }
 
-DeviceAllocators& allocators(int index) {
-  check_device_index(index, "CUDA allocator");
+// The T of device `index` (T(index) built on first use; `what` names it in errors).
+// Deliberately never destroyed: tensors in other static objects may be freed after this
+// function's statics would have been, and the CUDA runtime may already be unloading at exit
+// (the driver reclaims device memory when the process ends).
+template <typename T>
+T& per_device(int index, const char* what) {
+  check_device_index(index, what);
   static std::mutex mutex;
-  // Deliberately never destroyed: tensors in other static objects may be freed after this
-  // function's statics would have been, and the CUDA runtime may already be unloading at exit
-  // (the driver reclaims device memory when the process ends).
-  static auto& table =
-      *std::make_unique<std::vector<std::unique_ptr<DeviceAllocators>>>().release();
+  static auto& table = *std::make_unique<std::vector<std::unique_ptr<T>>>().release();
   std::lock_guard<std::mutex> lock(mutex);
   if (table.empty()) table.resize(static_cast<std::size_t>(device_count()));
   auto& slot = table[static_cast<std::size_t>(index)];
-  if (!slot) slot = std::make_unique<DeviceAllocators>(index);
+  if (!slot) slot = std::make_unique<T>(index);
   return *slot;
+}
+
+DeviceAllocators& allocators(int index) {
+  return per_device<DeviceAllocators>(index, "CUDA allocator");
 }
 
 }  // namespace
@@ -380,14 +385,7 @@ class StagingRing {
 };
 
 StagingRing& staging_ring(int index) {
-  check_device_index(index, "staging ring");
-  static std::mutex mutex;
-  static auto& table = *std::make_unique<std::vector<std::unique_ptr<StagingRing>>>().release();
-  std::lock_guard<std::mutex> lock(mutex);
-  if (table.empty()) table.resize(static_cast<std::size_t>(device_count()));
-  auto& slot = table[static_cast<std::size_t>(index)];
-  if (!slot) slot = std::make_unique<StagingRing>(index);
-  return *slot;
+  return per_device<StagingRing>(index, "staging ring");
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include "tt/fast_step.h"
 
 #include <cmath>
-#include <optional>
 #include <vector>
 
 #include "tt/autograd.h"

@@ -13,7 +13,8 @@
 /// interleave correctly without extra synchronization; (3) the same code works whether or not
 /// it is compiled with `--default-stream per-thread`, because the handle is named explicitly.
 /// The price is no overlap of copies with kernels, which this project does not need yet;
-/// stream() is the one place to change when it does.
+/// stream() is the one place to change when it does. (It changes during a CudaGraph capture:
+/// the legacy stream cannot be captured, so stream() then returns the capture's own stream.)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -101,7 +102,8 @@ void reset_peak_memory_stats(int index);
 /// Waits for all work queued on device `index` (counted as a host synchronization).
 void synchronize(int index);
 
-/// @name Host synchronizations
+/// Host synchronizations of all devices since the start or the last reset.
+///
 /// Every place where this project's CUDA code makes the host wait for the GPU counts one *host
 /// synchronization*: synchronize() (cudaDeviceSynchronize); a copy to the host (a device-to-host
 /// cudaMemcpyAsync followed by cudaStreamSynchronize, e.g. Tensor::item()); a copy from the host
@@ -116,15 +118,12 @@ void synchronize(int index);
 /// the device, and returns: the caller's buffer may die at once, and the ring slot is reused
 /// only after an event recorded behind its copy has completed. Copies larger than half the ring
 /// are made synchronously (and counted).
-/// @{
-/// Host synchronizations of all devices since the start or the last reset.
 int64_t host_sync_count();
 /// Sets host_sync_count() to 0.
 void reset_host_sync_count();
 /// Counts one host synchronization made outside the CUDA backend (code that calls
 /// cudaEventSynchronize, cudaStreamSynchronize, ... itself reports it here).
 void count_host_sync();
-/// @}
 
 /// A CUDA graph of the work one piece of host code queues on a device: captured once, replayed
 /// with one launch (no per-kernel launch cost, no host work in between).

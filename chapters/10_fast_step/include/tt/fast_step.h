@@ -18,7 +18,9 @@
 ///
 /// Index checks: on CUDA the forward and backward run under IndexChecks::kDevice (tt/cuda_ops.h):
 /// a token id outside the vocabulary is recorded on the device and finish_step() throws
-/// tt::Error for it, instead of the embedding throwing at the call.
+/// tt::Error for it, instead of the embedding throwing at the call. By then the step has run: a
+/// bad target made the loss NaN, so the update was skipped; a bad input id read a zero
+/// embedding row, and the update was made. Either way the run should stop there.
 /// @code
 ///   fast::PendingStep pending = fast::train_step_async(model, opt, next_batch, options);
 ///   // ... the host is free here: e.g. prepare the next batch ...
