@@ -86,6 +86,7 @@ struct Profiler::CudaEvents {
   }
   /// Waits until the event `i` has completed on the GPU.
   void wait(int i) const {
+    cuda::count_host_sync();
     TT_CUDA_CHECK(cudaEventSynchronize(pool[static_cast<std::size_t>(i)]));
   }
 
