@@ -184,23 +184,14 @@ class StepCounters {
 };
 
 /// Installs the model-operation set `ops` (tt/gpt2_ops.h) on `model`; false (with the reason
-/// in `why`) when it cannot be. GPT2::set_ops arrives with the model plumbing of tt/gpt2_ops.h:
-/// until then this compiles and reports that instead.
-template <typename Model>
-bool install_model_ops(Model& model, const std::string& ops, std::string& why) {
-  if constexpr (requires { model.set_ops(gpt2::model_ops(ops)); }) {
-    if (!gpt2::has_model_ops(ops)) {
-      why = "no GPT-2 ModelOps set \"" + ops +
-            "\" is registered (chapter 10's fast ops are not "
-            "linked in)";
-      return false;
-    }
-    model.set_ops(gpt2::model_ops(ops));
-    return true;
-  } else {
-    why = "this build's GPT2 has no set_ops (tt/gpt2_ops.h is declared but not implemented)";
+/// in `why`) when no set of that name is registered.
+bool install_model_ops(gpt2::GPT2& model, const std::string& ops, std::string& why) {
+  if (!gpt2::has_model_ops(ops)) {
+    why = "no GPT-2 ModelOps set \"" + ops + "\" is registered (chapter 10's fast ops are not linked in)";
     return false;
   }
+  model.set_ops(gpt2::model_ops(ops));
+  return true;
 }
 
 void train_step(benchmark::State& state, Device device, const StepShape& s,
