@@ -1,0 +1,257 @@
+// Chapter 10's fused ops (tt/fused_ops.h) against their unfused compositions: residual +
+// LayerNorm (exercise ch10.8, CPU and CUDA) and the cuBLASLt linear layers (CUDA; the CPU runs
+// the composition itself).
+//
+// Tolerances. CPU float64: both sides compute the same formulas in a different order (the fused
+// op sums r's elements as it forms them), so they agree to a few ulps: 1e-12. CPU float32: the
+// same, with float32 ulps and LayerNorm's 1/sigma amplification: 1e-5 abs + 1e-5 rel. CUDA vs the
+// float64 CPU reference: float32 rounding of row sums of up to C = 1000 terms and of GEMMs with
+// K <= 200: 1e-4 abs + 1e-4 rel with TF32 off. With TF32 on, each GEMM operand loses 13 mantissa
+// bits (relative 2^-11 = 4.9e-4 per product, random signs): 3e-2 abs + 1e-2 rel for K <= 200.
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ch10_test_util.h"
+#include "tt/cuda_matmul.h"
+#include "tt/fused_ops.h"
+#include "tt/layers.h"
+
+namespace tt {
+namespace {
+
+using test10::randn_t;
+
+// A float64 CPU leaf holding t's values.
+Tensor leaf64(const Tensor& t) {
+  Tensor c = t.to(Device::cpu()).to(DType::kFloat64).contiguous().clone();
+  c.set_requires_grad();
+  return c;
+}
+
+Tensor cpu64(const Tensor& t) { return t.to(Device::cpu()).to(DType::kFloat64); }
+
+// ----- residual + LayerNorm ------------------------------------------------------------------
+
+struct ResidualLnResult {
+  Tensor r, y, d_residual, d_delta, dw, db;
+};
+
+// residual_layernorm (fused) or add + LayerNorm (the composition) on `device` in `dtype`, with
+// the loss sum(r * gr) + sum(y * gy): all values and gradients, returned as float64 CPU tensors.
+ResidualLnResult run_residual_ln(bool fused, const Shape& shape, DType dtype, Device device,
+                                 uint64_t seed) {
+  const int64_t C = shape.back();
+  nn::LayerNorm ln(C, 1e-5, {dtype});
+  ln.weight.detach().copy_(randn_t({C}, seed, dtype));  // not the trivial gamma = 1, beta = 0
+  ln.bias.detach().copy_(randn_t({C}, seed + 1, dtype));
+  ln.to(device);
+  const Tensor a = randn_t(shape, seed + 2, dtype).to(device).set_requires_grad();
+  const Tensor d = randn_t(shape, seed + 3, dtype).to(device).set_requires_grad();
+  const Tensor gr = randn_t(shape, seed + 4, dtype).to(device);
+  const Tensor gy = randn_t(shape, seed + 5, dtype).to(device);
+  Tensor r, y;
+  if (fused) {
+    std::tie(r, y) = residual_layernorm(a, d, ln);
+  } else {
+    r = add(a, d);
+    y = ln.forward(r);
+  }
+  autograd::backward(add(sum(mul(r, gr)), sum(mul(y, gy))));
+  return {cpu64(r),      cpu64(y),           cpu64(a.grad()),
+          cpu64(d.grad()), cpu64(ln.weight.grad()), cpu64(ln.bias.grad())};
+}
+
+void expect_same(const ResidualLnResult& got, const ResidualLnResult& ref, double atol,
+                 double rtol, const std::string& what) {
+  EXPECT_TENSOR_NEAR(got.r, ref.r, atol, rtol) << what << " r";
+  EXPECT_TENSOR_NEAR(got.y, ref.y, atol, rtol) << what << " y";
+  EXPECT_TENSOR_NEAR(got.d_residual, ref.d_residual, atol, rtol) << what << " d residual";
+  EXPECT_TENSOR_NEAR(got.d_delta, ref.d_delta, atol, rtol) << what << " d delta";
+  EXPECT_TENSOR_NEAR(got.dw, ref.dw, atol, rtol) << what << " d weight";
+  EXPECT_TENSOR_NEAR(got.db, ref.db, atol, rtol) << what << " d bias";
+}
+
+// Odd sizes: one element per row, fewer rows than a chunk, several chunks of 64 rows
+// (3 * 67 = 201), and a GPT-2 row width.
+const std::vector<Shape> kLnShapes = {{1, 1}, {3, 7}, {2, 5, 33}, {3, 67, 20}, {4, 768}};
+
+TEST(Ch10_8_ResidualLayerNorm, MatchesCompositionFloat64) {
+  uint64_t seed = 900;
+  for (const Shape& s : kLnShapes) {
+    const ResidualLnResult got = run_residual_ln(true, s, DType::kFloat64, Device::cpu(), seed);
+    const ResidualLnResult ref = run_residual_ln(false, s, DType::kFloat64, Device::cpu(), seed);
+    expect_same(got, ref, 1e-12, 1e-12, "float64 " + test10::shape_name(s));
+    seed += 10;
+  }
+}
+
+TEST(Ch10_8_ResidualLayerNorm, MatchesCompositionFloat32) {
+  uint64_t seed = 950;
+  for (const Shape& s : kLnShapes) {
+    const ResidualLnResult got = run_residual_ln(true, s, DType::kFloat32, Device::cpu(), seed);
+    const ResidualLnResult ref = run_residual_ln(false, s, DType::kFloat64, Device::cpu(), seed);
+    expect_same(got, ref, 1e-5, 1e-5, "float32 " + test10::shape_name(s));
+    seed += 10;
+  }
+}
+
+TEST(Ch10_8_ResidualLayerNorm, RejectsMismatchedInputs) {
+  nn::LayerNorm ln(8);
+  const Tensor a = zeros({2, 8}), d = zeros({2, 7});
+  EXPECT_THROW(residual_layernorm(a, d, ln), Error);
+  EXPECT_THROW(residual_layernorm(zeros({2, 7}), zeros({2, 7}), ln), Error);
+  EXPECT_THROW(residual_layernorm(a, zeros({2, 8}, {DType::kFloat64}), ln), Error);
+}
+
+TEST(Ch10_8_ResidualLayerNormCuda, MatchesCpuReference) {
+  TT_SKIP_IF_NO_CUDA();
+  uint64_t seed = 1000;
+  std::vector<Shape> shapes = kLnShapes;
+  shapes.push_back({8, 129, 1000});  // several blocks, fewer warps, misaligned rows
+  for (const Shape& s : shapes) {
+    for (DType dt : {DType::kFloat32, DType::kFloat64}) {
+      const ResidualLnResult got = run_residual_ln(true, s, dt, Device::cuda(), seed);
+      const ResidualLnResult ref = run_residual_ln(false, s, DType::kFloat64, Device::cpu(), seed);
+      const double tol = dt == DType::kFloat32 ? 1e-4 : 1e-11;
+      expect_same(got, ref, tol, tol, std::string(dtype_name(dt)) + " " + test10::shape_name(s));
+      // Deterministic: a second run gives the same bits.
+      const ResidualLnResult again = run_residual_ln(true, s, dt, Device::cuda(), seed);
+      expect_same(again, got, 0, 0, "repeat " + test10::shape_name(s));
+      seed += 10;
+    }
+  }
+}
+
+// ----- linear layers with epilogues ----------------------------------------------------------
+
+struct LinearResult {
+  Tensor y, dx, dw, db;
+};
+
+// linear_lt / linear_gelu_lt (fused) or the float64 CPU composition (matmul, add, gelu) of a
+// seeded layer on x [..., in]; loss sum(y * gy).
+LinearResult run_linear(bool fused, bool gelu, const Shape& x_shape, int64_t out, bool bias,
+                        Device device, uint64_t seed) {
+  const int64_t in = x_shape.back();
+  Generator gen(seed);
+  nn::Linear layer(in, out, bias, gen);
+  Shape y_shape = x_shape;
+  y_shape.back() = out;
+  const Tensor x0 = randn_t(x_shape, seed + 1, DType::kFloat32);
+  const Tensor gy0 = randn_t(y_shape, seed + 2, DType::kFloat32);
+  if (!fused) {
+    const Tensor x = leaf64(x0), w = leaf64(layer.weight);
+    const Tensor b = bias ? leaf64(layer.bias) : Tensor();
+    Tensor y = matmul(x, w.transpose(0, 1));
+    if (bias) y = add(y, b);
+    if (gelu) y = tt::gelu(y);
+    autograd::backward(sum(mul(y, cpu64(gy0))));
+    return {y.detach(), x.grad(), w.grad(), bias ? b.grad() : Tensor()};
+  }
+  layer.to(device);
+  const Tensor x = x0.to(device).set_requires_grad();
+  const Tensor y = gelu ? linear_gelu_lt(x, layer) : linear_lt(x, layer);
+  autograd::backward(sum(mul(y, gy0.to(device))));
+  return {cpu64(y), cpu64(x.grad()), cpu64(layer.weight.grad()),
+          bias ? cpu64(layer.bias.grad()) : Tensor()};
+}
+
+void expect_linear(const LinearResult& got, const LinearResult& ref, double atol, double rtol,
+                   const std::string& what) {
+  EXPECT_TENSOR_NEAR(got.y, ref.y, atol, rtol) << what << " y";
+  EXPECT_TENSOR_NEAR(got.dx, ref.dx, atol, rtol) << what << " dx";
+  EXPECT_TENSOR_NEAR(got.dw, ref.dw, atol, rtol) << what << " dW";
+  if (ref.db.defined()) EXPECT_TENSOR_NEAR(got.db, ref.db, atol, rtol) << what << " db";
+}
+
+struct LinearCase {
+  Shape x;
+  int64_t out;
+  bool bias;
+};
+
+// Odd M, K and N; N a multiple of 8 (the GELU epilogue's pre-activation) and not (the GELU
+// layer then falls back to the composition); a layer without bias; GPT-2's MLP width.
+const std::vector<LinearCase> kLinearCases = {
+    {{1, 1}, 1, true},      {{37, 19}, 24, true},      {{2, 17, 33}, 13, true},
+    {{5, 64}, 40, false},   {{3, 41, 200}, 96, true},  {{2, 64, 96}, 384, true}};
+
+TEST(Ch10_FusedLinear, CpuRunsTheComposition) {
+  uint64_t seed = 1100;
+  for (const LinearCase& c : kLinearCases) {
+    for (bool gelu : {false, true}) {
+      if (gelu && !c.bias) continue;
+      const LinearResult got = run_linear(true, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
+      const LinearResult ref = run_linear(false, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
+      expect_linear(got, ref, 1e-5, 1e-5, test10::shape_name(c.x) + (gelu ? " gelu" : ""));
+      seed += 10;
+    }
+  }
+}
+
+TEST(Ch10_FusedLinear, RejectsBadInputs) {
+  nn::Linear layer(4, 3, true);
+  EXPECT_THROW(linear_lt(zeros({2, 5}), layer), Error);
+  EXPECT_THROW(linear_lt(zeros({2, 4}, {DType::kFloat64}), layer), Error);
+  nn::Linear no_bias(4, 3, false);
+  EXPECT_THROW(linear_gelu_lt(zeros({2, 4}), no_bias), Error);
+}
+
+TEST(Ch10_FusedLinearCuda, MatchesCompositionExact) {
+  TT_SKIP_IF_NO_CUDA();
+  cuda::AllowTf32Guard exact(false);
+  uint64_t seed = 1200;
+  for (const LinearCase& c : kLinearCases) {
+    for (bool gelu : {false, true}) {
+      if (gelu && !c.bias) continue;
+      const LinearResult got = run_linear(true, gelu, c.x, c.out, c.bias, Device::cuda(), seed);
+      const LinearResult ref = run_linear(false, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
+      expect_linear(got, ref, 1e-4, 1e-4, test10::shape_name(c.x) + (gelu ? " gelu" : ""));
+      seed += 10;
+    }
+  }
+}
+
+TEST(Ch10_FusedLinearCuda, MatchesCompositionTf32) {
+  TT_SKIP_IF_NO_CUDA();
+  cuda::AllowTf32Guard tf32(true);
+  uint64_t seed = 1300;
+  for (const LinearCase& c : kLinearCases) {
+    const LinearResult got = run_linear(true, c.bias, c.x, c.out, c.bias, Device::cuda(), seed);
+    const LinearResult ref = run_linear(false, c.bias, c.x, c.out, c.bias, Device::cpu(), seed);
+    expect_linear(got, ref, 3e-2, 1e-2, test10::shape_name(c.x) + " tf32");
+    seed += 10;
+  }
+}
+
+// cuBLASLt's GELU epilogue must be GPT-2's tanh approximation, not the exact erf GELU: on
+// pre-activations spread over [-6, 6] the two differ by up to 4.7e-4, far above the 2e-6 this
+// test allows between the epilogue and chapter 04's gelu of the same pre-activation.
+TEST(Ch10_FusedLinearCuda, GeluEpilogueIsTheTanhApproximation) {
+  TT_SKIP_IF_NO_CUDA();
+  cuda::AllowTf32Guard exact(false);
+  // One input feature with weight 1 and bias 0: the pre-activation is x itself.
+  nn::Linear layer(1, 8, true);
+  layer.weight.detach().copy_(ones({8, 1}));
+  layer.bias.detach().copy_(zeros({8}));
+  layer.to(Device::cuda());
+  const Tensor x = arange(-600, 600, 1, {DType::kFloat32}).reshape({1200, 1});
+  const Tensor pre = mul(x, 0.01);
+  const Tensor y = cpu64(linear_gelu_lt(pre.to(Device::cuda()), layer));
+  const Tensor tanh_gelu = cpu64(gelu(pre)).reshape({1200, 1}).expand({1200, 8});
+  EXPECT_TENSOR_NEAR(y, tanh_gelu, 2e-6, 2e-6);
+  // The erf GELU of the same values, to show that the test tells the two apart.
+  const Tensor p64 = cpu64(pre);
+  double max_diff = 0;
+  for (int64_t i = 0; i < 1200; ++i) {
+    const double v = p64.data<double>()[i];
+    const double erf_gelu = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    max_diff = std::max(max_diff, std::abs(erf_gelu - tanh_gelu.contiguous().data<double>()[i * 8]));
+  }
+  EXPECT_GT(max_diff, 1e-4);
+}
+
+}  // namespace
+}  // namespace tt
