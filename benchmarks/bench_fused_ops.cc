@@ -74,19 +74,15 @@ int main(int argc, char** argv) {
   const Device gpu = Device::cuda();
   for (bool fused : {false, true}) {
     const std::string v = fused ? "lt" : "composition";
-    tt::bench::register_on("linear/" + v + "/8192x768x2304", gpu,
-                           [fused](benchmark::State& s, Device d) {
-                             linear_bench(s, d, 3 * kC, false, fused);
-                           });
-    tt::bench::register_on("linear_gelu/" + v + "/8192x768x3072", gpu,
-                           [fused](benchmark::State& s, Device d) {
-                             linear_bench(s, d, 4 * kC, true, fused);
-                           });
-    tt::bench::register_on("residual_layernorm/" + std::string(fused ? "fused" : "composition") +
-                               "/8192x768",
-                           gpu, [fused](benchmark::State& s, Device d) {
-                             residual_ln_bench(s, d, fused);
-                           });
+    tt::bench::register_on(
+        "linear/" + v + "/8192x768x2304", gpu,
+        [fused](benchmark::State& s, Device d) { linear_bench(s, d, 3 * kC, false, fused); });
+    tt::bench::register_on(
+        "linear_gelu/" + v + "/8192x768x3072", gpu,
+        [fused](benchmark::State& s, Device d) { linear_bench(s, d, 4 * kC, true, fused); });
+    tt::bench::register_on(
+        "residual_layernorm/" + std::string(fused ? "fused" : "composition") + "/8192x768", gpu,
+        [fused](benchmark::State& s, Device d) { residual_ln_bench(s, d, fused); });
   }
   return tt::bench::run_main(argc, argv, "bench_fused_ops");
 }

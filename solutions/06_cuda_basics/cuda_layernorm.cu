@@ -225,11 +225,10 @@ void layernorm_backward_add(const Tensor& dx, const Tensor& dweight, const Tenso
     const Tensor partial = empty({n_blocks, 2, C}, {x.dtype(), x.device()});
     const std::size_t smem = warps > 0 ? static_cast<std::size_t>(warps) * 2 * C * sizeof(T) : 0;
     layernorm_backward_kernel<<<grid_size(n_blocks * threads, threads, dev), threads, smem,
-                                stream(dev)>>>(dx.data<T>(), partial.data<T>(), dout.data<T>(),
-                                               x.data<T>(), weight.data<T>(), mean.data<T>(),
-                                               rstd.data<T>(),
-                                               dx_add.defined() ? dx_add.data<T>() : nullptr,
-                                               rows, C, warps > 0);
+                                stream(dev)>>>(
+        dx.data<T>(), partial.data<T>(), dout.data<T>(), x.data<T>(), weight.data<T>(),
+        mean.data<T>(), rstd.data<T>(), dx_add.defined() ? dx_add.data<T>() : nullptr, rows, C,
+        warps > 0);
     TT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
     const T* p = partial.data<T>();
     column_sum(dweight.data<T>(), p, n_blocks, C, 2 * C, x.device());

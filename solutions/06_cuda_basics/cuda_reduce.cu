@@ -153,8 +153,7 @@ void sum(const Tensor& out, const Tensor& in) {
         g.reduced.strides_a[0] != 1) {
       // Outputs side by side in memory, each summing a strided column (a bias gradient: [B*T, N]
       // summed over the rows): neighbouring threads must read neighbouring outputs' elements.
-      column_sum(out.data<T>(), in.data<T>(), g.n_red, n_out,
-                 g.reduced.strides_a[0], in.device());
+      column_sum(out.data<T>(), in.data<T>(), g.n_red, n_out, g.reduced.strides_a[0], in.device());
       return;
     }
     const int64_t n_tasks = n_out * g.n_chunks;

@@ -28,9 +28,10 @@ void residual_layernorm_forward_row(const T* a, const T* d, const T* w, const T*
   *rstd = rs;
 #else
   (void)a, (void)d, (void)w, (void)b, (void)r, (void)y, (void)mean, (void)rstd, (void)C, (void)eps;
-  TT_TODO("ch10.8",
-          "residual_layernorm_forward_row: r = a + d, then y = (r - mean) * rstd * w + b with the "
-          "row mean, the biased variance and rstd = 1 / sqrt(var + eps); writes r, y, *mean, *rstd");
+  TT_TODO(
+      "ch10.8",
+      "residual_layernorm_forward_row: r = a + d, then y = (r - mean) * rstd * w + b with the "
+      "row mean, the biased variance and rstd = 1 / sqrt(var + eps); writes r, y, *mean, *rstd");
 #endif
 }
 

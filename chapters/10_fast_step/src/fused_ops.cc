@@ -1,6 +1,6 @@
 // Front-ends and autograd Functions of tt/fused_ops.h, and the CPU glue of the fused residual +
 // LayerNorm (its row cores are exercise ch10.8, residual_layernorm.cc). The cuBLASLt GEMMs are
-// in fused_linear_cuda.cu, the CUDA residual + LayerNorm in residual_layernorm_cuda.cu.
+// in fused_linear_cublaslt.cc, the CUDA residual + LayerNorm in residual_layernorm_cuda.cu.
 #include "tt/fused_ops.h"
 
 #include <string>
@@ -80,21 +80,23 @@ void check_linear(const char* op, const Tensor& x, const nn::Linear& layer) {
   TT_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == layer.in_features, op,
            ": expected input [..., ", layer.in_features, "], got ",
            x.defined() ? x.describe() : std::string("an undefined tensor"));
-  TT_CHECK(x.dtype() == layer.weight.dtype() && x.device() == layer.weight.device(), op,
-           ": input ", x.describe(), " must have the dtype and device of the weight ",
-           layer.weight.describe());
+  TT_CHECK(x.dtype() == layer.weight.dtype() && x.device() == layer.weight.device(), op, ": input ",
+           x.describe(), " must have the dtype and device of the weight ", layer.weight.describe());
 }
 
 // The cuBLASLt path: float32 on CUDA; anything else runs the composition.
-bool use_lt(const Tensor& x) { return x.device().is_cuda() && x.dtype() == DType::kFloat32; }
+bool use_lt(const Tensor& x) {
+  return x.device().is_cuda() && x.dtype() == DType::kFloat32;
+}
 
 Tensor linear_impl(const Tensor& x, nn::Linear& layer, bool gelu) {
   Shape out_shape = x.shape();
   out_shape.back() = layer.out_features;
-  const Tensor x2 = x.contiguous().reshape({x.numel() / layer.in_features, layer.in_features});
+  // The free (differentiable) view functions: Tensor's own methods carry no gradient.
+  const Tensor x2 = reshape(contiguous(x), {x.numel() / layer.in_features, layer.in_features});
   std::vector<Tensor> in{x2, layer.weight};
   if (layer.bias.defined()) in.push_back(layer.bias);
-  return autograd::Function::apply<LinearLtFn>(in, gelu)[0].reshape(out_shape);
+  return reshape(autograd::Function::apply<LinearLtFn>(in, gelu)[0], out_shape);
 }
 
 // ----- residual + LayerNorm ------------------------------------------------------------------
@@ -130,16 +132,15 @@ int64_t check_residual_ln(const char* op, std::initializer_list<const Tensor*> r
 void residual_layernorm_forward_cpu(const Tensor& r, const Tensor& y, const Tensor& mean,
                                     const Tensor& rstd, const Tensor& a, const Tensor& d,
                                     const Tensor& w, const Tensor& b, double eps) {
-  const int64_t C = check_residual_ln("cpu::residual_layernorm_forward", {&r, &y, &a, &d},
-                                      {&w, &b}, {&mean, &rstd});
+  const int64_t C = check_residual_ln("cpu::residual_layernorm_forward", {&r, &y, &a, &d}, {&w, &b},
+                                      {&mean, &rstd});
   const int64_t rows = r.numel() / C;
   dispatch_floating(r.dtype(), "cpu::residual_layernorm_forward", [&]<typename T>() {
     parallel_for(0, rows, kRowChunk, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0; i < r1; ++i) {
         cpu::residual_layernorm_forward_row<T>(
-            a.data<T>() + i * C, d.data<T>() + i * C, w.data<T>(), b.data<T>(),
-            r.data<T>() + i * C, y.data<T>() + i * C, mean.data<T>() + i, rstd.data<T>() + i, C,
-            static_cast<T>(eps));
+            a.data<T>() + i * C, d.data<T>() + i * C, w.data<T>(), b.data<T>(), r.data<T>() + i * C,
+            y.data<T>() + i * C, mean.data<T>() + i, rstd.data<T>() + i, C, static_cast<T>(eps));
       }
     });
   });
@@ -158,10 +159,9 @@ void residual_layernorm_backward_cpu(const Tensor& dr, const Tensor& dw, const T
     parallel_for(0, rows, kRowChunk, [&](int64_t r0, int64_t r1) {
       T* acc = partial.data() + (r0 / kRowChunk) * 2 * C;
       for (int64_t i = r0; i < r1; ++i) {
-        cpu::residual_layernorm_backward_row<T>(dr_in.data<T>() + i * C, dy.data<T>() + i * C,
-                                                r.data<T>() + i * C, w.data<T>(), mean.data<T>()[i],
-                                                rstd.data<T>()[i], dr.data<T>() + i * C, acc,
-                                                acc + C, C);
+        cpu::residual_layernorm_backward_row<T>(
+            dr_in.data<T>() + i * C, dy.data<T>() + i * C, r.data<T>() + i * C, w.data<T>(),
+            mean.data<T>()[i], rstd.data<T>()[i], dr.data<T>() + i * C, acc, acc + C, C);
       }
     });
     T* pw = dw.data<T>();
@@ -231,8 +231,8 @@ Tensor linear_lt(const Tensor& x, nn::Linear& layer) {
 
 Tensor linear_gelu_lt(const Tensor& x, nn::Linear& layer) {
   check_linear("linear_gelu_lt", x, layer);
-  TT_CHECK(layer.bias.defined(), "linear_gelu_lt: the layer must have a bias (",
-           layer.extra_repr(), ")");
+  TT_CHECK(layer.bias.defined(), "linear_gelu_lt: the layer must have a bias (", layer.extra_repr(),
+           ")");
   if (!use_lt(x)) return gelu(layer.forward(x));
   return linear_impl(x, layer, true);
 }
@@ -246,8 +246,9 @@ std::pair<Tensor, Tensor> residual_layernorm(const Tensor& residual, const Tenso
            delta.defined() ? delta.describe() : std::string("undefined"));
   TT_CHECK(residual.dim() >= 1 && residual.size(-1) == ln.dim &&
                residual.dtype() == ln.weight.dtype() && residual.device() == ln.weight.device(),
-           "residual_layernorm: expected [..., ", ln.dim, "] with the LayerNorm's dtype and device ",
-           ln.weight.describe(), ", got ", residual.describe());
+           "residual_layernorm: expected [..., ", ln.dim,
+           "] with the LayerNorm's dtype and device ", ln.weight.describe(), ", got ",
+           residual.describe());
   const auto out =
       autograd::Function::apply<ResidualLayerNormFn>({residual, delta, ln.weight, ln.bias}, ln.eps);
   return {out[0], out[1]};

@@ -8,6 +8,7 @@
 // float64 CPU reference: float32 rounding of row sums of up to C = 1000 terms and of GEMMs with
 // K <= 200: 1e-4 abs + 1e-4 rel with TF32 off. With TF32 on, each GEMM operand loses 13 mantissa
 // bits (relative 2^-11 = 4.9e-4 per product, random signs): 3e-2 abs + 1e-2 rel for K <= 200.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -25,12 +26,14 @@ using test10::randn_t;
 
 // A float64 CPU leaf holding t's values.
 Tensor leaf64(const Tensor& t) {
-  Tensor c = t.to(Device::cpu()).to(DType::kFloat64).contiguous().clone();
+  Tensor c = t.detach().to(Device::cpu()).to(DType::kFloat64).contiguous().clone();
   c.set_requires_grad();
   return c;
 }
 
-Tensor cpu64(const Tensor& t) { return t.to(Device::cpu()).to(DType::kFloat64); }
+Tensor cpu64(const Tensor& t) {
+  return t.to(Device::cpu()).to(DType::kFloat64);
+}
 
 // ----- residual + LayerNorm ------------------------------------------------------------------
 
@@ -59,12 +62,16 @@ ResidualLnResult run_residual_ln(bool fused, const Shape& shape, DType dtype, De
     y = ln.forward(r);
   }
   autograd::backward(add(sum(mul(r, gr)), sum(mul(y, gy))));
-  return {cpu64(r),      cpu64(y),           cpu64(a.grad()),
-          cpu64(d.grad()), cpu64(ln.weight.grad()), cpu64(ln.bias.grad())};
+  return {cpu64(r),
+          cpu64(y),
+          cpu64(a.grad()),
+          cpu64(d.grad()),
+          cpu64(ln.weight.grad()),
+          cpu64(ln.bias.grad())};
 }
 
-void expect_same(const ResidualLnResult& got, const ResidualLnResult& ref, double atol,
-                 double rtol, const std::string& what) {
+void expect_same(const ResidualLnResult& got, const ResidualLnResult& ref, double atol, double rtol,
+                 const std::string& what) {
   EXPECT_TENSOR_NEAR(got.r, ref.r, atol, rtol) << what << " r";
   EXPECT_TENSOR_NEAR(got.y, ref.y, atol, rtol) << what << " y";
   EXPECT_TENSOR_NEAR(got.d_residual, ref.d_residual, atol, rtol) << what << " d residual";
@@ -82,7 +89,7 @@ TEST(Ch10_8_ResidualLayerNorm, MatchesCompositionFloat64) {
   for (const Shape& s : kLnShapes) {
     const ResidualLnResult got = run_residual_ln(true, s, DType::kFloat64, Device::cpu(), seed);
     const ResidualLnResult ref = run_residual_ln(false, s, DType::kFloat64, Device::cpu(), seed);
-    expect_same(got, ref, 1e-12, 1e-12, "float64 " + test10::shape_name(s));
+    expect_same(got, ref, 1e-12, 1e-12, "float64 " + shape_str(s));
     seed += 10;
   }
 }
@@ -92,7 +99,7 @@ TEST(Ch10_8_ResidualLayerNorm, MatchesCompositionFloat32) {
   for (const Shape& s : kLnShapes) {
     const ResidualLnResult got = run_residual_ln(true, s, DType::kFloat32, Device::cpu(), seed);
     const ResidualLnResult ref = run_residual_ln(false, s, DType::kFloat64, Device::cpu(), seed);
-    expect_same(got, ref, 1e-5, 1e-5, "float32 " + test10::shape_name(s));
+    expect_same(got, ref, 1e-5, 1e-5, "float32 " + shape_str(s));
     seed += 10;
   }
 }
@@ -115,10 +122,10 @@ TEST(Ch10_8_ResidualLayerNormCuda, MatchesCpuReference) {
       const ResidualLnResult got = run_residual_ln(true, s, dt, Device::cuda(), seed);
       const ResidualLnResult ref = run_residual_ln(false, s, DType::kFloat64, Device::cpu(), seed);
       const double tol = dt == DType::kFloat32 ? 1e-4 : 1e-11;
-      expect_same(got, ref, tol, tol, std::string(dtype_name(dt)) + " " + test10::shape_name(s));
+      expect_same(got, ref, tol, tol, std::string(dtype_name(dt)) + " " + shape_str(s));
       // Deterministic: a second run gives the same bits.
       const ResidualLnResult again = run_residual_ln(true, s, dt, Device::cuda(), seed);
-      expect_same(again, got, 0, 0, "repeat " + test10::shape_name(s));
+      expect_same(again, got, 0, 0, "repeat " + shape_str(s));
       seed += 10;
     }
   }
@@ -144,7 +151,7 @@ LinearResult run_linear(bool fused, bool gelu, const Shape& x_shape, int64_t out
   if (!fused) {
     const Tensor x = leaf64(x0), w = leaf64(layer.weight);
     const Tensor b = bias ? leaf64(layer.bias) : Tensor();
-    Tensor y = matmul(x, w.transpose(0, 1));
+    Tensor y = matmul(x, transpose(w, 0, 1));
     if (bias) y = add(y, b);
     if (gelu) y = tt::gelu(y);
     autograd::backward(sum(mul(y, cpu64(gy0))));
@@ -163,7 +170,10 @@ void expect_linear(const LinearResult& got, const LinearResult& ref, double atol
   EXPECT_TENSOR_NEAR(got.y, ref.y, atol, rtol) << what << " y";
   EXPECT_TENSOR_NEAR(got.dx, ref.dx, atol, rtol) << what << " dx";
   EXPECT_TENSOR_NEAR(got.dw, ref.dw, atol, rtol) << what << " dW";
-  if (ref.db.defined()) EXPECT_TENSOR_NEAR(got.db, ref.db, atol, rtol) << what << " db";
+  EXPECT_EQ(got.db.defined(), ref.db.defined()) << what;
+  if (ref.db.defined()) {
+    EXPECT_TENSOR_NEAR(got.db, ref.db, atol, rtol) << what << " db";
+  }
 }
 
 struct LinearCase {
@@ -174,9 +184,9 @@ struct LinearCase {
 
 // Odd M, K and N; N a multiple of 8 (the GELU epilogue's pre-activation) and not (the GELU
 // layer then falls back to the composition); a layer without bias; GPT-2's MLP width.
-const std::vector<LinearCase> kLinearCases = {
-    {{1, 1}, 1, true},      {{37, 19}, 24, true},      {{2, 17, 33}, 13, true},
-    {{5, 64}, 40, false},   {{3, 41, 200}, 96, true},  {{2, 64, 96}, 384, true}};
+const std::vector<LinearCase> kLinearCases = {{{1, 1}, 1, true},        {{37, 19}, 24, true},
+                                              {{2, 17, 33}, 13, true},  {{5, 64}, 40, false},
+                                              {{3, 41, 200}, 96, true}, {{2, 64, 96}, 384, true}};
 
 TEST(Ch10_FusedLinear, CpuRunsTheComposition) {
   uint64_t seed = 1100;
@@ -185,7 +195,7 @@ TEST(Ch10_FusedLinear, CpuRunsTheComposition) {
       if (gelu && !c.bias) continue;
       const LinearResult got = run_linear(true, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
       const LinearResult ref = run_linear(false, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
-      expect_linear(got, ref, 1e-5, 1e-5, test10::shape_name(c.x) + (gelu ? " gelu" : ""));
+      expect_linear(got, ref, 1e-5, 1e-5, shape_str(c.x) + (gelu ? " gelu" : ""));
       seed += 10;
     }
   }
@@ -208,7 +218,7 @@ TEST(Ch10_FusedLinearCuda, MatchesCompositionExact) {
       if (gelu && !c.bias) continue;
       const LinearResult got = run_linear(true, gelu, c.x, c.out, c.bias, Device::cuda(), seed);
       const LinearResult ref = run_linear(false, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
-      expect_linear(got, ref, 1e-4, 1e-4, test10::shape_name(c.x) + (gelu ? " gelu" : ""));
+      expect_linear(got, ref, 1e-4, 1e-4, shape_str(c.x) + (gelu ? " gelu" : ""));
       seed += 10;
     }
   }
@@ -221,9 +231,40 @@ TEST(Ch10_FusedLinearCuda, MatchesCompositionTf32) {
   for (const LinearCase& c : kLinearCases) {
     const LinearResult got = run_linear(true, c.bias, c.x, c.out, c.bias, Device::cuda(), seed);
     const LinearResult ref = run_linear(false, c.bias, c.x, c.out, c.bias, Device::cpu(), seed);
-    expect_linear(got, ref, 3e-2, 1e-2, test10::shape_name(c.x) + " tf32");
+    expect_linear(got, ref, 3e-2, 1e-2, shape_str(c.x) + " tf32");
     seed += 10;
   }
+}
+
+// The cuBLASLt kernels themselves (no fallback allowed) at a GPT-2-like shape: the forward with
+// the BIAS and GELU_AUX_BIAS epilogues, the weight gradient with BGRADB, against chapter 07's
+// matmul and chapter 04's ops on the same device (TF32 off, K = 768: 1e-4).
+TEST(Ch10_FusedLinearCuda, EpiloguesRunAtGpt2Shapes) {
+  TT_SKIP_IF_NO_CUDA();
+  cuda::AllowTf32Guard exact(false);
+  const Device gpu = Device::cuda();
+  const int64_t M = 256, K = 768, N = 3072;
+  const Tensor x = randn_t({M, K}, 1400, DType::kFloat32).to(gpu);
+  const Tensor w = mul(randn_t({N, K}, 1401, DType::kFloat32), 0.03).to(gpu);
+  const Tensor b = randn_t({N}, 1402, DType::kFloat32).to(gpu);
+  const Tensor dy = randn_t({M, N}, 1403, DType::kFloat32).to(gpu);
+  const Tensor h = add(matmul(x, w.transpose(0, 1)), b);
+  const TensorOptions opts{DType::kFloat32, gpu};
+
+  Tensor y = full({M, N}, NAN, opts);
+  ASSERT_TRUE(call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", gpu, y, x, w, b, Tensor()));
+  EXPECT_TENSOR_NEAR(cpu64(y), cpu64(h), 1e-4, 1e-4) << "BIAS";
+
+  Tensor pre = full({M, N}, NAN, opts);
+  y = full({M, N}, NAN, opts);
+  ASSERT_TRUE(call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", gpu, y, x, w, b, pre));
+  EXPECT_TENSOR_NEAR(cpu64(pre), cpu64(h), 1e-4, 1e-4) << "GELU_AUX_BIAS pre-activation";
+  EXPECT_TENSOR_NEAR(cpu64(y), cpu64(gelu(h)), 1e-4, 1e-4) << "GELU_AUX_BIAS output";
+
+  Tensor dw = full({N, K}, NAN, opts), db = full({N}, NAN, opts);
+  ASSERT_TRUE(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", gpu, dw, dy, x, db));
+  EXPECT_TENSOR_NEAR(cpu64(dw), cpu64(matmul(dy.transpose(0, 1), x)), 1e-3, 1e-4) << "dW";
+  EXPECT_TENSOR_NEAR(cpu64(db), cpu64(sum(dy, {0})), 1e-3, 1e-4) << "BGRADB";
 }
 
 // cuBLASLt's GELU epilogue must be GPT-2's tanh approximation, not the exact erf GELU: on
@@ -232,23 +273,25 @@ TEST(Ch10_FusedLinearCuda, MatchesCompositionTf32) {
 TEST(Ch10_FusedLinearCuda, GeluEpilogueIsTheTanhApproximation) {
   TT_SKIP_IF_NO_CUDA();
   cuda::AllowTf32Guard exact(false);
-  // One input feature with weight 1 and bias 0: the pre-activation is x itself.
-  nn::Linear layer(1, 8, true);
-  layer.weight.detach().copy_(ones({8, 1}));
-  layer.bias.detach().copy_(zeros({8}));
-  layer.to(Device::cuda());
-  const Tensor x = arange(-600, 600, 1, {DType::kFloat32}).reshape({1200, 1});
-  const Tensor pre = mul(x, 0.01);
-  const Tensor y = cpu64(linear_gelu_lt(pre.to(Device::cuda()), layer));
-  const Tensor tanh_gelu = cpu64(gelu(pre)).reshape({1200, 1}).expand({1200, 8});
-  EXPECT_TENSOR_NEAR(y, tanh_gelu, 2e-6, 2e-6);
+  const Device gpu = Device::cuda();
+  // W = I and b = 0: the pre-activation is x itself, 1200 values from -6 to 6.
+  const int64_t n = 8;
+  const Tensor x = mul(arange(-600, 600, 1, {DType::kFloat32}), 0.01).reshape({1200 / n, n});
+  Tensor eye = zeros({n, n});
+  for (int64_t i = 0; i < n; ++i) eye.data<float>()[i * n + i] = 1;
+  const TensorOptions opts{DType::kFloat32, gpu};
+  const Tensor y = empty({1200 / n, n}, opts), pre = empty({1200 / n, n}, opts);
+  ASSERT_TRUE(call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", gpu, y, x.to(gpu),
+                                                 eye.to(gpu), zeros({n}, opts), pre));
+  const Tensor tanh_gelu = cpu64(gelu(x));
+  EXPECT_TENSOR_NEAR(cpu64(y), tanh_gelu, 2e-6, 2e-6);
   // The erf GELU of the same values, to show that the test tells the two apart.
-  const Tensor p64 = cpu64(pre);
+  const Tensor x64 = cpu64(x).contiguous();
   double max_diff = 0;
-  for (int64_t i = 0; i < 1200; ++i) {
-    const double v = p64.data<double>()[i];
+  for (int64_t i = 0; i < x64.numel(); ++i) {
+    const double v = x64.data<double>()[i];
     const double erf_gelu = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-    max_diff = std::max(max_diff, std::abs(erf_gelu - tanh_gelu.contiguous().data<double>()[i * 8]));
+    max_diff = std::max(max_diff, std::abs(erf_gelu - tanh_gelu.data<double>()[i]));
   }
   EXPECT_GT(max_diff, 1e-4);
 }

@@ -40,8 +40,7 @@ inline constexpr int kColumnSumLanes = 8;
 /// t / n_strips, 32-column strip t % n_strips), one block per task (grid-stride), blockDim
 /// (32, kColumnSumLanes).
 template <typename T>
-__global__ void column_sum_kernel(T* partial, const T* in, int64_t rows, int64_t cols,
-                                  int64_t ld) {
+__global__ void column_sum_kernel(T* partial, const T* in, int64_t rows, int64_t cols, int64_t ld) {
   __shared__ T part[kColumnSumLanes][kWarpThreads];
   const int64_t n_strips = (cols + kWarpThreads - 1) / kWarpThreads;
   const int64_t n_chunks = (rows + kColumnSumChunk - 1) / kColumnSumChunk;
@@ -92,8 +91,9 @@ void column_sum(T* out, const T* in, int64_t rows, int64_t cols, int64_t ld, con
       buffers[which] = empty({n_chunks, cols}, {dtype_of<T>, device});
       dst = buffers[which].data<T>();
     }
-    column_sum_kernel<T><<<grid_size(n_chunks * n_strips * threads, threads, dev), block, 0,
-                           stream(dev)>>>(dst, in, rows, cols, ld);
+    column_sum_kernel<T>
+        <<<grid_size(n_chunks * n_strips * threads, threads, dev), block, 0, stream(dev)>>>(
+            dst, in, rows, cols, ld);
     TT_CUDA_CHECK_LAUNCH("column_sum_kernel");
     if (n_chunks == 1) return;
     in = dst;

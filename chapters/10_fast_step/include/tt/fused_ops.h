@@ -9,7 +9,7 @@
 /// |---|---|---|
 /// | linear_lt | matmul, then add(bias) | forward: the bias add's read and write of y (8MN bytes); backward: the bias-gradient `sum`, a re-read of dy (4MN) |
 /// | linear_gelu_lt | matmul, add(bias), gelu | forward: the bias add and the gelu kernel (16MN); the pre-activation the GEMM stores in its epilogue is what gelu would have saved anyway |
-/// | residual_layernorm | add, then layernorm | forward: a re-read of r (4MC); backward: the add of the two gradients of r (12MC) |
+/// | residual_layernorm | add, then layernorm | forward: a re-read of r (4MC); backward: writing the LayerNorm gradient and re-reading it for the add of r's two gradients (8MC) |
 ///
 /// On CUDA, linear_lt and linear_gelu_lt run float32 GEMMs through cuBLASLt (TF32 when
 /// cuda::allow_tf32(), like chapter 07's matmul). Other dtypes, CPUs, and shapes cuBLASLt has no

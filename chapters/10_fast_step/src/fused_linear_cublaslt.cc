@@ -9,6 +9,9 @@
 // dW [N, K] row-major is the column-major K x N matrix x^T dy: A = x^T (K x M, as stored),
 // B = dy (stored N x M, transposed to M x N), and CUBLASLT_EPILOGUE_BGRADB sums op(B) over the
 // GEMM's k = M dimension: db = the column sums of dy.
+//
+// Host code only (cuBLASLt launches its own kernels), compiled in CUDA builds.
+#if TT_WITH_CUDA
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -123,8 +126,21 @@ bool run_lt(const LtGemm& g, int dev) {
   const bool tf32 = allow_tf32();
   const uint32_t al_a = alignment(g.a), al_b = alignment(g.b), al_d = alignment(g.d),
                  al_bias = alignment(g.bias);
-  const AlgoKey key{dev,   static_cast<int>(g.ta), static_cast<int>(g.tb), g.m, g.n, g.k, g.lda,
-                    g.ldb, g.ldd, static_cast<int>(g.epilogue), tf32, al_a, al_b, al_d, al_bias};
+  const AlgoKey key{dev,
+                    static_cast<int>(g.ta),
+                    static_cast<int>(g.tb),
+                    g.m,
+                    g.n,
+                    g.k,
+                    g.lda,
+                    g.ldb,
+                    g.ldd,
+                    static_cast<int>(g.epilogue),
+                    tf32,
+                    al_a,
+                    al_b,
+                    al_d,
+                    al_bias};
   auto [lt, workspace] = lt_pool(dev).get(dev);
 
   MatmulDesc desc;
@@ -267,3 +283,5 @@ TT_REGISTER_KERNEL("matmul_lt_forward", DeviceType::kCUDA, matmul_lt_forward);
 TT_REGISTER_KERNEL("matmul_lt_wgrad", DeviceType::kCUDA, matmul_lt_wgrad);
 
 }  // namespace tt::cuda
+
+#endif  // TT_WITH_CUDA
