@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "tt/cuda_block_reduce.h"
 #include "tt/cuda_column_sum.h"
@@ -130,28 +131,13 @@ int layernorm_backward_warps(int64_t C, std::size_t elem_size) {
   return 0;
 }
 
-// Checks that every tensor of `rows_like` has x's shape, every one of `vectors` has shape [C],
-// every one of `stats` has x's shape without the last dim; all contiguous, x's dtype, x's CUDA
-// device. Returns C.
+// check_row_tensors (tt/ops_nn.h) with the op named "cuda::<op>", for x on a CUDA device
+// (`like` starts with x). Returns C.
 int64_t check_layernorm(const char* op, const Tensor& x, std::initializer_list<const Tensor*> like,
                         std::initializer_list<const Tensor*> vectors,
                         std::initializer_list<const Tensor*> stats) {
-  TT_CHECK(x.dim() >= 1 && x.size(-1) > 0 && x.device().is_cuda(), "cuda::", op,
-           ": x must be a CUDA tensor with a non-empty last dim, got ", x.describe());
-  const int64_t C = x.size(-1);
-  const Shape stat_shape(x.shape().begin(), x.shape().end() - 1);
-  const auto check = [&](std::initializer_list<const Tensor*> ts, const Shape& shape) {
-    for (const Tensor* t : ts) {
-      TT_CHECK(t->shape() == shape && t->dtype() == x.dtype() && t->device() == x.device() &&
-                   t->is_contiguous(),
-               "cuda::", op, ": expected a contiguous ", dtype_name(x.dtype()), " tensor of shape ",
-               shape, " on ", x.device(), ", got ", t->describe(), " (x ", x.describe(), ")");
-    }
-  };
-  check(like, x.shape());
-  check(vectors, Shape{C});
-  check(stats, stat_shape);
-  return C;
+  TT_CHECK(x.device().is_cuda(), "cuda::", op, ": x must be a CUDA tensor, got ", x.describe());
+  return check_row_tensors(std::string("cuda::") + op, like, vectors, stats);
 }
 
 }  // namespace
@@ -185,7 +171,7 @@ void layernorm_backward_add(const Tensor& dx, const Tensor& dweight, const Tenso
                             const Tensor& mean, const Tensor& rstd, const Tensor& dx_add) {
   const int64_t C = check_layernorm("layernorm_backward", x, {&x, &dx, &dout},
                                     {&weight, &dweight, &dbias}, {&mean, &rstd});
-  if (dx_add.defined()) check_layernorm("layernorm_backward", x, {&dx_add}, {}, {});
+  if (dx_add.defined()) check_layernorm("layernorm_backward", x, {&x, &dx_add}, {}, {});
   const int64_t rows = x.numel() / C;
   const int dev = x.device().index;
   DeviceGuard guard(dev);

@@ -232,25 +232,27 @@ bool matmul_lt_forward(const Tensor& y, const Tensor& x, const Tensor& w, const 
   if (pre.defined() && N % 8 != 0) return false;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  LtGemm g;
-  g.ta = CUBLAS_OP_T;
-  g.tb = CUBLAS_OP_N;
-  g.m = N;
-  g.n = M;
-  g.k = K;
-  g.a = w.data<float>();
-  g.lda = K;
-  g.b = x.data<float>();
-  g.ldb = K;
-  g.d = y.data<float>();
-  g.ldd = N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (b.defined()) {
-    g.bias = b.data<float>();
-    g.epilogue = pre.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    epilogue = pre.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
   } else if (pre.defined()) {
-    g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
+    epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
   }
-  if (pre.defined()) g.aux = pre.data<float>();
+  // D (N x M) = W (stored K x N, transposed) x^T (K x M, as stored).
+  const LtGemm g{.ta = CUBLAS_OP_T,
+                 .tb = CUBLAS_OP_N,
+                 .m = N,
+                 .n = M,
+                 .k = K,
+                 .a = w.data<float>(),
+                 .lda = K,
+                 .b = x.data<float>(),
+                 .ldb = K,
+                 .d = y.data<float>(),
+                 .ldd = N,
+                 .epilogue = epilogue,
+                 .bias = b.defined() ? b.data<float>() : nullptr,
+                 .aux = pre.defined() ? pre.data<float>() : nullptr};
   return run_lt(g, dev);
 }
 
@@ -260,22 +262,21 @@ bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const 
   if (M == 0 || N == 0 || K == 0) return false;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  LtGemm g;
-  g.ta = CUBLAS_OP_N;
-  g.tb = CUBLAS_OP_T;
-  g.m = K;
-  g.n = N;
-  g.k = M;
-  g.a = x.data<float>();
-  g.lda = K;
-  g.b = dy.data<float>();
-  g.ldb = N;
-  g.d = dw.data<float>();
-  g.ldd = K;
-  if (db.defined()) {
-    g.bias = db.data<float>();
-    g.epilogue = CUBLASLT_EPILOGUE_BGRADB;
-  }
+  // D (K x N) = x^T (K x M, as stored) dy (stored N x M, transposed); BGRADB sums op(B) = dy
+  // over k = M.
+  const LtGemm g{.ta = CUBLAS_OP_N,
+                 .tb = CUBLAS_OP_T,
+                 .m = K,
+                 .n = N,
+                 .k = M,
+                 .a = x.data<float>(),
+                 .lda = K,
+                 .b = dy.data<float>(),
+                 .ldb = N,
+                 .d = dw.data<float>(),
+                 .ldd = K,
+                 .epilogue = db.defined() ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT,
+                 .bias = db.defined() ? db.data<float>() : nullptr};
   return run_lt(g, dev);
 }
 

@@ -105,34 +105,10 @@ Tensor linear_impl(const Tensor& x, nn::Linear& layer, bool gelu) {
 // gradient sums, depend only on the shapes.
 constexpr int64_t kRowChunk = 64;
 
-// r, y, a, d (and the gradients) contiguous [..., C] of one dtype on one device; mean, rstd
-// [...]; w, b [C]. Returns C.
-int64_t check_residual_ln(const char* op, std::initializer_list<const Tensor*> rows_like,
-                          std::initializer_list<const Tensor*> vectors,
-                          std::initializer_list<const Tensor*> stats) {
-  const Tensor& x = **rows_like.begin();
-  TT_CHECK(x.dim() >= 1 && x.size(-1) > 0 && is_floating(x.dtype()), op,
-           ": expected a float tensor [..., C] with C > 0, got ", x.describe());
-  const int64_t C = x.size(-1);
-  const Shape stat_shape(x.shape().begin(), x.shape().end() - 1);
-  const auto check = [&](std::initializer_list<const Tensor*> ts, const Shape& shape) {
-    for (const Tensor* t : ts) {
-      TT_CHECK(t->shape() == shape && t->dtype() == x.dtype() && t->device() == x.device() &&
-                   t->is_contiguous(),
-               op, ": expected a contiguous ", dtype_name(x.dtype()), " tensor of shape ", shape,
-               " on ", x.device(), ", got ", t->describe());
-    }
-  };
-  check(rows_like, x.shape());
-  check(vectors, Shape{C});
-  check(stats, stat_shape);
-  return C;
-}
-
 void residual_layernorm_forward_cpu(const Tensor& r, const Tensor& y, const Tensor& mean,
                                     const Tensor& rstd, const Tensor& a, const Tensor& d,
                                     const Tensor& w, const Tensor& b, double eps) {
-  const int64_t C = check_residual_ln("cpu::residual_layernorm_forward", {&r, &y, &a, &d}, {&w, &b},
+  const int64_t C = check_row_tensors("cpu::residual_layernorm_forward", {&r, &y, &a, &d}, {&w, &b},
                                       {&mean, &rstd});
   const int64_t rows = r.numel() / C;
   dispatch_floating(r.dtype(), "cpu::residual_layernorm_forward", [&]<typename T>() {
@@ -149,7 +125,7 @@ void residual_layernorm_forward_cpu(const Tensor& r, const Tensor& y, const Tens
 void residual_layernorm_backward_cpu(const Tensor& dr, const Tensor& dw, const Tensor& db,
                                      const Tensor& dr_in, const Tensor& dy, const Tensor& r,
                                      const Tensor& w, const Tensor& mean, const Tensor& rstd) {
-  const int64_t C = check_residual_ln("cpu::residual_layernorm_backward", {&dr, &dr_in, &dy, &r},
+  const int64_t C = check_row_tensors("cpu::residual_layernorm_backward", {&dr, &dr_in, &dy, &r},
                                       {&w, &dw, &db}, {&mean, &rstd});
   const int64_t rows = r.numel() / C;
   const int64_t n_chunks = (rows + kRowChunk - 1) / kRowChunk;

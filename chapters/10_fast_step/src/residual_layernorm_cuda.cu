@@ -6,12 +6,14 @@
 // the residual stream's own gradient added in the same pass (cuda::layernorm_backward_add).
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "tt/cuda_block_reduce.h"
 #include "tt/cuda_device.h"
 #include "tt/cuda_ops.h"
 #include "tt/dispatcher.h"
 #include "tt/fused_ops.h"
+#include "tt/ops_nn.h"
 
 namespace tt::cuda {
 
@@ -49,26 +51,13 @@ __global__ void residual_layernorm_forward_kernel(T* r, T* y, T* mean, T* rstd, 
   }
 }
 
-// r, y, a, d contiguous [..., C]; mean, rstd [...]; w, b [C]; one dtype, one CUDA device.
+// check_row_tensors (tt/ops_nn.h) for tensors on a CUDA device. Returns C.
 int64_t check_shapes(const char* op, std::initializer_list<const Tensor*> rows_like,
                      std::initializer_list<const Tensor*> vectors,
                      std::initializer_list<const Tensor*> stats) {
   const Tensor& x = **rows_like.begin();
-  TT_CHECK(x.dim() >= 1 && x.size(-1) > 0 && x.device().is_cuda(), "cuda::", op,
-           ": expected a CUDA tensor [..., C] with C > 0, got ", x.describe());
-  const Shape stat_shape(x.shape().begin(), x.shape().end() - 1);
-  const auto check = [&](std::initializer_list<const Tensor*> ts, const Shape& shape) {
-    for (const Tensor* t : ts) {
-      TT_CHECK(t->shape() == shape && t->dtype() == x.dtype() && t->device() == x.device() &&
-                   t->is_contiguous(),
-               "cuda::", op, ": expected a contiguous ", dtype_name(x.dtype()), " tensor of shape ",
-               shape, " on ", x.device(), ", got ", t->describe());
-    }
-  };
-  check(rows_like, x.shape());
-  check(vectors, Shape{x.size(-1)});
-  check(stats, stat_shape);
-  return x.size(-1);
+  TT_CHECK(x.device().is_cuda(), "cuda::", op, ": expected CUDA tensors, got ", x.describe());
+  return check_row_tensors(std::string("cuda::") + op, rows_like, vectors, stats);
 }
 
 }  // namespace
