@@ -268,8 +268,10 @@ TEST(Ch10_FusedLinearCuda, EpiloguesRunAtGpt2Shapes) {
 }
 
 // cuBLASLt's GELU epilogue must be GPT-2's tanh approximation, not the exact erf GELU: on
-// pre-activations spread over [-6, 6] the two differ by up to 4.7e-4, far above the 2e-6 this
-// test allows between the epilogue and chapter 04's gelu of the same pre-activation.
+// pre-activations spread over [-6, 6] the two differ by up to 4.7e-4, far above the 1e-5 this
+// test allows between the epilogue and chapter 04's gelu of the same pre-activation. (The
+// epilogue evaluates tanh with a fast approximation: measured on an H100, up to 4.9e-6 absolute
+// from chapter 04's float32 gelu, in the tail near x = -3.6 where gelu is about -4.5e-4.)
 TEST(Ch10_FusedLinearCuda, GeluEpilogueIsTheTanhApproximation) {
   TT_SKIP_IF_NO_CUDA();
   cuda::AllowTf32Guard exact(false);
@@ -284,7 +286,7 @@ TEST(Ch10_FusedLinearCuda, GeluEpilogueIsTheTanhApproximation) {
   ASSERT_TRUE(call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", gpu, y, x.to(gpu),
                                                  eye.to(gpu), zeros({n}, opts), pre));
   const Tensor tanh_gelu = cpu64(gelu(x));
-  EXPECT_TENSOR_NEAR(cpu64(y), tanh_gelu, 2e-6, 2e-6);
+  EXPECT_TENSOR_NEAR(cpu64(y), tanh_gelu, 1e-5, 0);
   // The erf GELU of the same values, to show that the test tells the two apart.
   const Tensor x64 = cpu64(x).contiguous();
   double max_diff = 0;
