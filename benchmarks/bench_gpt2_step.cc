@@ -7,7 +7,9 @@
 //             --config L=6,NH=6,C=384,V=8192,Vp=8192,maxT=256 --modes fp32_naive
 //       so that ms/step compare directly;
 //   gpt2_train_step/cuda[_tf32]/L12_H12_C768_V50257_B8_T1024   GPT-2 124M (Vp = 50304), CUDA only
-//       (cuda_tf32: float32 GEMMs on TF32 tensor cores, as train_gpt2 --tf32):
+//       (cuda_tf32: float32 GEMMs on TF32 tensor cores, as train_gpt2 --tf32; cuda_flash_tf32:
+//       the same with chapter 10's FlashAttention; cuda_fast_tf32: with chapter 10's whole
+//       operation set "fast"):
 //       about 7 TFLOP per step (over a minute on 2 CPU cores) and some 20 GB of activations
 //       (each layer materializes and keeps [8, 12, 1024, 1024] attention scores).
 //
@@ -35,12 +37,14 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
 #include "tt/autograd.h"
 #include "tt/cuda_matmul.h"
 #include "tt/gpt2.h"
+#include "tt/gpt2_ops.h"
 #include "tt/optim.h"
 #include "tt/profiler.h"
 
@@ -108,21 +112,13 @@ void profile_one_step(Device device, const std::string& mode, const StepShape& s
     step();
     profiler.stop();
   }
-  const prof::Peaks peaks = !device.is_cuda()    ? prof::Peaks{}
-                            : cuda::allow_tf32() ? prof::kH100Tf32
-                                                 : prof::kH100Fp32;
-  const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
+  const prof::Peaks peaks = prof::default_peaks(device);
   const std::string name = "gpt2_train_step/" + mode + "/" + s.args();
-  std::printf("\nPer-op profile of one steady-state step of %s (%zu kernel calls):\n%s\n",
-              name.c_str(), profiler.records().size(),
-              prof::format_profile_table(rows, profiler.step_seconds(), peaks).c_str());
-  // The same calls per op and input shapes: which GEMM, which attention tensor.
-  const auto by_shape = prof::read_profile(profiler.op_stats(prof::Profiler::GroupBy::kOpAndShapes),
-                                           profiler.step_seconds(), peaks);
-  std::printf("The same step by op and input shapes (top 15):\n%s\n",
-              prof::format_profile_table(by_shape, profiler.step_seconds(), peaks, 15).c_str());
+  std::printf("\n%s\n",
+              prof::profile_report(profiler, peaks, "one steady-state step of " + name).c_str());
   if (!g_profile.json_dir.empty()) {
     const std::string path = g_profile.json_dir + "/profile_" + mode + "_" + s.args() + ".json";
+    const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
     std::ofstream(path) << prof::profile_json(rows, profiler.step_seconds(), peaks) << '\n';
     std::printf("wrote %s\n", path.c_str());
   }
@@ -138,10 +134,11 @@ Tensor random_tokens(Generator& gen, const StepShape& s, Device device) {
   return from_vector(v, {s.B, s.T}).to(device);
 }
 
-void train_step(benchmark::State& state, Device device, const StepShape& s,
-                const std::string& mode) {
+void train_step(benchmark::State& state, Device device, const StepShape& s, const std::string& mode,
+                const gpt2::ModelOps* ops = nullptr) {
   gpt2::GPT2 model(s.config, 1337);
   model.to(device);
+  if (ops != nullptr) model.set_ops(*ops);
   optim::AdamWOptions ao;
   ao.lr = 3e-4;  // the anchor's AdamW settings
   optim::AdamW opt(model.parameters(), ao);
@@ -208,5 +205,23 @@ int main(int argc, char** argv) {
         train_step(st, d, gpt2_124m, "cuda_tf32");
       },
       10);
+  // Chapter 10's operation set "fast" (TF32): FlashAttention alone (its other members cleared),
+  // and the whole set (+ cuBLASLt epilogues, fused residual + LayerNorm, ...).
+  gpt2::ModelOps flash_only = gpt2::model_ops("fast");
+  flash_only.linear = nullptr;
+  flash_only.linear_gelu = nullptr;
+  flash_only.residual_layernorm = nullptr;
+  flash_only.classifier_loss = nullptr;
+  const gpt2::ModelOps fast = gpt2::model_ops("fast");
+  for (const auto& [mode, ops] : {std::pair{std::string("cuda_flash_tf32"), &flash_only},
+                                  std::pair{std::string("cuda_fast_tf32"), &fast}}) {
+    bench::register_on(
+        "gpt2_train_step/" + mode + "/" + gpt2_124m.args(), Device::cuda(),
+        [gpt2_124m, mode, ops](benchmark::State& st, Device d) {
+          cuda::AllowTf32Guard tf32(true);
+          train_step(st, d, gpt2_124m, mode, ops);
+        },
+        10);
+  }
   return bench::run_main(argc, argv, "bench_gpt2_step");
 }

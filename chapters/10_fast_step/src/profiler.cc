@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "tt/cuda_matmul.h"  // cuda::allow_tf32
 #include "tt/error.h"
 
 #if TT_WITH_CUDA
@@ -314,6 +315,24 @@ std::string format_profile_table(const std::vector<ReportRow>& rows, double step
        << fixed(peaks.flops_per_second / peaks.bytes_per_second, 1)
        << " FLOP/B. GB moved is a lower bound (each tensor argument counted once).\n";
   }
+  return os.str();
+}
+
+Peaks default_peaks(Device device) {
+  if (!device.is_cuda()) return {};
+  return cuda::allow_tf32() ? kH100Tf32 : kH100Fp32;
+}
+
+std::string profile_report(const Profiler& profiler, const Peaks& peaks, const std::string& what,
+                           std::size_t top_shapes) {
+  const double step = profiler.step_seconds();
+  std::ostringstream os;
+  os << "Per-op profile of " << what << " (" << profiler.records().size() << " kernel calls):\n"
+     << format_profile_table(read_profile(profiler.op_stats(), step, peaks), step, peaks) << "\n"
+     << "The same step by op and input shapes (top " << top_shapes << "):\n"
+     << format_profile_table(
+            read_profile(profiler.op_stats(Profiler::GroupBy::kOpAndShapes), step, peaks), step,
+            peaks, top_shapes);
   return os.str();
 }
 

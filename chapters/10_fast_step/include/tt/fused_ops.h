@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <utility>
 
-#include "tt/gpt2_ops.h"
 #include "tt/layers.h"
 #include "tt/tensor.h"
 
@@ -73,14 +72,6 @@ using MatmulLtForwardKernel = bool(const Tensor& y, const Tensor& x, const Tenso
 /// anything, when cuBLASLt offers no algorithm.
 using MatmulLtWgradKernel = bool(const Tensor& dw, const Tensor& dy, const Tensor& x,
                                  const Tensor& db);
-
-namespace fast {
-
-/// Sets ops.linear (linear_lt), ops.linear_gelu (linear_gelu_lt) and ops.residual_layernorm
-/// (residual_layernorm): this header's part of chapter 10's "fast" ModelOps.
-void install_epilogue(gpt2::ModelOps& ops);
-
-}  // namespace fast
 
 namespace cpu {
 
