@@ -213,8 +213,11 @@ int main(int argc, char** argv) {
   flash_only.residual_layernorm = nullptr;
   flash_only.classifier_loss = nullptr;
   const gpt2::ModelOps fast = gpt2::model_ops("fast");
-  for (const auto& [mode, ops] : {std::pair{std::string("cuda_flash_tf32"), &flash_only},
-                                  std::pair{std::string("cuda_fast_tf32"), &fast}}) {
+  const std::vector<std::pair<std::string, const gpt2::ModelOps*>> sets = {
+      {"cuda_flash_tf32", &flash_only}, {"cuda_fast_tf32", &fast}};
+  for (const auto& set : sets) {
+    const std::string mode = set.first;
+    const gpt2::ModelOps* ops = set.second;
     bench::register_on(
         "gpt2_train_step/" + mode + "/" + gpt2_124m.args(), Device::cuda(),
         [gpt2_124m, mode, ops](benchmark::State& st, Device d) {
