@@ -188,17 +188,25 @@ const std::vector<LinearCase> kLinearCases = {{{1, 1}, 1, true},        {{37, 19
                                               {{2, 17, 33}, 13, true},  {{5, 64}, 40, false},
                                               {{3, 41, 200}, 96, true}, {{2, 64, 96}, 384, true}};
 
-TEST(Ch10_FusedLinear, CpuRunsTheComposition) {
-  uint64_t seed = 1100;
+// Every case of kLinearCases on `device` against the float64 CPU composition: the plain layer
+// and, with a bias, the GELU layer (`gelu_only_with_bias`: only the GELU layer with a bias, only
+// the plain one without).
+void expect_cases_match(Device device, double atol, double rtol, uint64_t seed,
+                        bool gelu_only_with_bias = false) {
   for (const LinearCase& c : kLinearCases) {
     for (bool gelu : {false, true}) {
       if (gelu && !c.bias) continue;
-      const LinearResult got = run_linear(true, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
+      if (gelu_only_with_bias && gelu != c.bias) continue;
+      const LinearResult got = run_linear(true, gelu, c.x, c.out, c.bias, device, seed);
       const LinearResult ref = run_linear(false, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
-      expect_linear(got, ref, 1e-5, 1e-5, shape_str(c.x) + (gelu ? " gelu" : ""));
+      expect_linear(got, ref, atol, rtol, shape_str(c.x) + (gelu ? " gelu" : ""));
       seed += 10;
     }
   }
+}
+
+TEST(Ch10_FusedLinear, CpuRunsTheComposition) {
+  expect_cases_match(Device::cpu(), 1e-5, 1e-5, 1100);
 }
 
 TEST(Ch10_FusedLinear, RejectsBadInputs) {
@@ -212,28 +220,13 @@ TEST(Ch10_FusedLinear, RejectsBadInputs) {
 TEST(Ch10_FusedLinearCuda, MatchesCompositionExact) {
   TT_SKIP_IF_NO_CUDA();
   cuda::AllowTf32Guard exact(false);
-  uint64_t seed = 1200;
-  for (const LinearCase& c : kLinearCases) {
-    for (bool gelu : {false, true}) {
-      if (gelu && !c.bias) continue;
-      const LinearResult got = run_linear(true, gelu, c.x, c.out, c.bias, Device::cuda(), seed);
-      const LinearResult ref = run_linear(false, gelu, c.x, c.out, c.bias, Device::cpu(), seed);
-      expect_linear(got, ref, 1e-4, 1e-4, shape_str(c.x) + (gelu ? " gelu" : ""));
-      seed += 10;
-    }
-  }
+  expect_cases_match(Device::cuda(), 1e-4, 1e-4, 1200);
 }
 
 TEST(Ch10_FusedLinearCuda, MatchesCompositionTf32) {
   TT_SKIP_IF_NO_CUDA();
   cuda::AllowTf32Guard tf32(true);
-  uint64_t seed = 1300;
-  for (const LinearCase& c : kLinearCases) {
-    const LinearResult got = run_linear(true, c.bias, c.x, c.out, c.bias, Device::cuda(), seed);
-    const LinearResult ref = run_linear(false, c.bias, c.x, c.out, c.bias, Device::cpu(), seed);
-    expect_linear(got, ref, 3e-2, 1e-2, shape_str(c.x) + " tf32");
-    seed += 10;
-  }
+  expect_cases_match(Device::cuda(), 3e-2, 1e-2, 1300, /*gelu_only_with_bias=*/true);
 }
 
 // The cuBLASLt kernels themselves (no fallback allowed) at a GPT-2-like shape: the forward with
