@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tt/flash_attention.h"
+#include "tt/fused_classifier.h"
 #include "tt/profiler.h"
 
 namespace tt::fast {
@@ -19,10 +20,19 @@ void install_attention(gpt2::ModelOps& ops) {
   describe_piece(ops, "FlashAttention (packed qkv)");
 }
 
+void install_classifier(gpt2::ModelOps& ops) {
+  ops.classifier_loss = [](const Tensor& x, const Tensor& wte, int64_t vocab_size,
+                           const Tensor& targets) {
+    return fused_classifier_loss(x, wte, vocab_size, targets);
+  };
+  describe_piece(ops, "fused classifier");
+}
+
 gpt2::ModelOps fast_model_ops() {
   gpt2::ModelOps ops;
   // One line per piece of this chapter.
   install_attention(ops);
+  install_classifier(ops);
   install_epilogue(ops);
   const std::vector<std::string> rest = gpt2::reference_members(ops);
   for (std::size_t i = 0; i < rest.size(); ++i) {

@@ -41,9 +41,9 @@ double kernel_flops(const KernelCall& call) {
     return 2.0 * static_cast<double>(shape_numel(t[0].shape)) *
            static_cast<double>(t[1].shape.front());
   }
-  if (op.rfind("matmul", 0) == 0 && t.size() >= 2 && t[1].shape.size() >= 2) {
+  if ((op.rfind("matmul", 0) == 0 || op == "gemm") && t.size() >= 2 && t[1].shape.size() >= 2) {
     // out [..., M, N] = a [..., M, K] @ b [..., K, N]: M·N dot products of length K, each K
-    // multiplies and K adds.
+    // multiplies and K adds ("gemm": the same, scaled by alpha and added to beta out).
     return 2.0 * static_cast<double>(shape_numel(t[0].shape)) *
            static_cast<double>(t[1].shape.back());
   }
@@ -91,6 +91,7 @@ struct Profiler::CudaEvents {
   }
   /// Waits until the event `i` has completed on the GPU.
   void wait(int i) const {
+    cuda::count_host_sync();
     TT_CUDA_CHECK(cudaEventSynchronize(pool[static_cast<std::size_t>(i)]));
   }
 

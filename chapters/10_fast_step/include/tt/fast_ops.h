@@ -25,6 +25,11 @@ void describe_piece(gpt2::ModelOps& ops, const std::string& piece);
 /// q, k, v from the packed qkv [B, T, 3C] and writes y [B, T, C] and dqkv without copies.
 void install_attention(gpt2::ModelOps& ops);
 
+/// The classifier piece: ops.classifier_loss = fused_classifier_loss (tt/fused_classifier.h,
+/// default options), the loss of the tied head computed in chunks of rows with the gradient
+/// written in place: no [B*T, V] logits or gradient in memory.
+void install_classifier(gpt2::ModelOps& ops);
+
 /// The epilogue piece (tt/fused_ops.h): ops.linear = linear_lt, ops.linear_gelu =
 /// linear_gelu_lt (cuBLASLt bias / GELU epilogues, bias gradients in the weight-gradient GEMM)
 /// and ops.residual_layernorm = residual_layernorm (one kernel each way).
