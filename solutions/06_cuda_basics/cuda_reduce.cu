@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tt/cuda_column_sum.h"
 #include "tt/cuda_device.h"
 #include "tt/cuda_ops.h"
 #include "tt/dispatcher.h"
@@ -148,6 +149,13 @@ void sum(const Tensor& out, const Tensor& in) {
 #if TT_SOLUTION
     g.kept = make_strided_indexer(kept_shape, kept_strides, kept_strides);
     g.reduced = make_strided_indexer(red_shape, red_strides, red_strides);
+    if (g.kept.ndim == 1 && g.kept.strides_a[0] == 1 && g.reduced.ndim == 1 &&
+        g.reduced.strides_a[0] != 1) {
+      // Outputs side by side in memory, each summing a strided column (a bias gradient: [B*T, N]
+      // summed over the rows): neighbouring threads must read neighbouring outputs' elements.
+      column_sum(out.data<T>(), in.data<T>(), g.n_red, n_out, g.reduced.strides_a[0], in.device());
+      return;
+    }
     const int64_t n_tasks = n_out * g.n_chunks;
     // With one chunk per output the first kernel writes the sums themselves.
     const Tensor partial = g.n_chunks == 1 ? out : empty({n_tasks}, {in.dtype(), in.device()});

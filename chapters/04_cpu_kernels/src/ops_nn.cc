@@ -295,4 +295,30 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return autograd::Function::apply<MaskedFillFn>({x, mask.expand(x.shape())}, value)[0];
 }
 
+int64_t check_row_tensors(const std::string& op, std::initializer_list<const Tensor*> rows_like,
+                          std::initializer_list<const Tensor*> vectors,
+                          std::initializer_list<const Tensor*> stats) {
+  TT_CHECK(rows_like.size() > 0, op, ": no tensors to check");
+  const Tensor& x = **rows_like.begin();
+  TT_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) > 0, op,
+           ": expected a tensor [..., C] with C > 0, got ",
+           x.defined() ? x.describe() : std::string("an undefined tensor"));
+  const int64_t C = x.size(-1);
+  const Shape stat_shape(x.shape().begin(), x.shape().end() - 1);
+  const auto check = [&](std::initializer_list<const Tensor*> ts, const Shape& shape) {
+    for (const Tensor* t : ts) {
+      TT_CHECK(t->defined() && t->shape() == shape && t->dtype() == x.dtype() &&
+                   t->device() == x.device() && t->is_contiguous(),
+               op, ": expected a contiguous ", dtype_name(x.dtype()), " tensor of shape ", shape,
+               " on ", x.device(), ", got ",
+               t->defined() ? t->describe() : std::string("an undefined tensor"), " (x ",
+               x.describe(), ")");
+    }
+  };
+  check(rows_like, x.shape());
+  check(vectors, Shape{C});
+  check(stats, stat_shape);
+  return C;
+}
+
 }  // namespace tt

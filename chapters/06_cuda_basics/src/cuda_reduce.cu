@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tt/cuda_column_sum.h"
 #include "tt/cuda_device.h"
 #include "tt/cuda_ops.h"
 #include "tt/dispatcher.h"

@@ -199,9 +199,13 @@ using Ch06_CudaLayerNormBackward = CudaTest;
 
 TEST_F(Ch06_CudaLayerNormBackward, MatchesCpu) {
   for (DType dt : kFloatTypes) {
-    // 3 rows: one chunk of column sums; 600 rows: three chunks (kLayerNormRowChunk = 256).
-    for (int64_t rows : {int64_t{3}, int64_t{600}}) {
-      for (int64_t C : {int64_t{1}, int64_t{129}, int64_t{768}}) {
+    // 3 rows: one block of 2 rows per warp; 4100 rows: 257 blocks of 8 warps (C = 768) whose
+    // partial rows column_sum adds in 2 chunks of 256. C = 3100 in float64 (4097 in float32)
+    // takes fewer warps per block; C = 6200 in float64 keeps its accumulators in global memory
+    // (2 * C values exceed the 48 KB of shared memory); C = 129 has misaligned rows.
+    for (int64_t rows : {int64_t{3}, int64_t{600}, int64_t{4100}}) {
+      for (int64_t C : {int64_t{1}, int64_t{129}, int64_t{768}, int64_t{3100}, int64_t{6200}}) {
+        if (rows * C > 4'000'000) continue;  // keeps the CPU reference quick
         const Tensor x = random_tensor({rows, C}, dt, 711 + C), w = random_tensor({C}, dt, 712),
                      b = random_tensor({C}, dt, 713), dy = random_tensor({rows, C}, dt, 714);
         // mean and rstd from the CPU forward: this test does not need ch06.7.

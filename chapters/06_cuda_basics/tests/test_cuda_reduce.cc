@@ -115,6 +115,14 @@ TEST_F(Ch06_3_CudaSum, FirstDimIsAStridedReduction) {
   // Summing columns: the reduced dim has stride C, the kept one stride 1.
   check_sum(DType::kFloat32, contiguous({4097, 3}), {0});
   check_sum(DType::kFloat64, contiguous({129, 768}), {0});
+  // Bias gradients of GPT-2: [B, T, N] over B and T (the two reduced dims merge into one).
+  check_sum(DType::kFloat32, contiguous({8, 1024, 768}), {0, 1});
+  check_sum(DType::kFloat32, contiguous({8, 1024, 2304}), {0, 1});
+  // 70001 rows: three passes of column sums (274 chunks of 256, then 2, then 1); odd widths.
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kInt64}) {
+    check_sum(dt, contiguous({70001, 33}), {0});
+  }
+  check_sum(DType::kFloat32, contiguous({5, 7, 65}), {0});  // kept [7, 65] merges to 455
 }
 
 TEST_F(Ch06_3_CudaSum, SeveralDimsAndNonContiguousInputs) {

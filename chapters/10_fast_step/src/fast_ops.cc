@@ -33,6 +33,7 @@ gpt2::ModelOps fast_model_ops() {
   // One line per piece of this chapter.
   install_attention(ops);
   install_classifier(ops);
+  install_epilogue(ops);
   const std::vector<std::string> rest = gpt2::reference_members(ops);
   for (std::size_t i = 0; i < rest.size(); ++i) {
     ops.description += (i == 0 ? "; reference: " : ", ") + rest[i];

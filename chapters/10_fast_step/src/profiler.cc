@@ -36,6 +36,11 @@ const char* bound_name(Bound bound) {
 double kernel_flops(const KernelCall& call) {
   const auto& t = call.tensors;
   const std::string& op = call.op;
+  if (op == "matmul_lt_wgrad" && t.size() >= 2 && t[1].shape.size() == 2) {
+    // dw [N, K] = dy [M, N]^T x [M, K]: N·K dot products of length M.
+    return 2.0 * static_cast<double>(shape_numel(t[0].shape)) *
+           static_cast<double>(t[1].shape.front());
+  }
   if ((op.rfind("matmul", 0) == 0 || op == "gemm") && t.size() >= 2 && t[1].shape.size() >= 2) {
     // out [..., M, N] = a [..., M, K] @ b [..., K, N]: M·N dot products of length K, each K
     // multiplies and K adds ("gemm": the same, scaled by alpha and added to beta out).

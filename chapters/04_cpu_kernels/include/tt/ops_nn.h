@@ -33,6 +33,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 
 #include "tt/dispatcher.h"
 #include "tt/tensor.h"
@@ -136,6 +138,14 @@ void masked_fill_forward(const Tensor& out, const Tensor& x, const Tensor& mask,
 void masked_fill_backward(const Tensor& dx, const Tensor& dout, const Tensor& mask);
 
 }  // namespace cpu
+
+/// Checks the tensors of a row-wise normalization kernel (layernorm, its fused variants): every
+/// tensor of `rows_like` has the shape [..., C] of the first one, every one of `vectors` [C],
+/// every one of `stats` [...] (the rows); all contiguous, of the first one's dtype and device,
+/// C > 0. Returns C. Throws tt::Error naming `op`, the expected and the actual tensor.
+int64_t check_row_tensors(const std::string& op, std::initializer_list<const Tensor*> rows_like,
+                          std::initializer_list<const Tensor*> vectors,
+                          std::initializer_list<const Tensor*> stats);
 
 // ----- front-ends (autograd) ------------------------------------------------------------------
 

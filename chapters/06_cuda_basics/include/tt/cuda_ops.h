@@ -14,7 +14,7 @@
 /// | "softmax_forward", "log_softmax_forward" | SoftmaxForwardKernel | exercise ch06.6: one block per row (max, sum of exponentials, write); over a dim other than the last, one thread per row |
 /// | "softmax_backward", "log_softmax_backward" | SoftmaxBackwardKernel | one block per row: the row dot product, then dx |
 /// | "layernorm_forward" | LayerNormForwardKernel | exercise ch06.7: one block per row, mean then variance (two sweeps) |
-/// | "layernorm_backward" | LayerNormBackwardKernel | dx one block per row; dweight, dbias over fixed chunks of 256 rows, chunk sums added in order |
+/// | "layernorm_backward" | LayerNormBackwardKernel | one warp per row computes dx and adds its row into per-warp column accumulators (x and dy read once); the per-block partial rows are added by column_sum (tt/cuda_column_sum.h) |
 /// | "embedding_forward", "embedding_backward" | Embedding{Forward,Backward}Kernel | indices checked (see IndexChecks); backward groups the tokens by row on the device (a stable radix sort of (row, token) pairs), then one block per used row adds its tokens in token order: no atomics, the CPU's result bit for bit |
 /// | "cross_entropy_forward", "cross_entropy_backward" | CrossEntropy{Forward,Backward}Kernel | targets checked (see IndexChecks) and counted on the device; one block per row (lse, row loss / gradient row); one block adds the row losses in a fixed order |
 ///
@@ -93,9 +93,20 @@ inline constexpr int64_t kReduceChunk = 2048;
 /// reduced dims; `in` any strides. Each output's reduced elements are cut into chunks of
 /// kReduceChunk; one block sums a chunk (each thread a strided share, then a warp-shuffle tree
 /// and a tree over the warps), and a second kernel adds each output's chunk sums in chunk order.
+/// When the outputs are contiguous and each sums one strided column (a bias gradient: [rows, N]
+/// over the rows), the solution uses column_sum (tt/cuda_column_sum.h) instead, whose warps
+/// read neighbouring columns.
 /// The accumulator has the input's dtype. The order of additions depends only on the shapes, so
 /// results are bitwise reproducible on any GPU (exercise ch06.3).
 void sum(const Tensor& out, const Tensor& in);
+
+/// The CUDA "layernorm_backward" kernel with an extra term: dx = dx_add + the LayerNorm input
+/// gradient, in the same pass (chapter 10's fused residual + LayerNorm adds the residual
+/// stream's own gradient this way). dx_add: undefined (then exactly "layernorm_backward") or a
+/// contiguous tensor of x's shape, dtype and device; the other arguments as LayerNormBackwardKernel.
+void layernorm_backward_add(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                            const Tensor& dout, const Tensor& x, const Tensor& weight,
+                            const Tensor& mean, const Tensor& rstd, const Tensor& dx_add);
 
 /// dst = src element-wise on one CUDA device: same shape, any strides on both sides, dtype
 /// converted (static_cast). Contiguous same-dtype copies are one cudaMemcpyAsync (exercise

@@ -30,6 +30,11 @@ void install_attention(gpt2::ModelOps& ops);
 /// written in place: no [B*T, V] logits or gradient in memory.
 void install_classifier(gpt2::ModelOps& ops);
 
+/// The epilogue piece (tt/fused_ops.h): ops.linear = linear_lt, ops.linear_gelu =
+/// linear_gelu_lt (cuBLASLt bias / GELU epilogues, bias gradients in the weight-gradient GEMM)
+/// and ops.residual_layernorm = residual_layernorm (one kernel each way).
+void install_epilogue(gpt2::ModelOps& ops);
+
 /// The set registered as "fast": every install_<piece>, then the members left to the reference
 /// named at the end of the description ("...; reference: linear, ...").
 gpt2::ModelOps fast_model_ops();

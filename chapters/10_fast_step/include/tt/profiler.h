@@ -92,10 +92,11 @@ std::vector<ReportRow> read_profile(std::vector<OpStats> ops, double step_second
                                     const Peaks& peaks);
 
 /// FLOPs of a dispatched call, from its shapes: 2·M·N·K per GEMM for "gemm" and the "matmul*"
-/// ops (batch included: 2 · numel(out) · K), the useful (causal half) FLOPs of
-/// "flash_attention_forward" (two products: 4·B·NH·hs·T(T+1)/2) and "flash_attention_backward"
-/// (five: 10·B·NH·hs·T(T+1)/2); 0 for every other op (element-wise and normalization ops do a few
-/// FLOPs per byte).
+/// ops (batch included: 2 · numel(out) · K, with K the last dim of the second argument; for
+/// "matmul_lt_wgrad", dw [N, K] from dy [M, N], 2 · N · K · M), the useful (causal half) FLOPs
+/// of "flash_attention_forward" (two products: 4·B·NH·hs·T(T+1)/2) and
+/// "flash_attention_backward" (five: 10·B·NH·hs·T(T+1)/2); 0 for every other op (element-wise
+/// and normalization ops do a few FLOPs per byte).
 double kernel_flops(const KernelCall& call);
 
 /// Records every kernel dispatched between start() and stop(). On CUDA each call is bracketed

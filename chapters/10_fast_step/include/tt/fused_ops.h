@@ -1,0 +1,94 @@
+/// @file fused_ops.h
+/// @brief Fused operations of GPT-2's blocks: linear layers whose bias (and GELU) run in the
+/// GEMM's epilogue (cuBLASLt), and the residual add fused with the LayerNorm that follows it.
+///
+/// Each one equals its unfused composition up to floating-point rounding, in values and in
+/// gradients, on the CPU and on CUDA; each is an autograd Function with a fused backward.
+///
+/// | op | unfused composition | what the fusion saves per call (float32, x [M, K], y [M, N]) |
+/// |---|---|---|
+/// | linear_lt | matmul, then add(bias) | forward: the bias add's read and write of y (8MN bytes); backward: the bias-gradient `sum`, a re-read of dy (4MN) |
+/// | linear_gelu_lt | matmul, add(bias), gelu | forward: the bias add and the gelu kernel (16MN); the pre-activation the GEMM stores in its epilogue is what gelu would have saved anyway |
+/// | residual_layernorm | add, then layernorm | forward: a re-read of r (4MC); backward: writing the LayerNorm gradient and re-reading it for the add of r's two gradients (8MC) |
+///
+/// On CUDA, linear_lt and linear_gelu_lt run float32 GEMMs through cuBLASLt (TF32 when
+/// cuda::allow_tf32(), like chapter 07's matmul). Other dtypes, CPUs, and shapes cuBLASLt has no
+/// algorithm for fall back to the composition, so the ops work everywhere.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "tt/layers.h"
+#include "tt/tensor.h"
+
+namespace tt {
+
+/// y = x W^T + b for `layer` (bias optional), x [..., in] -> y [..., out]: the bias added in the
+/// GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS). Backward: dx = dy W (one GEMM), and dW = dy^T x
+/// together with db = the column sums of dy in one GEMM (CUBLASLT_EPILOGUE_BGRADB). Throws
+/// tt::Error naming the shapes when x is not [..., in] and the dtypes and devices when x's differ
+/// from the weight's.
+Tensor linear_lt(const Tensor& x, nn::Linear& layer);
+
+/// y = gelu(x W^T + b) (GPT-2's tanh approximation) for `layer` (which must have a bias): on
+/// CUDA one GEMM whose epilogue adds the bias, applies GELU and also stores the pre-activation
+/// h = x W^T + b (CUBLASLT_EPILOGUE_GELU_AUX_BIAS) for backward. Backward: dh = dy gelu'(h), then
+/// as linear_lt with dh. Throws as linear_lt, and when the layer has no bias.
+Tensor linear_gelu_lt(const Tensor& x, nn::Linear& layer);
+
+/// The residual update followed by the next LayerNorm: returns {r, ln(r)} with
+/// r = residual + delta, residual and delta of one shape [..., C] with C = ln.dim. Forward reads
+/// residual and delta once and writes r, y = ln(r) and the per-row mean and rstd; backward
+/// computes dr = (the LayerNorm gradient) + (the gradient of r) in one kernel, and hands dr to
+/// both inputs. Throws tt::Error naming shapes, dtypes and devices when they differ.
+std::pair<Tensor, Tensor> residual_layernorm(const Tensor& residual, const Tensor& delta,
+                                             nn::LayerNorm& ln);
+
+/// Kernel "residual_layernorm_forward": r = a + d, then per row of C: mean, rstd =
+/// 1/sqrt(var + eps) (biased variance), y = (r - mean) rstd w + b. All contiguous; r, y, a, d of
+/// shape [..., C]; mean and rstd [...]; w and b [C].
+using ResidualLayerNormForwardKernel = void(const Tensor& r, const Tensor& y, const Tensor& mean,
+                                            const Tensor& rstd, const Tensor& a, const Tensor& d,
+                                            const Tensor& w, const Tensor& b, double eps);
+
+/// Kernel "residual_layernorm_backward": dr = dr_in + the LayerNorm input gradient of dy (from r,
+/// w, mean, rstd), dw = sum over rows of dy xhat, db = sum over rows of dy. All contiguous, as in
+/// the forward.
+using ResidualLayerNormBackwardKernel = void(const Tensor& dr, const Tensor& dw, const Tensor& db,
+                                             const Tensor& dr_in, const Tensor& dy, const Tensor& r,
+                                             const Tensor& w, const Tensor& mean,
+                                             const Tensor& rstd);
+
+/// CUDA kernel "matmul_lt_forward" (float32): y [M, N] = x [M, K] W^T + b (W [N, K], b [N]),
+/// and with `pre` defined ([M, N]) y = gelu(x W^T + b) with pre = x W^T + b. Returns false,
+/// without writing anything, when cuBLASLt offers no algorithm for the problem. Named "matmul_*"
+/// so that the profiler counts its 2MNK FLOPs.
+using MatmulLtForwardKernel = bool(const Tensor& y, const Tensor& x, const Tensor& w,
+                                   const Tensor& b, const Tensor& pre);
+
+/// CUDA kernel "matmul_lt_wgrad" (float32): dw [N, K] = dy^T x for dy [M, N], x [M, K], and with
+/// `db` defined ([N]) db = the column sums of dy in the same GEMM. Returns false, without writing
+/// anything, when cuBLASLt offers no algorithm.
+using MatmulLtWgradKernel = bool(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                                 const Tensor& db);
+
+namespace cpu {
+
+/// Exercise ch10.8, the forward row core of residual_layernorm on the CPU: for one row of C
+/// elements, r = a + d, then y = (r - mean) rstd w + b with the row mean, the biased variance
+/// and rstd = 1 / sqrt(var + eps); writes r[0..C), y[0..C), *mean and *rstd. T = float or double.
+template <typename T>
+void residual_layernorm_forward_row(const T* a, const T* d, const T* w, const T* b, T* r, T* y,
+                                    T* mean, T* rstd, int64_t C, T eps);
+
+/// Exercise ch10.8, the backward row core: with xhat = (r - mean) rstd and g = dy w, writes
+/// dr = dr_in + rstd (g - mean(g) - xhat mean(g xhat)) and adds dy xhat to dw_acc[0..C) and dy
+/// to db_acc[0..C) (the caller sums those over rows).
+template <typename T>
+void residual_layernorm_backward_row(const T* dr_in, const T* dy, const T* r, const T* w, T mean,
+                                     T rstd, T* dr, T* dw_acc, T* db_acc, int64_t C);
+
+}  // namespace cpu
+
+}  // namespace tt

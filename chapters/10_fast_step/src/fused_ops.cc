@@ -1,0 +1,233 @@
+// Front-ends and autograd Functions of tt/fused_ops.h, and the CPU glue of the fused residual +
+// LayerNorm (its row cores are exercise ch10.8, residual_layernorm.cc). The cuBLASLt GEMMs are
+// in fused_linear_cublaslt.cc, the CUDA residual + LayerNorm in residual_layernorm_cuda.cu.
+#include "tt/fused_ops.h"
+
+#include <string>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/functional.h"
+#include "tt/parallel.h"
+
+namespace tt {
+
+namespace {
+
+// ----- linear layers with epilogues -----------------------------------------------------------
+
+// y = x W^T + b, or gelu of it, for x [M, K] (float32, CUDA): "matmul_lt_forward", or the
+// composition when cuBLASLt has no algorithm. Inputs {x, w} or {x, w, b}.
+struct LinearLtFn : autograd::Function {
+  explicit LinearLtFn(bool gelu) : gelu_(gelu) {}
+  std::string name() const override { return gelu_ ? "LinearGeluLtBackward" : "LinearLtBackward"; }
+
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor& x = in[0];
+    const Tensor& w = in[1];
+    const Tensor b = in.size() > 2 ? in[2] : Tensor();
+    const TensorOptions opts{x.dtype(), x.device()};
+    Tensor y = empty({x.size(0), w.size(0)}, opts);
+    if (gelu_) pre_ = empty(y.shape(), opts);
+    if (call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", x.device(), y, x, w, b, pre_)) {
+      return {y};
+    }
+    Tensor h = matmul(x, w.transpose(0, 1));  // no algorithm: the composition
+    if (b.defined()) h = add(h, b);
+    if (!gelu_) return {h};
+    pre_ = h;
+    return {gelu(h)};
+  }
+  void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
+    save_for_backward({in[0], in[1]});
+    has_bias_ = in.size() > 2;
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& grads) override {
+    const Tensor& x = saved_tensors()[0];
+    const Tensor& w = saved_tensors()[1];
+    Tensor dh = grads[0].contiguous();
+    if (gelu_) {
+      Tensor g = empty(dh.shape(), {dh.dtype(), dh.device()});
+      call_kernel<UnaryBackwardKernel>("gelu_backward", dh.device(), g, dh, pre_);
+      dh = g;
+    }
+    std::vector<Tensor> out(has_bias_ ? 3 : 2);
+    if (needs_input_grad(0)) out[0] = matmul(dh, w);
+    const bool need_db = has_bias_ && needs_input_grad(2);
+    if (needs_input_grad(1) || need_db) {
+      Tensor dw = empty(w.shape(), {w.dtype(), w.device()});
+      Tensor db = need_db ? empty({w.size(0)}, {w.dtype(), w.device()}) : Tensor();
+      if (!call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", x.device(), dw, dh, x, db)) {
+        dw = matmul(dh.transpose(0, 1), x);
+        if (need_db) db = sum(dh, {0});
+      }
+      out[1] = dw;
+      if (need_db) out[2] = db;
+    }
+    return out;
+  }
+  void release_saved() override {
+    Function::release_saved();
+    pre_ = Tensor();
+  }
+
+  bool gelu_;
+  bool has_bias_ = false;
+  Tensor pre_;  // the pre-activation (gelu only): no history, no reference cycle
+};
+
+void check_linear(const char* op, const Tensor& x, const nn::Linear& layer) {
+  TT_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == layer.in_features, op,
+           ": expected input [..., ", layer.in_features, "], got ",
+           x.defined() ? x.describe() : std::string("an undefined tensor"));
+  TT_CHECK(x.dtype() == layer.weight.dtype() && x.device() == layer.weight.device(), op, ": input ",
+           x.describe(), " must have the dtype and device of the weight ", layer.weight.describe());
+}
+
+// The cuBLASLt path: float32 on CUDA; anything else runs the composition.
+bool use_lt(const Tensor& x) {
+  return x.device().is_cuda() && x.dtype() == DType::kFloat32;
+}
+
+Tensor linear_impl(const Tensor& x, nn::Linear& layer, bool gelu) {
+  Shape out_shape = x.shape();
+  out_shape.back() = layer.out_features;
+  // The free (differentiable) view functions: Tensor's own methods carry no gradient.
+  const Tensor x2 = reshape(contiguous(x), {x.numel() / layer.in_features, layer.in_features});
+  std::vector<Tensor> in{x2, layer.weight};
+  if (layer.bias.defined()) in.push_back(layer.bias);
+  return reshape(autograd::Function::apply<LinearLtFn>(in, gelu)[0], out_shape);
+}
+
+// ----- residual + LayerNorm ------------------------------------------------------------------
+
+// Rows per chunk of the CPU kernels: the chunks, hence the order of the weight and bias
+// gradient sums, depend only on the shapes.
+constexpr int64_t kRowChunk = 64;
+
+void residual_layernorm_forward_cpu(const Tensor& r, const Tensor& y, const Tensor& mean,
+                                    const Tensor& rstd, const Tensor& a, const Tensor& d,
+                                    const Tensor& w, const Tensor& b, double eps) {
+  const int64_t C = check_row_tensors("cpu::residual_layernorm_forward", {&r, &y, &a, &d}, {&w, &b},
+                                      {&mean, &rstd});
+  const int64_t rows = r.numel() / C;
+  dispatch_floating(r.dtype(), "cpu::residual_layernorm_forward", [&]<typename T>() {
+    parallel_for(0, rows, kRowChunk, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0; i < r1; ++i) {
+        cpu::residual_layernorm_forward_row<T>(
+            a.data<T>() + i * C, d.data<T>() + i * C, w.data<T>(), b.data<T>(), r.data<T>() + i * C,
+            y.data<T>() + i * C, mean.data<T>() + i, rstd.data<T>() + i, C, static_cast<T>(eps));
+      }
+    });
+  });
+}
+
+void residual_layernorm_backward_cpu(const Tensor& dr, const Tensor& dw, const Tensor& db,
+                                     const Tensor& dr_in, const Tensor& dy, const Tensor& r,
+                                     const Tensor& w, const Tensor& mean, const Tensor& rstd) {
+  const int64_t C = check_row_tensors("cpu::residual_layernorm_backward", {&dr, &dr_in, &dy, &r},
+                                      {&w, &dw, &db}, {&mean, &rstd});
+  const int64_t rows = r.numel() / C;
+  const int64_t n_chunks = (rows + kRowChunk - 1) / kRowChunk;
+  dispatch_floating(r.dtype(), "cpu::residual_layernorm_backward", [&]<typename T>() {
+    // Per chunk: [dw | db] partial sums, added in chunk order below.
+    std::vector<T> partial(static_cast<std::size_t>(n_chunks * 2 * C), T(0));
+    parallel_for(0, rows, kRowChunk, [&](int64_t r0, int64_t r1) {
+      T* acc = partial.data() + (r0 / kRowChunk) * 2 * C;
+      for (int64_t i = r0; i < r1; ++i) {
+        cpu::residual_layernorm_backward_row<T>(
+            dr_in.data<T>() + i * C, dy.data<T>() + i * C, r.data<T>() + i * C, w.data<T>(),
+            mean.data<T>()[i], rstd.data<T>()[i], dr.data<T>() + i * C, acc, acc + C, C);
+      }
+    });
+    T* pw = dw.data<T>();
+    T* pb = db.data<T>();
+    for (int64_t c = 0; c < C; ++c) pw[c] = pb[c] = T(0);
+    for (int64_t k = 0; k < n_chunks; ++k) {
+      const T* acc = partial.data() + k * 2 * C;
+      for (int64_t c = 0; c < C; ++c) {
+        pw[c] += acc[c];
+        pb[c] += acc[C + c];
+      }
+    }
+  });
+}
+
+TT_REGISTER_KERNEL("residual_layernorm_forward", DeviceType::kCPU, residual_layernorm_forward_cpu);
+TT_REGISTER_KERNEL("residual_layernorm_backward", DeviceType::kCPU,
+                   residual_layernorm_backward_cpu);
+
+// Inputs {residual, delta, w, b}; outputs {r, y}. mean and rstd are kept for backward.
+struct ResidualLayerNormFn : autograd::Function {
+  explicit ResidualLayerNormFn(double eps) : eps_(eps) {}
+  std::string name() const override { return "ResidualLayerNormBackward"; }
+
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor a = in[0].contiguous(), d = in[1].contiguous();
+    const Tensor w = in[2].contiguous(), b = in[3].contiguous();
+    const TensorOptions opts{a.dtype(), a.device()};
+    const Shape stats(a.shape().begin(), a.shape().end() - 1);
+    Tensor r = empty(a.shape(), opts), y = empty(a.shape(), opts);
+    mean_ = empty(stats, opts);
+    rstd_ = empty(stats, opts);
+    call_kernel<ResidualLayerNormForwardKernel>("residual_layernorm_forward", a.device(), r, y,
+                                                mean_, rstd_, a, d, w, b, eps_);
+    return {r, y};
+  }
+  void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    save_for_backward({out[0], in[2].contiguous()});
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& grads) override {
+    const Tensor& r = saved_tensors()[0];
+    const Tensor& w = saved_tensors()[1];
+    const TensorOptions opts{r.dtype(), r.device()};
+    Tensor dr = empty(r.shape(), opts), dw = empty(w.shape(), opts), db = empty(w.shape(), opts);
+    call_kernel<ResidualLayerNormBackwardKernel>("residual_layernorm_backward", r.device(), dr, dw,
+                                                 db, grads[0].contiguous(), grads[1].contiguous(),
+                                                 r, w, mean_, rstd_);
+    return {dr, dr, dw, db};  // r = residual + delta: both get dr (the engine never adds in place)
+  }
+  void release_saved() override {
+    Function::release_saved();
+    mean_ = Tensor();
+    rstd_ = Tensor();
+  }
+
+  double eps_;
+  Tensor mean_, rstd_;
+};
+
+}  // namespace
+
+Tensor linear_lt(const Tensor& x, nn::Linear& layer) {
+  check_linear("linear_lt", x, layer);
+  if (!use_lt(x)) return layer.forward(x);
+  return linear_impl(x, layer, false);
+}
+
+Tensor linear_gelu_lt(const Tensor& x, nn::Linear& layer) {
+  check_linear("linear_gelu_lt", x, layer);
+  TT_CHECK(layer.bias.defined(), "linear_gelu_lt: the layer must have a bias (", layer.extra_repr(),
+           ")");
+  if (!use_lt(x)) return gelu(layer.forward(x));
+  return linear_impl(x, layer, true);
+}
+
+std::pair<Tensor, Tensor> residual_layernorm(const Tensor& residual, const Tensor& delta,
+                                             nn::LayerNorm& ln) {
+  TT_CHECK(residual.defined() && delta.defined() && residual.shape() == delta.shape() &&
+               residual.dtype() == delta.dtype() && residual.device() == delta.device(),
+           "residual_layernorm: residual and delta must have one shape, dtype and device, got ",
+           residual.defined() ? residual.describe() : std::string("undefined"), " and ",
+           delta.defined() ? delta.describe() : std::string("undefined"));
+  TT_CHECK(residual.dim() >= 1 && residual.size(-1) == ln.dim &&
+               residual.dtype() == ln.weight.dtype() && residual.device() == ln.weight.device(),
+           "residual_layernorm: expected [..., ", ln.dim,
+           "] with the LayerNorm's dtype and device ", ln.weight.describe(), ", got ",
+           residual.describe());
+  const auto out =
+      autograd::Function::apply<ResidualLayerNormFn>({residual, delta, ln.weight, ln.bias}, ln.eps);
+  return {out[0], out[1]};
+}
+
+}  // namespace tt
