@@ -66,11 +66,12 @@ class DdpStrategy final : public WorldStrategy {
     TT_CHECK(ddp_ != nullptr, "ddp strategy: call make_optimizer before backward");
     if (last) {
       autograd::backward(loss);
+      ddp_->sync_gradients();  // averages the gradients accumulated over the micro-batches
     } else {
       auto guard = ddp_->no_sync();
       autograd::backward(loss);
+      ddp_->sync_gradients();  // inside no_sync: communicates nothing
     }
-    ddp_->sync_gradients();  // does nothing for the micro-batches under no_sync
   }
 
   void save_checkpoint(const std::string& path, const nn::Module& model,
