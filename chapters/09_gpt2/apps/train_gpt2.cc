@@ -67,7 +67,7 @@ struct Options {
   std::string device = "auto";
   std::string init_llmc;  // start from an llm.c model file instead of a random init
   int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 0;  // block_size 0: = T
-  int64_t B = 16, T = 64, total_batch = 0;  // total_batch tokens per step (0: B*T)
+  int64_t B = 16, T = 64, total_batch = 0;  // total_batch tokens per step (0: B*T*ranks)
   int64_t steps = 300, warmup = 20;
   double lr = 1e-3, min_lr_frac = 0.1, weight_decay = 0.1, clip = 1.0;
   double beta1 = 0.9, beta2 = 0.95;
@@ -104,7 +104,7 @@ const char* const kUsage =
     "batch and schedule:\n"
     "  --B N --T N           micro-batch rows and sequence length (16, 64)\n"
     "  --total-batch N       tokens per optimizer step, a multiple of B*T; the rest\n"
-    "                        is gradient accumulation (default B*T)\n"
+    "                        is gradient accumulation (default B*T, N*B*T on N ranks)\n"
     "  --steps N             optimizer steps (300)\n"
     "  --lr X --min-lr-frac F --warmup N   AdamW peak lr, cosine floor as a fraction\n"
     "                        of it, warmup steps (1e-3, 0.1, 20)\n"
@@ -154,11 +154,10 @@ Options parse(int argc, char** argv) {
   args.flag("--tf32", &o.tf32).option("--kill-after-step", &o.kill_after_step);
   args.option("--zero", &o.zero);
   args.parse(argc, argv);
-  if (o.total_batch == 0) o.total_batch = o.B * o.T;
   if (o.block_size == 0) o.block_size = o.T;
   TT_CHECK(o.B > 0 && o.T > 0 && o.steps > 0, "train_gpt2: --B, --T and --steps must be > 0");
-  TT_CHECK(o.total_batch % (o.B * o.T) == 0, "train_gpt2: --total-batch ", o.total_batch,
-           " is not a multiple of B*T = ", o.B * o.T);
+  TT_CHECK(o.total_batch >= 0 && o.total_batch % (o.B * o.T) == 0, "train_gpt2: --total-batch ",
+           o.total_batch, " is not a multiple of B*T = ", o.B * o.T);
   TT_CHECK(o.warmup >= 0 && o.warmup < o.steps, "train_gpt2: --warmup must be in [0, steps)");
   TT_CHECK(o.zero == 0 || o.zero == 1, "train_gpt2: --zero must be 0 or 1, got ", o.zero);
   return o;
@@ -313,7 +312,9 @@ int run(const Options& o) {
     TT_CHECK(devnull && std::freopen("/dev/null", "w", stdout) != nullptr,
              "train_gpt2: cannot silence rank ", par->rank(), ": ", std::strerror(errno));
   }
-  TT_CHECK(o.total_batch % (o.B * o.T * ranks) == 0, "train_gpt2: --total-batch ", o.total_batch,
+  // Tokens per optimizer step; by default one micro-batch on every rank.
+  const int64_t total_batch = o.total_batch > 0 ? o.total_batch : o.B * o.T * ranks;
+  TT_CHECK(total_batch % (o.B * o.T * ranks) == 0, "train_gpt2: --total-batch ", total_batch,
            " is not a multiple of N*B*T = ", ranks, "*", o.B, "*", o.T,
            " (N ranks each read B rows of T tokens per micro-batch)");
   fs::create_directories(o.out);
@@ -363,7 +364,7 @@ int run(const Options& o) {
       par->make_optimizer(*model, param_groups(*model, o.weight_decay), ao);
   optim::Optimizer& opt = *opt_ptr;
   const optim::WarmupCosineLR schedule(o.lr, o.lr * o.min_lr_frac, o.warmup, o.steps);
-  const int64_t accum = o.total_batch / (o.B * o.T * ranks);
+  const int64_t accum = total_batch / (o.B * o.T * ranks);
   TrainStepOptions so;
   so.grad_accum_steps = accum;
   so.max_grad_norm = o.clip;
@@ -400,10 +401,9 @@ int run(const Options& o) {
   std::printf(
       "batch: B=%lld T=%lld, %lld tokens/step (grad accumulation %lld), %lld steps, "
       "AdamW lr %g warmup %lld cosine to %g\n",
-      static_cast<long long>(o.B), static_cast<long long>(o.T),
-      static_cast<long long>(o.total_batch), static_cast<long long>(accum),
-      static_cast<long long>(o.steps), o.lr, static_cast<long long>(o.warmup),
-      o.lr * o.min_lr_frac);
+      static_cast<long long>(o.B), static_cast<long long>(o.T), static_cast<long long>(total_batch),
+      static_cast<long long>(accum), static_cast<long long>(o.steps), o.lr,
+      static_cast<long long>(o.warmup), o.lr * o.min_lr_frac);
   std::fflush(stdout);
 
   // Rank 0 writes the run log; the other ranks write nothing.
