@@ -5,62 +5,25 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "../../08_data/tests/ch08_test_util.h"
+#include "../../09_gpt2/tests/ch09_test_util.h"
 #include "ch12_test_util.h"
 #include "tt/dist.h"
-#include "tt/generator.h"
-#include "tt/shards.h"
-#include "tt/tokenizer.h"
 
 namespace tt::dist {
 namespace {
 
 using ch12_test::JobResult;
-
-/// A dataset train_gpt2 accepts: a byte-level tokenizer (257 ids) and seeded random shards.
-void write_tiny_dataset(const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  Tokenizer(test08::identity_bytes(), {}, {{"<|endoftext|>", 256}}).save(dir + "/tokenizer.ttbpe");
-  Generator gen(9);
-  auto tokens = [&](std::size_t n) {
-    std::vector<int32_t> t(n);
-    for (int32_t& v : t) v = static_cast<int32_t>(gen.next_u64() % 257);
-    return t;
-  };
-  write_shard(dir + "/tiny_train_000000.bin", tokens(6000), 257);
-  write_shard(dir + "/tiny_val_000000.bin", tokens(600), 257);
-}
-
-/// The rows of a train.csv, split at commas.
-std::vector<std::vector<std::string>> read_csv(const std::string& path) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream lines(test08::read_bytes(path));
-  for (std::string line; std::getline(lines, line);) {
-    std::vector<std::string> cells;
-    std::istringstream cell_stream(line);
-    for (std::string cell; std::getline(cell_stream, cell, ',');) cells.push_back(cell);
-    cells.resize(8);
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
-/// Columns that do not depend on the clock: step, loss, lr, grad_norm, val_loss.
-std::vector<std::vector<std::string>> reproducible_columns(const std::string& path) {
-  std::vector<std::vector<std::string>> rows = read_csv(path);
-  for (auto& r : rows) r = {r[0], r[1], r[2], r[3], r[6]};
-  return rows;
-}
+using test09::read_csv;
+using test09::reproducible_columns;
 
 class Ch12_TrainGpt2App : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!built_with_mpi()) GTEST_SKIP() << "built without MPI: no multi-process job to run";
-    write_tiny_dataset(dir_.file("data"));
+    test09::write_tiny_dataset(dir_.file("data"));
   }
   /// train_gpt2 with `extra` options under `mpirun -np np` (np 0: a plain process).
   JobResult train(int np, const std::string& extra, const std::string& out) {
@@ -75,12 +38,12 @@ class Ch12_TrainGpt2App : public ::testing::Test {
     JobResult r;
     const int rc = std::system((app + " " + args + " > '" + log + "' 2>&1").c_str());
     r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    r.output = test08::read_bytes(log);
+    r.output = test09::read_bytes(log);
     return r;
   }
   std::string csv(const std::string& out) const { return dir_.file(out) + "/train.csv"; }
 
-  test08::TempDir dir_;
+  test09::TempDir dir_;
 };
 
 TEST_F(Ch12_TrainGpt2App, DdpAndZero1LogTheLossesOfOneProcess) {
@@ -106,8 +69,8 @@ TEST_F(Ch12_TrainGpt2App, DdpAndZero1LogTheLossesOfOneProcess) {
     ASSERT_EQ(got.size(), expected.size());
     for (std::size_t i = 1; i < got.size(); ++i) {
       for (int c : {1, 2, 3, 6}) {  // loss, lr, grad_norm, val_loss
-        const std::string& a = got[i][static_cast<std::size_t>(c)];
-        const std::string& b = expected[i][static_cast<std::size_t>(c)];
+        const std::string& a = got[i].at(static_cast<std::size_t>(c));
+        const std::string& b = expected[i].at(static_cast<std::size_t>(c));
         ASSERT_EQ(a.empty(), b.empty()) << "row " << i << " column " << c;
         if (!a.empty()) {
           EXPECT_NEAR(std::stod(a), std::stod(b), 2e-5 * std::fabs(std::stod(b)) + 1e-7)

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "tt/dispatcher.h"  // TT_CONCAT
 #include "tt/module.h"
 #include "tt/optim.h"
 
@@ -107,10 +108,8 @@ std::vector<std::string> parallel_strategy_names();
 
 }  // namespace tt::gpt2
 
-#define TT_PARALLEL_STRATEGY_CONCAT_INNER(a, b) a##b
-#define TT_PARALLEL_STRATEGY_CONCAT(a, b) TT_PARALLEL_STRATEGY_CONCAT_INNER(a, b)
 /// Registers a ParallelStrategy factory under `name` at static-initialization time (chapter
 /// libraries are linked whole-archive, so the registration is kept).
-#define TT_REGISTER_PARALLEL_STRATEGY(name, factory)                                          \
-  static const bool TT_PARALLEL_STRATEGY_CONCAT(tt_parallel_strategy_registered_, __LINE__) = \
+#define TT_REGISTER_PARALLEL_STRATEGY(name, factory)                        \
+  static const bool TT_CONCAT(tt_parallel_strategy_registered_, __LINE__) = \
       ::tt::gpt2::register_parallel_strategy(name, factory)
