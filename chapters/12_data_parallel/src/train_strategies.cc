@@ -37,6 +37,15 @@ class WorldStrategy : public gpt2::ParallelStrategy {
     group_.all_reduce(t, op);
     return t.item();
   }
+  /// Throws unless every parameter is on the CPU: the collectives take CPU tensors until the
+  /// NCCL backend exists.
+  void check_cpu(const nn::Module& model) const {
+    for (const Tensor& p : model.parameters()) {
+      TT_CHECK(p.device().is_cpu(), name(), " (", group_.where(), "): parameter ", p.describe(),
+               " is not on the CPU; data-parallel training runs on CPU tensors until chapter "
+               "12's NCCL backend exists (use --device cpu)");
+    }
+  }
   /// The model's buffers (every rank starts from rank 0's).
   static std::vector<Tensor> buffers_of(const nn::Module& model) {
     std::vector<Tensor> out;
@@ -56,6 +65,7 @@ class DdpStrategy final : public WorldStrategy {
   std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
                                                    std::vector<optim::ParamGroup> groups,
                                                    const optim::AdamWOptions& options) override {
+    check_cpu(model);
     // DDP takes shared ownership; the caller owns the model, so share it without owning it.
     ddp_ = std::make_unique<DistributedDataParallel>(
         std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>(), &model), group_);
@@ -109,6 +119,7 @@ class Zero1Strategy final : public WorldStrategy {
   std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
                                                    std::vector<optim::ParamGroup> groups,
                                                    const optim::AdamWOptions& options) override {
+    check_cpu(model);
     groups_ = groups;
     options_ = options;
     zero_ = std::make_unique<ZeroAdamW>(groups, options, group_);  // broadcasts the parameters
