@@ -495,7 +495,9 @@ int run(const Options& o) {
     ++step;
     const double tok_s = static_cast<double>(r.tokens) / (ms / 1e3);
     const double mfu = peak > 0 ? flops_tok * tok_s / (peak_all * 1e12) : 0;
-    const double elapsed = total.elapsed_s();
+    // Under --max-seconds every rank must stop at the same step (checkpoints and evaluations
+    // are collectives): the ranks agree on the longest elapsed time.
+    const double elapsed = o.max_seconds > 0 ? par->maximum(total.elapsed_s()) : total.elapsed_s();
     const bool out_of_time = o.max_seconds > 0 && elapsed > o.max_seconds;
     std::string val_cell;
     if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps || out_of_time)) {

@@ -1,7 +1,7 @@
 // The real train_gpt2 (chapter 09's program, linked with chapter 12) under mpirun -np 2 on a tiny
 // generated dataset: DDP and ZeRO-1 log the losses of one process with the same global batch,
-// only rank 0 speaks, and a job killed between checkpoints resumes exactly like an
-// uninterrupted run. (Not an "Mpi" test: it starts mpirun itself, from a plain process.)
+// only rank 0 speaks, and a job killed between checkpoints, or stopped by --max-seconds,
+// resumes exactly like an uninterrupted run. (Not an "Mpi" test: it starts mpirun itself, from a plain process.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -81,7 +81,7 @@ TEST_F(Ch12_TrainGpt2App, DdpAndZero1LogTheLossesOfOneProcess) {
   }
 }
 
-TEST_F(Ch12_TrainGpt2App, KilledJobResumesLikeAnUninterruptedOne) {
+TEST_F(Ch12_TrainGpt2App, InterruptedJobsResumeLikeAnUninterruptedOne) {
   for (const std::string zero : {"0", "1"}) {
     SCOPED_TRACE("--zero " + zero);
     const std::string opts = "--B 4 --zero " + zero;
@@ -98,6 +98,22 @@ TEST_F(Ch12_TrainGpt2App, KilledJobResumesLikeAnUninterruptedOne) {
     // Same world size, same data order, deterministic 2-rank sums: bit-exact, so the logs match
     // character for character.
     EXPECT_EQ(reproducible_columns(csv(out)), reproducible_columns(csv("full" + zero)));
+
+    // --max-seconds: the ranks agree on the time, so all stop after the same step (here the
+    // first: the limit is below one step), save a checkpoint and exit cleanly.
+    const std::string timed = "timed" + zero;
+    const JobResult stopped = train(2, opts + " --max-seconds 0.000001", timed);
+    ASSERT_EQ(stopped.status, 0) << stopped.output;
+    EXPECT_NE(stopped.output.find("stopping after --max-seconds"), std::string::npos)
+        << stopped.output;
+    ASSERT_EQ(read_csv(csv(timed)).back().at(0), "1");
+    const JobResult continued = train(2, opts + " --resume", timed);
+    ASSERT_EQ(continued.status, 0) << continued.output;
+    auto rows = reproducible_columns(csv(timed));
+    ASSERT_EQ(rows.size(), 10u);
+    EXPECT_NE(rows[2].at(4), "") << "a run stopped by time evaluates at its last step";
+    rows[2].at(4) = "";  // the uninterrupted run evaluates at steps 2, 4, 6, 8 only
+    EXPECT_EQ(rows, reproducible_columns(csv("full" + zero)));
   }
 }
 
