@@ -1,7 +1,8 @@
 // The real train_gpt2 (chapter 09's program, linked with chapter 12) under mpirun -np 2 on a tiny
 // generated dataset: DDP and ZeRO-1 log the losses of one process with the same global batch,
 // only rank 0 speaks, and a job killed between checkpoints, or stopped by --max-seconds,
-// resumes exactly like an uninterrupted run. (Not an "Mpi" test: it starts mpirun itself, from a plain process.)
+// resumes exactly like an uninterrupted run. (Not an "Mpi" test: it starts mpirun itself, from a
+// plain process.)
 #include <gtest/gtest.h>
 
 #include <cmath>
