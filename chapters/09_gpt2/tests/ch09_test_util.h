@@ -50,8 +50,8 @@ inline Batch fixed_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   return {from_vector(x, {B, T}), from_vector(y, {B, T})};
 }
 
-/// A dataset train_gpt2 accepts (chapter 12 runs it too): a byte-level tokenizer (256 bytes + <|endoftext|> = 257 ids, no
-/// merges) and shards of seeded random tokens.
+/// A dataset train_gpt2 accepts (chapter 12 runs it too): a byte-level tokenizer (256 bytes +
+/// <|endoftext|> = 257 ids, no merges) and shards of seeded random tokens.
 inline void write_tiny_dataset(const std::string& dir) {
   std::filesystem::create_directories(dir);
   Tokenizer(identity_bytes(), {}, {{"<|endoftext|>", 256}}).save(dir + "/tokenizer.ttbpe");
