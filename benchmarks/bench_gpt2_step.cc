@@ -21,6 +21,19 @@
 // 6 N + 12 L T C, N = parameters except the position embedding (a lookup); the tied head counts
 // once, as the V x C matmul it is.
 //
+// Chapter 10 modes (GPT-2 124M, TF32, CUDA only), the step of tt/fast_step.h: forward, backward,
+// gradient norm and finite check on the device (max_grad_norm 0: no clipping, like the other
+// modes), AdamW with the device skip flag, and the result read once at the end of the step:
+//   gpt2_train_step/cuda_nowaste_tf32/...   chapter 09's reference ops ("A step without waste")
+//   gpt2_train_step/cuda_fast_tf32/...      the "fast" ModelOps set (tt/gpt2_ops.h: FlashAttention,
+//       fused classifier, ...); skipped, saying why, when no set "fast" is registered.
+// --cuda-graph runs both as a CUDA graph (tt::fast::GraphedTrainStep; names get "_graph":
+// cuda_nowaste_tf32_graph, cuda_fast_tf32_graph). Extra counters of every CUDA mode: peak_MiB
+// (the caching allocator's peak bytes allocated during the timed steps), syncs/step (host
+// synchronizations, tt::cuda::host_sync_count) and mallocs/step (cudaMalloc calls); the
+// sync-free modes count their end-of-step read in syncs/step.
+//   build/bin/bench_gpt2_step --benchmark_filter='cuda_(nowaste_|fast_)?tf32/L12' [--cuda-graph]
+//
 // --profile (chapter 10, "Measure first"): for each benchmark that runs, after the warm-up,
 // one more step under the per-op profiler (tt/profiler.h), printed as a table before the timed
 // steps: every dispatched kernel, forward and backward, aggregated per op and read against the
@@ -33,16 +46,26 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
+#include "bench_profile.h"
 #include "tt/autograd.h"
 #include "tt/cuda_matmul.h"
+#include "tt/fast_step.h"
 #include "tt/gpt2.h"
+#include "tt/gpt2_ops.h"
 #include "tt/optim.h"
 #include "tt/profiler.h"
+#include "tt/train.h"
+
+#if TT_WITH_CUDA
+#include "tt/cuda_device.h"
+#endif
 
 namespace {
 
@@ -79,13 +102,17 @@ struct ProfileRequest {
   std::string json_dir;  // empty: no JSON
 };
 ProfileRequest g_profile;
+bool g_cuda_graph = false;  // --cuda-graph
 
-/// Removes --profile and --profile-json=DIR from argv (Google Benchmark rejects unknown flags).
+/// Removes --profile, --profile-json=DIR and --cuda-graph from argv (Google Benchmark rejects
+/// unknown flags).
 void parse_profile_flags(int& argc, char** argv) {
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg == "--profile") {
+    if (arg == "--cuda-graph") {
+      g_cuda_graph = true;
+    } else if (arg == "--profile") {
       g_profile.enabled = true;
     } else if (arg.rfind("--profile-json=", 0) == 0) {
       g_profile.enabled = true;
@@ -103,26 +130,13 @@ template <typename Step>
 void profile_one_step(Device device, const std::string& mode, const StepShape& s,
                       const Step& step) {
   prof::Profiler profiler(device);
-  for (int i = 0; i < 2; ++i) {  // the first run fills the profiler's CUDA event pool
-    profiler.start();
-    step();
-    profiler.stop();
-  }
-  const prof::Peaks peaks = !device.is_cuda()    ? prof::Peaks{}
-                            : cuda::allow_tf32() ? prof::kH100Tf32
-                                                 : prof::kH100Fp32;
-  const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
+  const prof::Peaks peaks = bench::profile_step(profiler, device, step);
   const std::string name = "gpt2_train_step/" + mode + "/" + s.args();
-  std::printf("\nPer-op profile of one steady-state step of %s (%zu kernel calls):\n%s\n",
-              name.c_str(), profiler.records().size(),
-              prof::format_profile_table(rows, profiler.step_seconds(), peaks).c_str());
-  // The same calls per op and input shapes: which GEMM, which attention tensor.
-  const auto by_shape = prof::read_profile(profiler.op_stats(prof::Profiler::GroupBy::kOpAndShapes),
-                                           profiler.step_seconds(), peaks);
-  std::printf("The same step by op and input shapes (top 15):\n%s\n",
-              prof::format_profile_table(by_shape, profiler.step_seconds(), peaks, 15).c_str());
+  std::printf("\n%s\n",
+              prof::profile_report(profiler, peaks, "one steady-state step of " + name).c_str());
   if (!g_profile.json_dir.empty()) {
     const std::string path = g_profile.json_dir + "/profile_" + mode + "_" + s.args() + ".json";
+    const auto rows = prof::read_profile(profiler.op_stats(), profiler.step_seconds(), peaks);
     std::ofstream(path) << prof::profile_json(rows, profiler.step_seconds(), peaks) << '\n';
     std::printf("wrote %s\n", path.c_str());
   }
@@ -136,6 +150,57 @@ Tensor random_tokens(Generator& gen, const StepShape& s, Device device) {
     x = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(s.config.vocab_size));
   }
   return from_vector(v, {s.B, s.T}).to(device);
+}
+
+/// Allocator and synchronization counters of CUDA steps (nothing on the CPU).
+class StepCounters {
+ public:
+  explicit StepCounters(Device device) : device_(device) {}
+  /// Starts counting (after the warm-up).
+  void start() {
+#if TT_WITH_CUDA
+    if (!device_.is_cuda()) return;
+    cuda::reset_peak_memory_stats(device_.index);
+    cuda::reset_host_sync_count();
+    mallocs_ = cuda::memory_stats(device_.index).num_system_allocs;
+#endif
+  }
+  /// Sets peak_MiB, syncs/step and mallocs/step for `steps` counted steps.
+  void report(benchmark::State& state, double steps) const {
+#if TT_WITH_CUDA
+    if (!device_.is_cuda() || steps <= 0) return;
+    const AllocatorStats st = cuda::memory_stats(device_.index);
+    state.counters["peak_MiB"] = static_cast<double>(st.peak_allocated) / (1024.0 * 1024.0);
+    state.counters["syncs/step"] = static_cast<double>(cuda::host_sync_count()) / steps;
+    state.counters["mallocs/step"] = static_cast<double>(st.num_system_allocs - mallocs_) / steps;
+#else
+    (void)state, (void)steps;
+#endif
+  }
+
+ private:
+  Device device_;
+  std::size_t mallocs_ = 0;
+};
+
+/// Installs the model-operation set `ops` (tt/gpt2_ops.h) on `model`; false (with the reason
+/// in `why`) when it cannot be. GPT2::set_ops arrives with the model plumbing of tt/gpt2_ops.h:
+/// until then this compiles and reports that instead.
+template <typename Model>
+bool install_model_ops(Model& model, const std::string& ops, std::string& why) {
+  if constexpr (requires { model.set_ops(gpt2::model_ops(ops)); }) {
+    if (!gpt2::has_model_ops(ops)) {
+      why = "no GPT-2 ModelOps set \"" + ops +
+            "\" is registered (chapter 10's fast ops are not "
+            "linked in)";
+      return false;
+    }
+    model.set_ops(gpt2::model_ops(ops));
+    return true;
+  } else {
+    why = "this build's GPT2 has no set_ops (tt/gpt2_ops.h is declared but not implemented)";
+    return false;
+  }
 }
 
 void train_step(benchmark::State& state, Device device, const StepShape& s,
@@ -163,6 +228,8 @@ void train_step(benchmark::State& state, Device device, const StepShape& s,
   for (int i = 0; i < (device.is_cuda() ? 2 : 1); ++i) step();
   if (g_profile.enabled) profile_one_step(device, mode, s, step);
 
+  StepCounters counters(device);
+  counters.start();
   double fwd = 0, bwd = 0, upd = 0;
   for (auto _ : state) {
     step();
@@ -183,8 +250,71 @@ void train_step(benchmark::State& state, Device device, const StepShape& s,
   state.counters["forward_ms"] = 1e3 * fwd / n;
   state.counters["backward_ms"] = 1e3 * bwd / n;
   state.counters["adamw_ms"] = 1e3 * upd / n;
+  counters.report(state, n);
   state.counters["loss"] = loss.item();
   state.counters["params_M"] = params / 1e6;
+}
+
+/// Model FLOPs per token (see the file comment).
+double model_flops_per_token(const gpt2::GPT2& model, const StepShape& s) {
+  const gpt2::GPT2Config& c = s.config;
+  return 6.0 * (static_cast<double>(model.num_parameters()) -
+                static_cast<double>(c.block_size * c.n_embd)) +
+         12.0 * static_cast<double>(c.n_layer * s.T * c.n_embd);
+}
+
+/// Chapter 10's step (tt/fast_step.h) with the ModelOps set `ops` ("reference": chapter 09's
+/// own), eager or (with --cuda-graph) as a CUDA graph.
+void fast_train_step(benchmark::State& state, Device device, const StepShape& s,
+                     const std::string& mode, const std::string& ops) {
+  gpt2::GPT2 model(s.config, 1337);
+  std::string why;
+  if (ops != "reference" && !install_model_ops(model, ops, why)) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  model.to(device);
+  optim::AdamWOptions ao;
+  ao.lr = 3e-4;
+  optim::AdamW opt(model.parameters(), ao);
+  Generator gen(0);
+  const Batch batch{random_tokens(gen, s, device), random_tokens(gen, s, device)};
+  const gpt2::TrainStepOptions options{1, 0.0};  // no clipping, as in the other modes
+  std::unique_ptr<fast::GraphedTrainStep> graphed;
+  if (g_cuda_graph) {
+    graphed = std::make_unique<fast::GraphedTrainStep>(model, opt, s.B, s.T, options, 2);
+  }
+  const auto next_batch = [&] { return batch; };
+  const auto launch = [&] {
+    return graphed ? graphed->step(next_batch)
+                   : fast::train_step_async(model, opt, next_batch, options);
+  };
+  gpt2::TrainStepResult last;
+  for (int i = 0; i < 3; ++i) last = fast::finish_step(opt, launch());  // warm-up (and capture)
+  if (g_profile.enabled && !graphed) {
+    profile_one_step(device, mode, s, [&] { last = fast::finish_step(opt, launch()); });
+  }
+  bench::DeviceClock clock(device, 2);
+  StepCounters counters(device);
+  counters.start();
+  double seconds = 0;
+  for (auto _ : state) {
+    clock.mark(0);
+    const fast::PendingStep pending = launch();
+    clock.mark(1);
+    last = fast::finish_step(opt, pending);  // the step's one read
+    const double t = clock.seconds(0, 1);
+    state.SetIterationTime(t);
+    seconds += t;
+  }
+  const double n = static_cast<double>(state.iterations());
+  const double tokens = static_cast<double>(s.B * s.T);
+  state.counters["tok/s"] = tokens * n / seconds;
+  bench::set_rates(state, seconds, 0, model_flops_per_token(model, s) * tokens);
+  counters.report(state, n);
+  state.counters["loss"] = last.loss;
+  state.counters["params_M"] = static_cast<double>(model.num_parameters()) / 1e6;
+  if (graphed) state.counters["graph_nodes"] = static_cast<double>(graphed->graph_nodes());
 }
 
 }  // namespace
@@ -208,5 +338,18 @@ int main(int argc, char** argv) {
         train_step(st, d, gpt2_124m, "cuda_tf32");
       },
       10);
+  // Chapter 10: the step without waste (reference ops), and with the fast ops.
+  const std::string graph = g_cuda_graph ? "_graph" : "";
+  for (const auto& [mode, ops] :
+       {std::pair<std::string, std::string>{"cuda_nowaste_tf32", "reference"},
+        std::pair<std::string, std::string>{"cuda_fast_tf32", "fast"}}) {
+    bench::register_on(
+        "gpt2_train_step/" + mode + graph + "/" + gpt2_124m.args(), Device::cuda(),
+        [gpt2_124m, mode, ops, graph](benchmark::State& st, Device d) {
+          cuda::AllowTf32Guard tf32(true);
+          fast_train_step(st, d, gpt2_124m, mode + graph, ops);
+        },
+        10);
+  }
   return bench::run_main(argc, argv, "bench_gpt2_step");
 }

@@ -12,6 +12,10 @@ Within one family and argument set, variants are compared:
   * percentage of a reference variant: "openblas", "cublas", "torch", "memcpy" or "copy".
 Benchmarks that skipped themselves say why (e.g. "no GPU", "built without CUDA"); the report
 lists them and says explicitly when the CUDA part was skipped.
+The GPT-2 training steps (family gpt2_train_step: cuda, cuda_tf32 and chapter 10's
+cuda_nowaste_tf32, cuda_fast_tf32 and their _graph variants) also get a table of their own:
+ms/step, tok/s, the speed-up over cuda_tf32, the caching allocator's peak, host
+synchronizations and cudaMallocs per step.
 
 The header (date, GPU, CPU, commit) comes from the JSON contexts and, when present, the files
 that tools/run_benchmarks writes next to them in OUT_DIR: gpu.txt, cpu.txt and commit.txt.
@@ -28,6 +32,9 @@ from collections import defaultdict
 from pathlib import Path
 
 BASELINES = ["naive", "cpu"]
+STEP_FAMILY = "gpt2_train_step"
+STEP_BASELINE = "cuda_tf32"  # chapter 09's TF32 step: what chapter 10 speeds up
+STEP_COUNTERS = ["tok/s", "peak_MiB", "syncs/step", "mallocs/step", "graph_nodes"]
 REFERENCES = ["openblas", "cublas", "torch", "memcpy", "copy"]
 DEVICES = ["cpu", "cuda"]
 # Google Benchmark appends these to a name (run options); they are not arguments.
@@ -102,6 +109,7 @@ def load(files):
                 continue
             entry["value"], entry["unit"] = throughput(b)
             entry["ms"] = time_ms(b)
+            entry["counters"] = {k: b[k] for k in STEP_COUNTERS if k in b}
             results.append(entry)
     return results, skipped, contexts
 
@@ -203,6 +211,34 @@ def variants_table(order, groups) -> list[str]:
     return md
 
 
+def step_table(order, groups, skips) -> list[str]:
+    """The GPT-2 training steps, one row per variant and shape: time, tokens/s, speed-up over
+    cuda_tf32, and the counters of a step without waste (chapter 10)."""
+    keys = [k for k in order if k[0] == STEP_FAMILY]
+    if not keys:
+        return []
+    md = ["## GPT-2 training step (chapters 09-10)", "",
+          "One step (forward, backward, AdamW). peak MiB: the caching allocator's peak bytes "
+          "allocated; syncs and mallocs: host synchronizations and cudaMalloc calls per step "
+          f"(chapter 10, \"A step without waste\"); speed-up over `{STEP_BASELINE}`.", "",
+          "| shape | variant | ms/step | tok/s | vs cuda_tf32 | peak MiB | syncs/step "
+          "| mallocs/step |",
+          "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for key in keys:
+        ran = groups[key]
+        base = ran.get(STEP_BASELINE)
+        for v, r in sorted(ran.items()):
+            c = r.get("counters", {})
+            vs = f"{base['ms'] / r['ms']:.2f}x" if base is not None and r is not base else ""
+            cell = lambda name, f: f.format(c[name]) if name in c else ""  # noqa: E731
+            md.append(f"| {key[1]} | {v} | {r['ms']:.4g} | {cell('tok/s', '{:.4g}')} | {vs} | "
+                      f"{cell('peak_MiB', '{:.0f}')} | {cell('syncs/step', '{:.3g}')} | "
+                      f"{cell('mallocs/step', '{:.3g}')} |")
+        for v, why in sorted(skips[key].items()):
+            md.append(f"| {key[1]} | {v} | skipped: {why} | | | | | |")
+    return md
+
+
 def gnuplot(script: str) -> None:
     subprocess.run(["gnuplot", "-e", script], check=True)
 
@@ -285,8 +321,10 @@ def main() -> int:
     md = header(out, contexts) + cuda_skip_line(skipped)
     table, bars = device_table(order, groups, skips)
     md += ([""] if table else []) + table
-    variants = variants_table([k for k in order if groups[k]], groups)
+    variants = variants_table([k for k in order if groups[k] and k[0] != STEP_FAMILY], groups)
     md += ([""] if variants else []) + variants
+    steps = step_table(order, groups, skips)
+    md += ([""] if steps else []) + steps
     if skipped:
         by_reason = defaultdict(list)
         for s in skipped:

@@ -1,7 +1,7 @@
 # The chapter helper: one call declares a whole chapter.
 #
 #   tt_add_chapter(04_cpu_kernels [LIBRARIES <targets>...] [CUDA_LIBRARIES <targets>...]
-#                  [DEFINITIONS <NAME=value>...] [MPI_PROCS <n>...])
+#                  [DEFINITIONS <NAME=value>...] [MPI_PROCS <n>...] [CHAIN_TOP_APPS <app>...])
 #
 # declares, from the folder layout alone:
 #   tt_chNN          static library: chapters/NN_topic/src/*.cc (+ *.cu when CUDA is on), where
@@ -18,6 +18,13 @@
 #                    tests depend on them (a test may run an app from the same bin/ folder).
 #   DEFINITIONS      compile definitions of the chapter's code (library, tests, apps), e.g. a
 #                    path of the source tree the chapter's library needs at run time.
+#   CHAIN_TOP_APPS   apps of this chapter that link the top of the chapter chain (the last
+#                    chapter's library, which holds every chapter) instead of their own
+#                    chapter's, so that later chapters' registrations reach them: train_gpt2
+#                    (chapter 09) finds chapter 10's "fast" operations and its profiler, and
+#                    chapter 12's hooks, through registries. Resolved by tt_link_chain_top_apps()
+#                    after the last tt_add_chapter (linking two chain libraries whole-archive
+#                    would define every earlier chapter's symbols twice).
 #   check-chNN       runs this chapter's tests and prints "chNN: k/n exercises passing — next: ...".
 #   check-upto-chNN  the same for chapters 01..NN.
 #
@@ -33,7 +40,8 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter)
 add_custom_target(check-all)
 
 function(tt_add_chapter dir)
-  cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES;DEFINITIONS;MPI_PROCS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES;DEFINITIONS;MPI_PROCS;CHAIN_TOP_APPS"
+                        ${ARGN})
   if(NOT dir MATCHES "^([0-9][0-9])_[a-z0-9_]+$")
     message(FATAL_ERROR "tt_add_chapter: '${dir}' is not of the form NN_topic")
   endif()
@@ -146,8 +154,18 @@ function(tt_add_chapter dir)
   foreach(app IN LISTS apps)
     get_filename_component(app_name "${app}" NAME_WE)
     add_executable(${app_name} "${app}")
-    target_link_libraries(${app_name} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>")
+    if(app_name IN_LIST ARG_CHAIN_TOP_APPS)
+      set_property(GLOBAL APPEND PROPERTY TT_CHAIN_TOP_APPS ${app_name})  # linked later
+    else()
+      target_link_libraries(${app_name} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>")
+    endif()
     list(APPEND app_targets ${app_name})
+  endforeach()
+  foreach(app_name IN LISTS ARG_CHAIN_TOP_APPS)
+    if(NOT TARGET ${app_name})
+      message(FATAL_ERROR "tt_add_chapter(${dir}): CHAIN_TOP_APPS names '${app_name}', but there "
+                          "is no chapters/${dir}/apps/${app_name}.cc")
+    endif()
   endforeach()
   # Tests may run the chapter's apps (chapter 08 runs train_gpt2, found next to the test
   # binary): building the tests builds the apps.
@@ -168,6 +186,16 @@ function(tt_add_chapter dir)
     DEPENDS ${test_targets} USES_TERMINAL
     COMMENT "Checking chapters 01..${num}")
   add_dependencies(check-all check-ch${num})
+endfunction()
+
+# Links every app declared with CHAIN_TOP_APPS to the top of the chapter chain (the library of the
+# last chapter added). Call once, after the last tt_add_chapter (chapters/CMakeLists.txt does).
+function(tt_link_chain_top_apps)
+  get_property(top GLOBAL PROPERTY TT_LAST_CHAPTER_LIB)
+  get_property(apps GLOBAL PROPERTY TT_CHAIN_TOP_APPS)
+  foreach(app IN LISTS apps)
+    target_link_libraries(${app} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${top}>")
+  endforeach()
 endfunction()
 
 # Registers the tests of a gtest executable with CTest at test time (never at build time, so

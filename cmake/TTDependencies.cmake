@@ -76,6 +76,25 @@ if(NOT TT_ENABLE_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# Chapter 12 on GPUs: NCCL (in the CUDA toolkit under /usr/local/cuda, found by
+# cmake/FindNCCL.cmake) is OPTIONAL and only looked for in CUDA builds. Target tt_nccl carries
+# it: NCCL::NCCL, CUDA::cudart and TT_WITH_NCCL=1 when found, nothing otherwise (collectives on
+# CUDA tensors then throw a tt::Error that says so).
+add_library(tt_nccl INTERFACE)
+set(TT_WITH_NCCL OFF)
+if(TT_WITH_CUDA)
+  find_package(NCCL)
+  if(NCCL_FOUND)
+    set(TT_WITH_NCCL ON)
+    target_link_libraries(tt_nccl INTERFACE NCCL::NCCL CUDA::cudart)
+    target_compile_definitions(tt_nccl INTERFACE TT_WITH_NCCL=1)
+    message(STATUS "TinyInfiniTrain: NCCL ${NCCL_VERSION} (${NCCL_LIBRARY})")
+  else()
+    message(STATUS "TinyInfiniTrain: NCCL not found (set NCCL_ROOT): chapter 12's collectives "
+                   "take CPU tensors only")
+  endif()
+endif()
+
 # Flags shared by every target of the project.
 add_library(tt_flags INTERFACE)
 target_compile_options(tt_flags INTERFACE

@@ -62,13 +62,10 @@ std::vector<Tensor> Function::run(const std::shared_ptr<Function>& fn,
 #endif
 }
 
-std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
-  TT_CHECK(grad_outputs.size() == 1, "AccumulateGrad: expected 1 gradient, got ",
-           grad_outputs.size());
+void AccumulateGrad::accumulate(const Tensor& g) {
 #if TT_SOLUTION
-  const Tensor& g = grad_outputs[0];
   std::shared_ptr<TensorImpl> leaf = leaf_.lock();
-  if (!g.defined() || !leaf) return {};
+  if (!g.defined() || !leaf) return;
   TT_CHECK(
       g.shape() == leaf->shape && g.dtype() == leaf->dtype && g.device() == leaf->storage->device(),
       "AccumulateGrad: gradient ", g.describe(), " does not match the leaf's shape ", leaf->shape,
@@ -85,11 +82,10 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   } else {
     grad = binary_op("add", grad, g);  // a .grad set by hand with another layout (or a clear error)
   }
-  return {};
 #else
   TT_TODO(
       "ch03.4",
-      "AccumulateGrad::apply: adds the incoming gradient into the leaf's .grad (the first one stored as a private copy, later ones added in place); nothing when the leaf is gone or the gradient undefined; throws when shape, dtype or device differ from the leaf's");
+      "AccumulateGrad::accumulate: adds the incoming gradient into the leaf's .grad (the first one stored as a private copy, later ones added in place); nothing when the leaf is gone or the gradient undefined; throws when shape, dtype or device differ from the leaf's");
 #endif
 }
 

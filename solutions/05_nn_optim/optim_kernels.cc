@@ -115,9 +115,38 @@ void scale_(const std::vector<Tensor>& tensors, double factor) {
   }
 }
 
+/// CPU kernel "adamw_step_unless": adamw_step unless skip != 0.
+void adamw_step_unless(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                       const optim::AdamWStepArgs& args, const Tensor& skip) {
+  if (skip.item() != 0.0) return;
+  adamw_step(params, grads, exp_avgs, exp_avg_sqs, args);
+}
+
+/// CPU kernel "sum_of_squares_device": sum_of_squares as a 0-d float64 tensor.
+Tensor sum_of_squares_device(const std::vector<Tensor>& tensors) {
+  return scalar_tensor(sum_of_squares(tensors), {.dtype = DType::kFloat64});
+}
+
+/// CPU kernel "clip_and_check_" (see optim::ClipAndCheckKernel).
+void clip_and_check_(const std::vector<Tensor>& grads, const Tensor& sumsq, double max_norm,
+                     const Tensor& loss, const Tensor& status) {
+  const double norm = std::sqrt(sumsq.item());
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) scale_(grads, coef);
+  const double l = loss.item();
+  double* s = status.data<double>();
+  s[0] = l;
+  s[1] = norm;
+  s[2] = std::isfinite(l) && std::isfinite(norm) ? 0.0 : 1.0;
+}
+
 TT_REGISTER_KERNEL("sgd_step", DeviceType::kCPU, sgd_step);
 TT_REGISTER_KERNEL("adamw_step", DeviceType::kCPU, adamw_step);
 TT_REGISTER_KERNEL("sum_of_squares", DeviceType::kCPU, sum_of_squares);
 TT_REGISTER_KERNEL("scale_", DeviceType::kCPU, scale_);
+TT_REGISTER_KERNEL("adamw_step_unless", DeviceType::kCPU, adamw_step_unless);
+TT_REGISTER_KERNEL("sum_of_squares_device", DeviceType::kCPU, sum_of_squares_device);
+TT_REGISTER_KERNEL("clip_and_check_", DeviceType::kCPU, clip_and_check_);
 
 }  // namespace tt::cpu

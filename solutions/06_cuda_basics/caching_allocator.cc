@@ -121,6 +121,11 @@ std::size_t CachingAllocator::cached_bytes() const {
   return stats_.reserved - stats_.allocated;
 }
 
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated = stats_.allocated;
+}
+
 // ----- UncachedAllocator -------------------------------------------------------------------
 
 void* UncachedAllocator::allocate(std::size_t nbytes) {
@@ -146,6 +151,11 @@ void UncachedAllocator::deallocate(void* ptr, std::size_t nbytes) {
 AllocatorStats UncachedAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+void UncachedAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated = stats_.allocated;
 }
 
 }  // namespace tt

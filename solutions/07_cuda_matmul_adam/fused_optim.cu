@@ -129,9 +129,11 @@ unsigned chunk_grid(const MultiTensorTable& t) {
 
 // ----- AdamW (given) ------------------------------------------------------------------------
 
+/// `skip`: nullptr, or a device flag; the kernel changes nothing when it is non-zero.
 __global__ void __launch_bounds__(kThreads)
     adamw_kernel(const MtEntry* __restrict__ entries, const MtChunk* __restrict__ chunks,
-                 int64_t num_chunks, AdamWCoefficients c) {
+                 int64_t num_chunks, AdamWCoefficients c, const double* __restrict__ skip) {
+  if (skip != nullptr && *skip != 0.0) return;
   for (int64_t ci = blockIdx.x; ci < num_chunks; ci += gridDim.x) {  // 64-bit indices
     const MtChunk ch = chunks[ci];
     const MtEntry e = entries[ch.entry];
@@ -194,16 +196,34 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// x *= factor for every element of every tensor of the table.
+/// x *= factor for every element of every tensor of the table. With `coef` (a device value)
+/// instead: x *= float(*coef) when *coef < 1, nothing otherwise (gradient clipping).
 __global__ void __launch_bounds__(kThreads)
     scale_kernel(const MtEntry* __restrict__ entries, const MtChunk* __restrict__ chunks,
-                 int64_t num_chunks, float factor) {
+                 int64_t num_chunks, float factor, const double* __restrict__ coef) {
+  if (coef != nullptr) {
+    if (!(*coef < 1.0)) return;
+    factor = static_cast<float>(*coef);
+  }
   for (int64_t ci = blockIdx.x; ci < num_chunks; ci += gridDim.x) {
     const MtChunk ch = chunks[ci];
     float* x = entries[ch.entry].ptr[0];
     const int64_t end = std::min(ch.begin + kMultiTensorChunk, entries[ch.entry].numel);
     for (int64_t i = ch.begin + threadIdx.x; i < end; i += blockDim.x) x[i] = x[i] * factor;
   }
+}
+
+/// One thread: the clipping coefficient and the finite check of a step (see ClipAndCheckKernel):
+/// coef = max_norm / (n + 1e-6) with n = sqrt(*sumsq), status = {loss, n, skip}.
+__global__ void clip_check_kernel(const double* __restrict__ sumsq, double max_norm,
+                                  const double* __restrict__ loss, double* __restrict__ coef,
+                                  double* __restrict__ status) {
+  const double n = sqrt(*sumsq);  // correctly rounded, like std::sqrt on the host
+  *coef = max_norm / (n + 1e-6);
+  const double l = *loss;
+  status[0] = l;
+  status[1] = n;
+  status[2] = isfinite(l) && isfinite(n) ? 0.0 : 1.0;
 }
 
 #if TT_SOLUTION
@@ -264,7 +284,27 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   if (t.num_chunks == 0) return;
   DeviceGuard guard(t.device);
   adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
-                                                                 c);
+                                                                 c, nullptr);
+  TT_CUDA_CHECK_LAUNCH("adamw_kernel");
+}
+
+void adamw_step_unless(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                       const optim::AdamWStepArgs& args, const Tensor& skip) {
+  TT_CHECK(skip.numel() == 1 && skip.dtype() == DType::kFloat64 && skip.device().is_cuda(),
+           "cuda::adamw_step_unless: skip must be a one-element float64 CUDA tensor, got ",
+           skip.describe());
+  const AdamWCoefficients c = adamw_coefficients(args);
+  if (params.empty()) return;
+  const MultiTensorTable t =
+      make_table("adamw_step_unless", {&params, &grads, &exp_avgs, &exp_avg_sqs},
+                 {"params", "grads", "exp_avgs", "exp_avg_sqs"});
+  if (t.num_chunks == 0) return;
+  TT_CHECK(skip.device().index == t.device, "cuda::adamw_step_unless: skip ", skip.describe(),
+           " is not on the parameters' device cuda:", t.device);
+  DeviceGuard guard(t.device);
+  adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
+                                                                 c, skip.data<double>());
   TT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
@@ -293,10 +333,13 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
   TT_CUDA_CHECK_LAUNCH("sgd_kernel");
 }
 
-double sum_of_squares(const std::vector<Tensor>& tensors) {
+Tensor sum_of_squares_device(const std::vector<Tensor>& tensors) {
 #if TT_SOLUTION
   const MultiTensorTable t = make_table("sum_of_squares", {&tensors}, {"tensors"});
-  if (t.num_chunks == 0) return 0.0;
+  if (t.num_chunks == 0) {
+    return tensors.empty() ? scalar_tensor(0.0, {.dtype = DType::kFloat64})
+                           : zeros({}, {DType::kFloat64, tensors[0].device()});
+  }
   const Device device = tensors[0].device();
   const Tensor partials = empty({t.num_chunks}, {DType::kFloat64, device});
   const Tensor total = empty({}, {DType::kFloat64, device});
@@ -307,14 +350,46 @@ double sum_of_squares(const std::vector<Tensor>& tensors) {
   TT_CUDA_CHECK_LAUNCH("sum_squares_kernel");
   finish_sum_kernel<<<1, 1024, 0, s>>>(partials.data<double>(), t.num_chunks, total.data<double>());
   TT_CUDA_CHECK_LAUNCH("finish_sum_kernel");
-  return total.item();  // copies to the host: waits for both kernels
+  return total;  // on the device: nothing waits
 #else
   TT_TODO("ch07.6",
-          "cuda::sum_of_squares: the sum of x^2 over every element of every tensor (contiguous "
-          "float32, one CUDA device, validated by make_table), accumulated in double, bitwise "
-          "identical on every run and GPU (no atomics); 0 when there are no elements; launches "
-          "on the device's stream, checked");
+          "cuda::sum_of_squares_device: the sum of x^2 over every element of every tensor "
+          "(contiguous float32, one CUDA device, validated by make_table), accumulated in double "
+          "into a 0-d float64 tensor on that device, bitwise identical on every run and GPU (no "
+          "atomics); 0 when there are no elements; launches on the device's stream, checked");
 #endif
+}
+
+double sum_of_squares(const std::vector<Tensor>& tensors) {
+  return sum_of_squares_device(tensors).item();  // copies to the host: waits for the kernels
+}
+
+void clip_and_check_(const std::vector<Tensor>& grads, const Tensor& sumsq, double max_norm,
+                     const Tensor& loss, const Tensor& status) {
+  TT_CHECK(sumsq.numel() == 1 && sumsq.dtype() == DType::kFloat64 && loss.numel() == 1 &&
+               loss.dtype() == DType::kFloat64 && status.numel() == 3 &&
+               status.dtype() == DType::kFloat64 && status.is_contiguous() &&
+               sumsq.device().is_cuda() && loss.device() == sumsq.device() &&
+               status.device() == sumsq.device(),
+           "cuda::clip_and_check_: expected 0-d float64 sumsq and loss and a contiguous float64 "
+           "[3] status on one CUDA device, got ",
+           sumsq.describe(), ", ", loss.describe(), ", ", status.describe());
+  TT_CHECK(max_norm > 0, "cuda::clip_and_check_: max_norm must be > 0, got ", max_norm);
+  const Device device = sumsq.device();
+  const Tensor coef = empty({}, {DType::kFloat64, device});
+  DeviceGuard guard(device.index);
+  clip_check_kernel<<<1, 1, 0, stream(device.index)>>>(sumsq.data<double>(), max_norm,
+                                                       loss.data<double>(), coef.data<double>(),
+                                                       status.data<double>());
+  TT_CUDA_CHECK_LAUNCH("clip_check_kernel");
+  if (grads.empty()) return;
+  const MultiTensorTable t = make_table("clip_and_check_", {&grads}, {"grads"});
+  if (t.num_chunks == 0) return;
+  TT_CHECK(t.device == device.index, "cuda::clip_and_check_: the gradients are not on ",
+           device.str());
+  scale_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
+                                                                 1.0f, coef.data<double>());
+  TT_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
 void scale_(const std::vector<Tensor>& tensors, double factor) {
@@ -322,8 +397,8 @@ void scale_(const std::vector<Tensor>& tensors, double factor) {
   const MultiTensorTable t = make_table("scale_", {&tensors}, {"tensors"});
   if (t.num_chunks == 0) return;
   DeviceGuard guard(t.device);
-  scale_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
-                                                                 static_cast<float>(factor));
+  scale_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(
+      t.entries, t.chunks, t.num_chunks, static_cast<float>(factor), nullptr);
   TT_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
@@ -331,6 +406,9 @@ TT_REGISTER_KERNEL("adamw_step", DeviceType::kCUDA, adamw_step);
 TT_REGISTER_KERNEL("sgd_step", DeviceType::kCUDA, sgd_step);
 TT_REGISTER_KERNEL("sum_of_squares", DeviceType::kCUDA, sum_of_squares);
 TT_REGISTER_KERNEL("scale_", DeviceType::kCUDA, scale_);
+TT_REGISTER_KERNEL("adamw_step_unless", DeviceType::kCUDA, adamw_step_unless);
+TT_REGISTER_KERNEL("sum_of_squares_device", DeviceType::kCUDA, sum_of_squares_device);
+TT_REGISTER_KERNEL("clip_and_check_", DeviceType::kCUDA, clip_and_check_);
 
 }  // namespace cuda
 }  // namespace tt

@@ -3,6 +3,12 @@
 // names ("flash_attention_forward", "flash_attention_backward"), so that tt::flash_attention runs
 // on CUDA tensors unchanged.
 //
+// Layout. The kernels take strided views: each (batch, head) is n rows of D floats, row t of q, k,
+// v, dq, dk, dv at t * in.row from the head's start (FlashLayout `in`), row t of o and dout at
+// t * out.row (`out`); lse and D are contiguous [B * NH, n]. Contiguous [B, NH, T, hs] tensors
+// have row = D; GPT-2's packed qkv [B, T, 3C] has in.row = 3C and out.row = C, so the heads are
+// read and written where c_attn and c_proj want them, without copies.
+//
 // Geometry. A block of 4 warps owns a tile of kTile = 64 rows (queries in the forward and the dQ
 // kernel, keys in the dK/dV kernel); each warp owns 16 of them, the M of one mma. The other
 // operand streams through shared memory in tiles of 64 rows. Shared tiles are [64][hs + 4]: the
@@ -27,6 +33,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <mutex>
 
 #include "tt/cuda_device.h"
 #include "tt/cuda_matmul.h"
@@ -144,16 +151,18 @@ __device__ __forceinline__ void warp_mma_pb(float (&c)[kN / 8][4], const float (
   }
 }
 
-/// The whole block copies rows [row0, row0 + kTile) of a row-major [n, D] matrix into the shared
-/// tile dst [kTile][D + 4] with 16-byte loads; rows at or beyond n are zero. With kRound (TF32
-/// mode) the values are stored rounded to TF32, ready for from_tile.
+/// The whole block copies rows [row0, row0 + kTile) of n rows of D floats, `ld` floats apart
+/// (a multiple of 4), into the shared tile dst [kTile][D + 4] with 16-byte loads; rows at or
+/// beyond n are zero. With kRound (TF32 mode) the values are stored rounded to TF32, ready for
+/// from_tile.
 template <int D, bool kRound>
-__device__ __forceinline__ void load_tile(float* dst, const float* src, int row0, int n) {
+__device__ __forceinline__ void load_tile(float* dst, const float* src, int row0, int n,
+                                          int64_t ld) {
   constexpr int kVecs = D / 4;  // float4 per row
   for (int i = threadIdx.x; i < kTile * kVecs; i += kThreads) {
     const int r = i / kVecs, c = (i % kVecs) * 4;
     float4 val = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (row0 + r < n) val = *reinterpret_cast<const float4*>(src + int64_t{row0 + r} * D + c);
+    if (row0 + r < n) val = *reinterpret_cast<const float4*>(src + int64_t{row0 + r} * ld + c);
     if constexpr (kRound) {
       val = make_float4(__uint_as_float(tf32_bits(val.x)), __uint_as_float(tf32_bits(val.y)),
                         __uint_as_float(tf32_bits(val.z)), __uint_as_float(tf32_bits(val.w)));
@@ -162,11 +171,11 @@ __device__ __forceinline__ void load_tile(float* dst, const float* src, int row0
   }
 }
 
-/// Writes the rows of a warp's 16 x D accumulator c, times `scale`, to dst[row][D] (row-major),
-/// for the rows below n; `row0` is the warp's first row.
+/// Writes the rows of a warp's 16 x D accumulator c, times `scale`, to rows of D floats `ld`
+/// apart at dst, for the rows below n; `row0` is the warp's first row.
 template <int D>
 __device__ __forceinline__ void store_rows(float* dst, const float (&c)[D / 8][4], int row0, int n,
-                                           float scale) {
+                                           float scale, int64_t ld) {
   const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -174,7 +183,7 @@ __device__ __forceinline__ void store_rows(float* dst, const float (&c)[D / 8][4
     if (row >= n) continue;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
-      *reinterpret_cast<float2*>(dst + int64_t{row} * D + j * 8 + 2 * t) =
+      *reinterpret_cast<float2*>(dst + int64_t{row} * ld + j * 8 + 2 * t) =
           make_float2(c[j][2 * h] * scale, c[j][2 * h + 1] * scale);
     }
   }
@@ -182,31 +191,32 @@ __device__ __forceinline__ void store_rows(float* dst, const float (&c)[D / 8][4
 
 // ----- forward (exercise ch10.4) -----------------------------------------------------------------
 
-/// Grid (query tiles, B * NH). Writes o [n, D] and lse [n] of one head per blockIdx.y.
+/// Grid (query tiles, B * NH). Writes o and lse [n] of one head (b, h) = blockIdx.y.
 template <int D, bool kExact>
 __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(const float* __restrict__ q, const float* __restrict__ k,
                          const float* __restrict__ v, float* __restrict__ o,
-                         float* __restrict__ lse, int n, float scale_log2) {
+                         float* __restrict__ lse, int n, int nh, FlashLayout in, FlashLayout out,
+                         float scale_log2) {
   constexpr int kLd = D + 4;
   extern __shared__ float smem[];
   float* sq = smem;
   float* sk = sq + kTile * kLd;
   float* sv = sk + kTile * kLd;
   const int tile = gridDim.x - 1 - blockIdx.x;  // longest rows (most key tiles) start first
-  const int64_t head = int64_t{blockIdx.y} * n * D;
+  const int64_t head = in.offset(blockIdx.y, nh);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first query row
   const float* wq = sq + warp * 16 * kLd;
-  load_tile<D, !kExact>(sq, q + head, tile * kTile, n);
+  load_tile<D, !kExact>(sq, q + head, tile * kTile, n, in.row);
 
   float acc[D / 8][4] = {};             // unnormalized O of rows g and g+8 (C layout)
   float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (base-2 scores)
   float l[2] = {0.f, 0.f};              // this lane's part of their running sums
   for (int kt = 0; kt <= tile; ++kt) {  // causal: key tiles 0 .. diagonal
     __syncthreads();                    // the previous K, V tiles are no longer read
-    load_tile<D, !kExact>(sk, k + head, kt * kTile, n);
-    load_tile<D, !kExact>(sv, v + head, kt * kTile, n);
+    load_tile<D, !kExact>(sk, k + head, kt * kTile, n, in.row);
+    load_tile<D, !kExact>(sv, v + head, kt * kTile, n, in.row);
     __syncthreads();
 #if TT_SOLUTION
     float s[kTile / 8][4] = {};
@@ -273,21 +283,23 @@ __global__ void __launch_bounds__(kThreads)
     acc[j][2] /= l[1];
     acc[j][3] /= l[1];
   }
-  store_rows<D>(o + head, acc, row0, n, 1.f);
+  store_rows<D>(o + out.offset(blockIdx.y, nh), acc, row0, n, 1.f, out.row);
 }
 
 // ----- backward (exercise ch10.5) ----------------------------------------------------------------
 
-/// D[row] = sum_c dout[row, c] o[row, c], one warp per row (given).
+/// D[row] = sum_c dout[row, c] o[row, c] for the rows = (b * NH + h) * n + t of every head,
+/// one warp per row (given).
 template <int D>
 __global__ void flash_backward_rowdot_kernel(const float* __restrict__ dout,
                                              const float* __restrict__ o, float* __restrict__ d,
-                                             int64_t rows) {
+                                             int64_t rows, int n, int nh, FlashLayout out) {
   const int64_t row = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
+  const int64_t at = out.offset(row / n, nh) + row % n * out.row;
   float s = 0.f;
-  for (int c = lane; c < D; c += 32) s += dout[row * D + c] * o[row * D + c];
+  for (int c = lane; c < D; c += 32) s += dout[at + c] * o[at + c];
   for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
   if (lane == 0) d[row] = s;
 }
@@ -298,7 +310,8 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_dq_kernel(const float* __restrict__ q, const float* __restrict__ k,
                              const float* __restrict__ v, const float* __restrict__ dout,
                              const float* __restrict__ lse, const float* __restrict__ dsum,
-                             float* __restrict__ dq, int n, float scale_log2, float scale) {
+                             float* __restrict__ dq, int n, int nh, FlashLayout in, FlashLayout out,
+                             float scale_log2, float scale) {
   constexpr int kLd = D + 4;
   extern __shared__ float smem[];
   float* sq = smem;
@@ -306,14 +319,14 @@ __global__ void __launch_bounds__(kThreads)
   float* sk = sdo + kTile * kLd;
   float* sv = sk + kTile * kLd;
   const int tile = gridDim.x - 1 - blockIdx.x;
-  const int64_t head = int64_t{blockIdx.y} * n * D;
+  const int64_t head = in.offset(blockIdx.y, nh), ohead = out.offset(blockIdx.y, nh);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;
   const float* wq = sq + warp * 16 * kLd;
   const float* wdo = sdo + warp * 16 * kLd;
   (void)t;
-  load_tile<D, !kExact>(sq, q + head, tile * kTile, n);
-  load_tile<D, !kExact>(sdo, dout + head, tile * kTile, n);
+  load_tile<D, !kExact>(sq, q + head, tile * kTile, n, in.row);
+  load_tile<D, !kExact>(sdo, dout + ohead, tile * kTile, n, out.row);
   float lse2[2], drow[2];  // rows g, g+8: log-sum-exp in base 2, and D
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -324,8 +337,8 @@ __global__ void __launch_bounds__(kThreads)
   float acc[D / 8][4] = {};  // dQ * sqrt(hs) of rows g, g+8
   for (int kt = 0; kt <= tile; ++kt) {
     __syncthreads();
-    load_tile<D, !kExact>(sk, k + head, kt * kTile, n);
-    load_tile<D, !kExact>(sv, v + head, kt * kTile, n);
+    load_tile<D, !kExact>(sk, k + head, kt * kTile, n, in.row);
+    load_tile<D, !kExact>(sv, v + head, kt * kTile, n, in.row);
     __syncthreads();
 #if TT_SOLUTION
     float s[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
@@ -349,7 +362,7 @@ __global__ void __launch_bounds__(kThreads)
     __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
 #endif
   }
-  store_rows<D>(dq + head, acc, row0, n, scale);
+  store_rows<D>(dq + head, acc, row0, n, scale, in.row);
 }
 
 /// Grid (key tiles, B * NH): dK and dV of one key tile, looping over the query tiles that see it.
@@ -358,8 +371,8 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_dkdv_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                const float* __restrict__ v, const float* __restrict__ dout,
                                const float* __restrict__ lse, const float* __restrict__ dsum,
-                               float* __restrict__ dk, float* __restrict__ dv, int n,
-                               float scale_log2, float scale) {
+                               float* __restrict__ dk, float* __restrict__ dv, int n, int nh,
+                               FlashLayout in, FlashLayout out, float scale_log2, float scale) {
   constexpr int kLd = D + 4;
   extern __shared__ float smem[];
   float* sk = smem;
@@ -369,20 +382,20 @@ __global__ void __launch_bounds__(kThreads)
   float* sl = sdo + kTile * kLd;  // lse of the query tile, base 2 (+inf beyond n: P = 0)
   float* sd = sl + kTile;         // D of the query tile
   const int tile = blockIdx.x;    // key tile; tile 0 is seen by every query tile: first
-  const int64_t head = int64_t{blockIdx.y} * n * D;
+  const int64_t head = in.offset(blockIdx.y, nh), ohead = out.offset(blockIdx.y, nh);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first key
   const float* wk = sk + warp * 16 * kLd;
   const float* wv = sv + warp * 16 * kLd;
   (void)g, (void)t;
-  load_tile<D, !kExact>(sk, k + head, tile * kTile, n);
-  load_tile<D, !kExact>(sv, v + head, tile * kTile, n);
+  load_tile<D, !kExact>(sk, k + head, tile * kTile, n, in.row);
+  load_tile<D, !kExact>(sv, v + head, tile * kTile, n, in.row);
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // keys g, g+8 of the warp
   const int tiles = (n + kTile - 1) / kTile;
   for (int qt = tile; qt < tiles; ++qt) {
     __syncthreads();
-    load_tile<D, !kExact>(sq, q + head, qt * kTile, n);
-    load_tile<D, !kExact>(sdo, dout + head, qt * kTile, n);
+    load_tile<D, !kExact>(sq, q + head, qt * kTile, n, in.row);
+    load_tile<D, !kExact>(sdo, dout + ohead, qt * kTile, n, out.row);
     for (int i = threadIdx.x; i < kTile; i += kThreads) {
       const int row = qt * kTile + i;
       sl[i] = row < n ? lse[int64_t{blockIdx.y} * n + row] * kLog2e : INFINITY;
@@ -414,41 +427,38 @@ __global__ void __launch_bounds__(kThreads)
     __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
 #endif
   }
-  store_rows<D>(dk + head, dk_acc, row0, n, scale);
-  store_rows<D>(dv + head, dv_acc, row0, n, 1.f);
+  store_rows<D>(dk + head, dk_acc, row0, n, scale, in.row);
+  store_rows<D>(dv + head, dv_acc, row0, n, 1.f, in.row);
 }
 
 // ----- host side (given) ----------------------------------------------------
 
-/// Checks the kernels' tensors: contiguous float32 on one CUDA device, [B, NH, T, hs] of q's
-/// shape (lse: [B, NH, T]), hs one of 32, 64, 128, 16-byte aligned; returns hs.
-int64_t check_cuda_tensors(const char* op, std::initializer_list<const Tensor*> bhtd,
-                           const Tensor& lse) {
-  const Tensor& q = **bhtd.begin();
-  TT_CHECK(q.defined() && q.dim() == 4 && q.device().is_cuda() && q.dtype() == DType::kFloat32,
-           "cuda::", op,
-           ": expected float32 CUDA tensors [B, NH, T, hs] (float64 runs on the CPU "
-           "only), got ",
-           q.describe());
-  for (const Tensor* t : bhtd) {
-    TT_CHECK(t->defined() && t->device() == q.device() && t->is_contiguous() &&
-                 t->dtype() == q.dtype() && t->shape() == q.shape(),
-             "cuda::", op, ": expected contiguous float32 tensors of one shape on one device, got ",
-             q.describe(), " and ", t->describe());
-    TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
-             ": tensor data must be 16-byte aligned (take a clone()), got ", t->describe());
+/// Checks the kernels' tensors (check_flash_tensors, then what the CUDA kernels need: float32 on
+/// one CUDA device, hs one of 32, 64, 128, every data address and stride a multiple of 16 bytes
+/// for the float4 loads) and returns their geometry.
+FlashGeometry check_cuda_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
+                                 std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
+  const Tensor& q = **inputs.begin();
+  TT_CHECK(q.defined() && q.device().is_cuda() && q.dtype() == DType::kFloat32, "cuda::", op,
+           ": expected float32 CUDA tensors [B, NH, T, hs] (float64 runs on the CPU only), got ",
+           q.defined() ? q.describe() : std::string("(undefined)"));
+  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse);
+  for (const auto group : {inputs, outputs}) {
+    for (const Tensor* t : group) {
+      TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
+               ": tensor data must be 16-byte aligned (take a clone()), got ", t->describe());
+    }
   }
-  const Shape rows{q.size(0), q.size(1), q.size(2)};
-  TT_CHECK(lse.defined() && lse.device() == q.device() && lse.is_contiguous() &&
-               lse.dtype() == q.dtype() && lse.shape() == rows,
-           "cuda::", op, ": lse must be a contiguous float32 tensor ", rows, " on ",
-           q.device().str(), ", got ", lse.describe());
-  const int64_t hs = q.size(3);
-  TT_CHECK(hs == 32 || hs == 64 || hs == 128, "cuda::", op,
-           ": head size hs must be 32, 64 or 128 on CUDA, got hs = ", hs, " in q ", q.describe());
-  TT_CHECK(q.size(0) * q.size(1) <= 65535 && q.size(2) <= (int64_t{1} << 24), "cuda::", op,
+  for (const FlashLayout& l : {g.qkv, g.out}) {
+    TT_CHECK(l.batch % 4 == 0 && l.head % 4 == 0 && l.row % 4 == 0, "cuda::", op,
+             ": strides must be multiples of 4 floats (16 bytes), got batch ", l.batch, ", head ",
+             l.head, ", row ", l.row, " for q ", q.describe());
+  }
+  TT_CHECK(g.hs == 32 || g.hs == 64 || g.hs == 128, "cuda::", op,
+           ": head size hs must be 32, 64 or 128 on CUDA, got hs = ", g.hs, " in q ", q.describe());
+  TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24), "cuda::", op,
            ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());
-  return hs;
+  return g;
 }
 
 /// Calls f.template operator()<D, kExact>() for the head size and the TF32 setting.
@@ -467,13 +477,20 @@ void dispatch_kernel(int64_t hs, F&& f) {
   if (hs == 128) with.template operator()<128>();
 }
 
-/// Dynamic shared memory of `tiles` [kTile][D + 4] tiles plus `extra` floats, with the
-/// kernel's limit raised to it (above 48 KB a kernel must opt in).
-template <typename Kernel>
-std::size_t shared_bytes(Kernel kernel, int d, int tiles, int extra = 0) {
+/// Dynamic shared memory of `tiles` [kTile][D + 4] tiles plus `extra` floats, for kKernel on
+/// device `dev`. Above 48 KB a kernel must opt in with cudaFuncSetAttribute: a driver call, made
+/// once per kernel and device (the first launch there), not at every launch.
+template <auto kKernel>
+std::size_t shared_bytes(int dev, int d, int tiles, int extra = 0) {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag raised[kMaxDevices];
+  TT_CHECK(dev >= 0 && dev < kMaxDevices, "cuda::flash_attention: device index ", dev,
+           " out of range [0, ", kMaxDevices, ")");
   const std::size_t bytes = sizeof(float) * (std::size_t(tiles) * kTile * (d + 4) + extra);
-  TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes)));
+  std::call_once(raised[dev], [&] {
+    TT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
+  });
   return bytes;
 }
 
@@ -481,14 +498,14 @@ std::size_t shared_bytes(Kernel kernel, int d, int tiles, int extra = 0) {
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                              const Tensor& v) {
-  const int64_t hs = check_cuda_tensors("flash_attention_forward", {&q, &k, &v, &out}, lse);
+  const FlashGeometry g = check_cuda_tensors("flash_attention_forward", {&q, &k, &v}, {&out}, lse);
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
-  const int n = static_cast<int>(q.size(2));
-  const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(q.size(0) * q.size(1)));
-  const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(hs));
-  dispatch_kernel(hs, [&]<int D, bool kExact>() {
+  const int n = static_cast<int>(g.T), nh = static_cast<int>(g.NH);
+  const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
+  const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(g.hs));
+  dispatch_kernel(g.hs, [&]<int D, bool kExact>() {
 #if !TT_SOLUTION
     TT_TODO("ch10.4",
             "flash_forward_kernel: per 64-row query tile, O = softmax(Q K^T / sqrt(hs), causal) V "
@@ -496,11 +513,11 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
             "(warp_mma_abt, warp_mma_pb), the online softmax per row across the quad, the "
             "diagonal tile masked; matches the float64 reference within the TF32 tolerance");
 #endif
-    auto kernel = flash_forward_kernel<D, kExact>;
-    const std::size_t smem = shared_bytes(kernel, D, 3);
+    constexpr auto kernel = flash_forward_kernel<D, kExact>;
+    const std::size_t smem = shared_bytes<kernel>(dev, D, 3);
     kernel<<<grid, kThreads, smem, stream(dev)>>>(q.data<float>(), k.data<float>(), v.data<float>(),
-                                                  out.data<float>(), lse.data<float>(), n,
-                                                  scale_log2);
+                                                  out.data<float>(), lse.data<float>(), n, nh,
+                                                  g.qkv, g.out, scale_log2);
     TT_CUDA_CHECK_LAUNCH("flash_forward_kernel");
   });
 }
@@ -508,17 +525,17 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse) {
-  const int64_t hs =
-      check_cuda_tensors("flash_attention_backward", {&q, &k, &v, &out, &dout, &dq, &dk, &dv}, lse);
+  const FlashGeometry g = check_cuda_tensors("flash_attention_backward",
+                                             {&q, &k, &v, &dq, &dk, &dv}, {&out, &dout}, lse);
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
-  const int n = static_cast<int>(q.size(2));
-  const int64_t rows = q.size(0) * q.size(1) * n;
-  const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(q.size(0) * q.size(1)));
-  const float scale = 1.f / std::sqrt(static_cast<float>(hs)), scale_log2 = kLog2e * scale;
+  const int n = static_cast<int>(g.T), nh = static_cast<int>(g.NH);
+  const int64_t rows = g.B * g.NH * n;
+  const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
+  const float scale = 1.f / std::sqrt(static_cast<float>(g.hs)), scale_log2 = kLog2e * scale;
   const Tensor dsum = empty(lse.shape(), {DType::kFloat32, q.device()});
-  dispatch_kernel(hs, [&]<int D, bool kExact>() {
+  dispatch_kernel(g.hs, [&]<int D, bool kExact>() {
 #if !TT_SOLUTION
     TT_TODO("ch10.5",
             "flash_backward_dkdv_kernel and flash_backward_dq_kernel: dK, dV per 64-key tile "
@@ -528,19 +545,20 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 #endif
     flash_backward_rowdot_kernel<D>
         <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream(dev)>>>(
-            dout.data<float>(), out.data<float>(), dsum.data<float>(), rows);
+            dout.data<float>(), out.data<float>(), dsum.data<float>(), rows, n, nh, g.out);
     TT_CUDA_CHECK_LAUNCH("flash_backward_rowdot_kernel");
-    auto dkdv = flash_backward_dkdv_kernel<D, kExact>;
-    const std::size_t smem_kv = shared_bytes(dkdv, D, 4, 2 * kTile);
+    constexpr auto dkdv = flash_backward_dkdv_kernel<D, kExact>;
+    const std::size_t smem_kv = shared_bytes<dkdv>(dev, D, 4, 2 * kTile);
     dkdv<<<grid, kThreads, smem_kv, stream(dev)>>>(
         q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(), lse.data<float>(),
-        dsum.data<float>(), dk.data<float>(), dv.data<float>(), n, scale_log2, scale);
+        dsum.data<float>(), dk.data<float>(), dv.data<float>(), n, nh, g.qkv, g.out, scale_log2,
+        scale);
     TT_CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
-    auto dqk = flash_backward_dq_kernel<D, kExact>;
-    const std::size_t smem_q = shared_bytes(dqk, D, 4);
+    constexpr auto dqk = flash_backward_dq_kernel<D, kExact>;
+    const std::size_t smem_q = shared_bytes<dqk>(dev, D, 4);
     dqk<<<grid, kThreads, smem_q, stream(dev)>>>(
         q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(), lse.data<float>(),
-        dsum.data<float>(), dq.data<float>(), n, scale_log2, scale);
+        dsum.data<float>(), dq.data<float>(), n, nh, g.qkv, g.out, scale_log2, scale);
     TT_CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
   });
 }

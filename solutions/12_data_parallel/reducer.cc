@@ -10,7 +10,11 @@ void Reducer::mark_grad_ready(int64_t param) {
            "Reducer::mark_grad_ready: parameter ", param, " is not in 0..", params_.size() - 1);
   TT_CHECK(!ready_[static_cast<std::size_t>(param)], "Reducer::mark_grad_ready: parameter ", param,
            " (", params_[static_cast<std::size_t>(param)].describe(),
-           ") was marked twice in one backward");
+           ") was marked twice in one backward (with DistributedDataParallel: call "
+           "sync_gradients() after every backward, or accumulate inside no_sync())");
+  poll();
+  const auto bucket = static_cast<std::size_t>(bucket_of_[static_cast<std::size_t>(param)]);
+  if (pending_[bucket] == 1) timeline_[bucket].ready = std::chrono::steady_clock::now();
 #if TT_SOLUTION
   ready_[static_cast<std::size_t>(param)] = 1;
   --pending_[static_cast<std::size_t>(bucket_of_[static_cast<std::size_t>(param)])];
@@ -21,8 +25,8 @@ void Reducer::mark_grad_ready(int64_t param) {
 #else
   TT_TODO("ch12.3",
           "Reducer::mark_grad_ready: once every parameter of buckets 0..b has been marked, "
-          "buckets 0..b have been reduced, each once and in increasing order whatever the "
-          "marking order (so all ranks pair the same all-reduces); none earlier");
+          "buckets 0..b have been started (reduce_bucket), each once and in increasing order "
+          "whatever the marking order (so all ranks pair the same all-reduces); none earlier");
 #endif
 }
 
@@ -35,19 +39,16 @@ void Reducer::reduce_bucket(int64_t b) {
     if (!p.grad().defined()) p.set_grad(zeros_like(p));  // an unused parameter adds zeros
     buffer.narrow(0, e.offset, e.numel).copy_(p.grad().reshape({e.numel}));
   }
-  group_.all_reduce(buffer, ReduceOp::kAvg);
-  for (const BucketEntry& e : bucket.entries) {
-    const Tensor& g = params_[static_cast<std::size_t>(e.param)].grad();
-    g.copy_(buffer.narrow(0, e.offset, e.numel).view(g.shape()));
-  }
+  works_[static_cast<std::size_t>(b)] = group_.all_reduce_async(buffer, ReduceOp::kAvg);
   reduced_order_.push_back(b);
   ++num_reductions_;
 #else
   (void)bucket, (void)buffer;
   TT_TODO("ch12.3",
-          "Reducer::reduce_bucket: every gradient of bucket b becomes its average over the ranks "
-          "(an undefined gradient counts as zeros and becomes a zero tensor) through ONE "
-          "all_reduce of buffers_[b]; b is appended to reduced_order_ and counted in "
+          "Reducer::reduce_bucket: buffers_[b] holds every gradient of bucket b at its entry's "
+          "offset (an undefined gradient counts as zeros and becomes a zero tensor) and ONE "
+          "nonblocking average of it over the ranks is started, kept in works_[b] "
+          "(finish_bucket copies it back); b is appended to reduced_order_ and counted in "
           "num_reductions_");
 #endif
 }

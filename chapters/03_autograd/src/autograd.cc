@@ -66,6 +66,90 @@ AccumulateGrad::AccumulateGrad(const Tensor& leaf) : leaf_(leaf.impl()) {
   set_num_outputs(1);
 }
 
+std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
+  TT_CHECK(grad_outputs.size() == 1, "AccumulateGrad: expected 1 gradient, got ",
+           grad_outputs.size());
+  accumulate(grad_outputs[0]);
+  std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  if (!leaf || !leaf->autograd || !leaf->autograd->post_accumulate_grad_hooks) return {};
+  if (!PostAccumulateGradScope::last_sink_ran(leaf.get())) return {};
+  // A copy: a hook may register or remove hooks (its own included) while they run.
+  const auto hooks = leaf->autograd->post_accumulate_grad_hooks->hooks;
+  for (const auto& entry : hooks) entry.second(leaf->autograd->grad);
+  return {};
+}
+
+// ----- post-accumulate-grad hooks --------------------------------------------------------------
+
+namespace {
+thread_local PostAccumulateGradScope* g_hook_scope = nullptr;
+}  // namespace
+
+RemovableHandle::RemovableHandle(RemovableHandle&& other) noexcept
+    : hooks_(std::move(other.hooks_)), id_(other.id_) {
+  other.id_ = -1;
+}
+
+RemovableHandle& RemovableHandle::operator=(RemovableHandle&& other) noexcept {
+  if (this != &other) {
+    remove();
+    hooks_ = std::move(other.hooks_);
+    id_ = other.id_;
+    other.id_ = -1;
+  }
+  return *this;
+}
+
+void RemovableHandle::remove() {
+  if (auto hooks = hooks_.lock()) {
+    std::erase_if(hooks->hooks, [this](const auto& entry) { return entry.first == id_; });
+  }
+  hooks_.reset();
+  id_ = -1;
+}
+
+RemovableHandle register_post_accumulate_grad_hook(const Tensor& leaf,
+                                                   PostAccumulateGradHook hook) {
+  TT_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(),
+           "register_post_accumulate_grad_hook: expected a leaf tensor that requires grad, got ",
+           leaf.defined() ? leaf.describe() : std::string("an undefined tensor"));
+  TT_CHECK(hook != nullptr, "register_post_accumulate_grad_hook: the hook is empty (",
+           leaf.describe(), ")");
+  AutogradMeta& meta = *leaf.impl()->autograd;  // set: the leaf requires grad
+  if (!meta.post_accumulate_grad_hooks) {
+    meta.post_accumulate_grad_hooks = std::make_shared<PostAccumulateGradHooks>();
+  }
+  PostAccumulateGradHooks& hooks = *meta.post_accumulate_grad_hooks;
+  const int64_t id = hooks.next_id++;
+  hooks.hooks.emplace_back(id, std::move(hook));
+  return RemovableHandle(meta.post_accumulate_grad_hooks, id);
+}
+
+PostAccumulateGradScope::PostAccumulateGradScope(
+    const std::unordered_map<const Node*, int>& dependencies)
+    : previous_(g_hook_scope) {
+  for (const auto& entry : dependencies) {
+    const auto* sink = dynamic_cast<const AccumulateGrad*>(entry.first);
+    if (sink == nullptr) continue;
+    std::shared_ptr<TensorImpl> leaf = sink->leaf();
+    if (leaf && leaf->autograd && leaf->autograd->post_accumulate_grad_hooks) {
+      ++remaining_[leaf.get()];
+    }
+  }
+  g_hook_scope = this;
+}
+
+PostAccumulateGradScope::~PostAccumulateGradScope() {
+  g_hook_scope = previous_;
+}
+
+bool PostAccumulateGradScope::last_sink_ran(const TensorImpl* leaf) {
+  if (g_hook_scope == nullptr) return true;
+  auto it = g_hook_scope->remaining_.find(leaf);
+  if (it == g_hook_scope->remaining_.end()) return true;  // hooked during this backward
+  return --it->second == 0;
+}
+
 // ----- Function --------------------------------------------------------------------------------
 
 void Function::record_metadata(const std::vector<Tensor>& inputs,

@@ -50,7 +50,10 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   }
   NoGradGuard no_grad;  // backward functions compute gradients; they are not recorded
   const Edge edge = gradient_edge(root);
-  run_backward(edge, g, compute_dependencies(*edge.node), retain_graph);
+  std::unordered_map<const Node*, int> dependencies = compute_dependencies(*edge.node);
+  // Tells each leaf's last AccumulateGrad node that it is the last (post-accumulate-grad hooks).
+  PostAccumulateGradScope hook_scope(dependencies);
+  run_backward(edge, g, std::move(dependencies), retain_graph);
 }
 
 }  // namespace tt::autograd

@@ -28,12 +28,10 @@ std::vector<Tensor> Function::run(const std::shared_ptr<Function>& fn,
       "Function::run: fn->forward(inputs) computed with grad mode off; when grad mode is on and an input requires grad, fn becomes the grad_fn of every output (output i in slot i) with one edge per input and its context saved; no input ever gets a new grad_fn");
 }
 
-std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
-  TT_CHECK(grad_outputs.size() == 1, "AccumulateGrad: expected 1 gradient, got ",
-           grad_outputs.size());
+void AccumulateGrad::accumulate(const Tensor& g) {
   TT_TODO(
       "ch03.4",
-      "AccumulateGrad::apply: adds the incoming gradient into the leaf's .grad (the first one stored as a private copy, later ones added in place); nothing when the leaf is gone or the gradient undefined; throws when shape, dtype or device differ from the leaf's");
+      "AccumulateGrad::accumulate: adds the incoming gradient into the leaf's .grad (the first one stored as a private copy, later ones added in place); nothing when the leaf is gone or the gradient undefined; throws when shape, dtype or device differ from the leaf's");
 }
 
 }  // namespace tt::autograd

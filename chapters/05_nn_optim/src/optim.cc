@@ -52,6 +52,30 @@ int64_t Optimizer::step_count() const {
 }
 
 void Optimizer::step() {
+  skip_ = Tensor();
+  step_impl();
+}
+
+void Optimizer::step_unless(const Tensor& skip) {
+  TT_CHECK(skip.defined() && skip.numel() == 1 && skip.dtype() == DType::kFloat64, name_,
+           "::step_unless: skip must be a one-element float64 tensor, got ",
+           skip.defined() ? skip.describe() : std::string("an undefined tensor"));
+  skip_ = skip;
+  try {
+    step_impl();
+  } catch (...) {
+    skip_ = Tensor();
+    throw;
+  }
+  skip_ = Tensor();
+}
+
+void Optimizer::rewind_step_count() {
+  TT_CHECK(step_count() > 0, name_, "::rewind_step_count: no step to take back");
+  step_.data<int64_t>()[0] = step_count() - 1;
+}
+
+void Optimizer::step_impl() {
   const int64_t t = step_count() + 1;
   // The parameters of one group that have a gradient, batched per device (one kernel call each).
   struct Batch {
@@ -145,6 +169,7 @@ SGD::SGD(std::vector<ParamGroup> groups, SgdOptions options)
 
 void SGD::update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<std::vector<Tensor>>& state, double weight_decay, int64_t step) {
+  TT_CHECK(!skip().defined(), "SGD::step_unless: SGD has no skipping kernel; use step()");
   const SgdStepArgs args{lr(),         options_.momentum, options_.dampening,
                          weight_decay, options_.nesterov, step == 1};
   static const std::vector<Tensor> no_buffers;
@@ -164,6 +189,13 @@ void AdamW::update(const std::vector<Tensor>& params, const std::vector<Tensor>&
                    const std::vector<std::vector<Tensor>>& state, double weight_decay,
                    int64_t step) {
   const AdamWStepArgs args{lr(), options_.beta1, options_.beta2, options_.eps, weight_decay, step};
+  if (skip().defined()) {
+    TT_CHECK(skip().device() == params[0].device(), "AdamW::step_unless: skip ", skip().describe(),
+             " must be on the parameters' device ", params[0].device().str());
+    call_kernel<AdamWStepUnlessKernel>("adamw_step_unless", params[0].device(), params, grads,
+                                       state[0], state[1], args, skip());
+    return;
+  }
   call_kernel<AdamWStepKernel>("adamw_step", params[0].device(), params, grads, state[0], state[1],
                                args);
 }

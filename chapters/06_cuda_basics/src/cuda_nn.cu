@@ -1,13 +1,21 @@
 // CUDA kernels of chapter 04's index-driven ops (given code): max over one dim and its
 // backward, embedding (lookup and deterministic scatter-add) and the fused cross-entropy.
 //
-// These ops take indices that a kernel cannot validate with an exception. Embedding and
-// cross-entropy copy their indices to the host first (one synchronization, B*T int64 values) and
-// throw tt::Error like the CPU kernels; embedding's backward needs the indices on the host anyway
-// to group the tokens by row.
+// These ops take indices that a kernel cannot validate with an exception. By default
+// (IndexChecks::kHost) embedding and cross-entropy copy their indices to the host first (one
+// synchronization, B*T int64 values) and throw tt::Error like the CPU kernels. With
+// IndexChecks::kDevice a kernel checks them and records an error on the device instead (read by
+// check_index_errors), so a training step runs without waiting for the GPU (chapter 10). Either
+// way the kernels never dereference an out-of-range index, embedding's backward groups the
+// tokens by row on the device (a stable radix sort), and cross-entropy counts its targets there.
+#include <cub/device/device_radix_sort.cuh>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -73,32 +81,87 @@ StridedIndexer kept_indexer(const Tensor& t, int64_t dim) {
 
 // ----- embedding -------------------------------------------------------------------------------
 
-// out[i, c] = weight[idx[i], c], one thread per output element (grid-stride, coalesced in c).
-template <typename T>
-__global__ void embedding_forward_kernel(T* out, const T* weight, const int64_t* idx, int64_t n,
-                                         int64_t C) {
+// ----- index checks ----------------------------------------------------------------------------
+
+// err[0] += 1 and err[1] = the value, for every idx[i] outside [0, size) that is not `allowed`.
+__global__ void check_indices_kernel(unsigned long long* err, const int64_t* idx, int64_t n,
+                                     int64_t size, bool has_allowed, int64_t allowed) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < n * C; e += stride) {
-    const int64_t i = e / C, c = e - i * C;
-    out[e] = weight[idx[i] * C + c];
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t v = idx[i];
+    if ((v < 0 || v >= size) && !(has_allowed && v == allowed)) {
+      atomicAdd(&err[0], 1ULL);
+      err[1] = static_cast<unsigned long long>(v);
+    }
   }
 }
 
-// Block b takes used row u = b, + gridDim.x, ...: dweight[rows[u], c] = sum over the tokens
-// tokens[start[u] .. start[u+1]) of dout[token, c], in token order; threads split the columns.
+std::atomic<IndexChecks>& index_checks_mode() {
+  static std::atomic<IndexChecks> mode{IndexChecks::kHost};
+  return mode;
+}
+
+// The device record of index errors of device `dev`: int64 [2] = {count, one bad value}.
+Tensor index_error_record(int dev) {
+  static std::mutex mutex;
+  static auto& table = *std::make_unique<std::vector<Tensor>>().release();  // never destroyed
+  std::lock_guard<std::mutex> lock(mutex);
+  if (table.empty()) table.resize(static_cast<std::size_t>(device_count()));
+  Tensor& t = table[static_cast<std::size_t>(dev)];
+  if (!t.defined()) t = zeros({2}, {DType::kInt64, Device::cuda(dev)});
+  return t;
+}
+
+// ----- embedding -------------------------------------------------------------------------------
+
+// out[i, c] = weight[idx[i], c] (0 for an index outside [0, V)), one thread per output element
+// (grid-stride, coalesced in c).
 template <typename T>
-__global__ void embedding_backward_kernel(T* dweight, const T* dout, const int64_t* rows,
-                                          const int64_t* start, const int64_t* tokens,
-                                          int64_t n_rows, int64_t C) {
-  for (int64_t u = blockIdx.x; u < n_rows; u += gridDim.x) {
-    T* dw = dweight + rows[u] * C;
+__global__ void embedding_forward_kernel(T* out, const T* weight, const int64_t* idx, int64_t n,
+                                         int64_t V, int64_t C) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < n * C; e += stride) {
+    const int64_t i = e / C, c = e - i * C;
+    const int64_t r = idx[i];
+    out[e] = r >= 0 && r < V ? weight[r * C + c] : T(0);
+  }
+}
+
+// keys[i] = the row of token i (V for an index outside [0, V)), pos[i] = i: the pairs that a
+// stable sort by key turns into the tokens of each row, in token order.
+__global__ void embedding_keys_kernel(uint32_t* keys, int32_t* pos, const int64_t* idx, int64_t n,
+                                      int64_t V) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t r = idx[i];
+    keys[i] = static_cast<uint32_t>(r >= 0 && r < V ? r : V);
+    pos[i] = static_cast<int32_t>(i);
+  }
+}
+
+// keys/pos sorted by key (stably). Block b takes sorted positions s = b, + gridDim.x, ...; where
+// a row's run of tokens starts (s == 0 or keys[s - 1] != keys[s]), dweight[row, c] = the sum of
+// dout[token, c] over the run, in token order; threads split the columns.
+template <typename T>
+__global__ void embedding_backward_kernel(T* dweight, const T* dout, const uint32_t* keys,
+                                          const int32_t* pos, int64_t n, int64_t V, int64_t C) {
+  for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
+    const uint32_t row = keys[s];
+    if (row >= V || (s > 0 && keys[s - 1] == row)) continue;
+    T* dw = dweight + int64_t{row} * C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
       T acc = 0;
-      for (int64_t k = start[u]; k < start[u + 1]; ++k) acc += dout[tokens[k] * C + c];
+      for (int64_t k = s; k < n && keys[k] == row; ++k) acc += dout[int64_t{pos[k]} * C + c];
       dw[c] = acc;
     }
   }
 }
+
+// Checks that every int64 index lies in [0, size) or equals `allowed`: on the host (throws
+// tt::Error naming `op`, the position and the value) or, with IndexChecks::kDevice, by a kernel
+// that records errors for check_index_errors().
+void check_indices(const char* op, const Tensor& indices, int64_t size,
+                   std::optional<int64_t> allowed, const char* what);
 
 // The int64 `indices` on the host, each checked to lie in [0, size) or equal `allowed`; throws
 // tt::Error naming `op`, the position and the value otherwise.
@@ -117,9 +180,24 @@ std::vector<int64_t> host_indices(const char* op, const Tensor& indices, int64_t
   return v;
 }
 
-// An int64 tensor on `device` holding `v`.
-Tensor device_int64(const std::vector<int64_t>& v, Device device) {
-  return from_vector(v, {static_cast<int64_t>(v.size())}).to(device);
+void check_indices(const char* op, const Tensor& indices, int64_t size,
+                   std::optional<int64_t> allowed, const char* what) {
+  if (index_checks() == IndexChecks::kHost) {
+    host_indices(op, indices, size, allowed, what);
+    return;
+  }
+  TT_CHECK(indices.dtype() == DType::kInt64, "cuda::", op, ": ", what, " must be int64, got ",
+           indices.describe());
+  const int64_t n = indices.numel();
+  if (n == 0) return;
+  const int dev = indices.device().index;
+  const Tensor record = index_error_record(dev);
+  DeviceGuard guard(dev);
+  const Tensor idx = indices.contiguous();
+  check_indices_kernel<<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
+      static_cast<unsigned long long*>(record.data_ptr()), idx.data<int64_t>(), n, size,
+      allowed.has_value(), allowed.value_or(0));
+  TT_CUDA_CHECK_LAUNCH("check_indices_kernel");
 }
 
 void check_embedding(const char* op, const Tensor& table, const Tensor& rows,
@@ -153,27 +231,40 @@ __global__ void cross_entropy_rows_kernel(T* lse, T* row_loss, const T* x, const
     if (threadIdx.x == 0) {
       const T l = m + std::log(s);
       lse[n] = l;
-      row_loss[n] = t[n] == ignore_index ? T(0) : l - xr[t[n]];
+      const int64_t target = t[n];
+      row_loss[n] = target == ignore_index      ? T(0)
+                    : target >= 0 && target < V ? l - xr[target]
+                                                : T(NAN);  // recorded by the index check
     }
   }
 }
 
-// One block: loss = (sum of the N row losses, fixed order) / count.
+// One block: *count = the number of targets that are not ignore_index (exact: sums of ones).
 template <typename T>
-__global__ void cross_entropy_mean_kernel(T* loss, const T* row_loss, int64_t N, T count) {
+__global__ void count_targets_kernel(T* count, const int64_t* t, int64_t N, int64_t ignore_index) {
+  __shared__ T scratch[kWarpThreads];
+  T c = 0;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) c += t[n] != ignore_index ? T(1) : T(0);
+  c = block_allreduce(c, SumOp{}, scratch);
+  if (threadIdx.x == 0) *count = c;
+}
+
+// One block: loss = (sum of the N row losses, fixed order) / *count.
+template <typename T>
+__global__ void cross_entropy_mean_kernel(T* loss, const T* row_loss, int64_t N, const T* count) {
   __shared__ T scratch[kWarpThreads];
   T acc = 0;
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x) acc += row_loss[n];
   acc = block_allreduce(acc, SumOp{}, scratch);
-  if (threadIdx.x == 0) loss[0] = acc / count;  // 0 / 0 = NaN when every row is ignored
+  if (threadIdx.x == 0) loss[0] = acc / *count;  // 0 / 0 = NaN when every row is ignored
 }
 
 // One block per row: dx = dloss / count * (exp(x - lse) - [v == t]), 0 for ignored rows.
 template <typename T>
 __global__ void cross_entropy_backward_kernel(T* dx, const T* dloss, const T* x, const int64_t* t,
-                                              const T* lse, int64_t N, int64_t V, T count,
+                                              const T* lse, int64_t N, int64_t V, const T* count,
                                               int64_t ignore_index) {
-  const T scale = dloss[0] / count;
+  const T scale = dloss[0] / *count;
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = x + n * V;
     T* d = dx + n * V;
@@ -189,10 +280,21 @@ __global__ void cross_entropy_backward_kernel(T* dx, const T* dloss, const T* x,
   }
 }
 
-// The number of targets that are not ignore_index, after checking them all on the host.
-int64_t count_targets(const char* op, const Tensor& targets, int64_t V, int64_t ignore_index) {
-  const std::vector<int64_t> t = host_indices(op, targets, V, ignore_index, "targets");
-  return std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
+// Checks the targets (check_indices), then returns a 0-d tensor like `logits` (dtype, device)
+// holding the number of targets that are not ignore_index, counted on the device.
+Tensor count_targets(const char* op, const Tensor& logits, const Tensor& targets,
+                     int64_t ignore_index) {
+  check_indices(op, targets, logits.size(1), ignore_index, "targets");
+  const Tensor count = empty({}, {logits.dtype(), logits.device()});
+  const int dev = logits.device().index;
+  DeviceGuard guard(dev);
+  const Tensor tgt = targets.contiguous();
+  dispatch_floating(logits.dtype(), op, [&]<typename T>() {
+    count_targets_kernel<<<1, 1024, 0, stream(dev)>>>(count.data<T>(), tgt.data<int64_t>(),
+                                                      targets.numel(), ignore_index);
+    TT_CUDA_CHECK_LAUNCH("count_targets_kernel");
+  });
+  return count;
 }
 
 void check_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets,
@@ -214,6 +316,37 @@ void check_cross_entropy(const char* op, const Tensor& logits, const Tensor& tar
 }
 
 }  // namespace
+
+// ----- index checks ----------------------------------------------------------------------------
+
+void set_index_checks(IndexChecks mode) {
+  index_checks_mode().store(mode);
+}
+
+IndexChecks index_checks() {
+  return index_checks_mode().load();
+}
+
+IndexChecksGuard::IndexChecksGuard(IndexChecks mode) : previous_(index_checks()) {
+  set_index_checks(mode);
+}
+
+IndexChecksGuard::~IndexChecksGuard() {
+  set_index_checks(previous_);
+}
+
+void check_index_errors(int index) {
+  check_device_index(index, "check_index_errors");
+  const Tensor record = index_error_record(index);
+  const std::vector<int64_t> r = record.to(Device::cpu()).to_vector<int64_t>();
+  if (r[0] == 0) return;
+  record.fill_(0.0);
+  throw Error(tt::detail::str("cuda::check_index_errors: ", r[0],
+                              " index value(s) out of range were given to embedding or "
+                              "cross_entropy on cuda:",
+                              index, " (e.g. ", r[1],
+                              "); the kernels used 0 (embedding) or NaN (cross-entropy) instead"));
+}
 
 // ----- max -------------------------------------------------------------------------------------
 
@@ -271,7 +404,7 @@ void max_dim_backward(const Tensor& grad_in, const Tensor& grad_values, const Te
 void embedding_forward(const Tensor& out, const Tensor& weight, const Tensor& indices) {
   check_embedding("embedding_forward", weight, out, indices);
   const int64_t V = weight.size(0), C = weight.size(1), n = indices.numel();
-  host_indices("embedding_forward", indices, V, std::nullopt, "indices");
+  check_indices("embedding_forward", indices, V, std::nullopt, "indices");
   if (n * C == 0) return;
   const int dev = weight.device().index;
   DeviceGuard guard(dev);
@@ -279,46 +412,50 @@ void embedding_forward(const Tensor& out, const Tensor& weight, const Tensor& in
   dispatch_floating(weight.dtype(), "cuda::embedding_forward", [&]<typename T>() {
     embedding_forward_kernel<<<grid_size(n * C, kBlockThreads, dev), kBlockThreads, 0,
                                stream(dev)>>>(out.data<T>(), weight.data<T>(), idx.data<int64_t>(),
-                                              n, C);
+                                              n, V, C);
     TT_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
   });
 }
 
 void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor& indices) {
   check_embedding("embedding_backward", dweight, dout, indices);
-  const int64_t V = dweight.size(0), C = dweight.size(1);
-  const std::vector<int64_t> idx =
-      host_indices("embedding_backward", indices, V, std::nullopt, "indices");
+  const int64_t V = dweight.size(0), C = dweight.size(1), n = indices.numel();
+  check_indices("embedding_backward", indices, V, std::nullopt, "indices");
   fill(dweight, 0.0);
-  if (idx.empty() || C == 0) return;
-  // Stable counting sort of the tokens by row: tokens[start[u] .. start[u+1]) are the tokens of
-  // row rows[u], in token order.
-  std::vector<int64_t> count(static_cast<std::size_t>(V), 0);
-  for (int64_t v : idx) ++count[static_cast<std::size_t>(v)];
-  std::vector<int64_t> rows, start{0}, first(static_cast<std::size_t>(V), 0);
-  for (int64_t v = 0; v < V; ++v) {
-    if (count[static_cast<std::size_t>(v)] == 0) continue;
-    first[static_cast<std::size_t>(v)] = start.back();
-    rows.push_back(v);
-    start.push_back(start.back() + count[static_cast<std::size_t>(v)]);
-  }
-  std::vector<int64_t> tokens(idx.size());
-  for (std::size_t i = 0; i < idx.size(); ++i) {
-    tokens[static_cast<std::size_t>(first[static_cast<std::size_t>(idx[i])]++)] =
-        static_cast<int64_t>(i);
-  }
+  if (n == 0 || C == 0) return;
+  TT_CHECK(n <= INT32_MAX && V < UINT32_MAX, "cuda::embedding_backward: at most 2^31 - 1 indices ",
+           "and 2^32 - 1 rows, got ", indices.describe(), " and ", dweight.describe());
   const Device device = dweight.device();
-  const Tensor d_rows = device_int64(rows, device), d_start = device_int64(start, device),
-               d_tokens = device_int64(tokens, device);
   const int dev = device.index;
   DeviceGuard guard(dev);
-  const auto n_rows = static_cast<int64_t>(rows.size());
+  const cudaStream_t s = stream(dev);
+  const Tensor idx = indices.contiguous();
+  // Group the tokens by row on the device: a stable radix sort of (row, token) pairs by row.
+  // 32-bit keys and values, in int64 tensors of half the length (keeps the allocator's alignment).
+  const int64_t words = (n + 1) / 2;
+  const Tensor keys_in = empty({words}, {DType::kInt64, device}),
+               keys_out = empty({words}, {DType::kInt64, device}),
+               pos_in = empty({words}, {DType::kInt64, device}),
+               pos_out = empty({words}, {DType::kInt64, device});
+  auto* k_in = static_cast<uint32_t*>(keys_in.data_ptr());
+  auto* k_out = static_cast<uint32_t*>(keys_out.data_ptr());
+  auto* p_in = static_cast<int32_t*>(pos_in.data_ptr());
+  auto* p_out = static_cast<int32_t*>(pos_out.data_ptr());
+  embedding_keys_kernel<<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, s>>>(
+      k_in, p_in, idx.data<int64_t>(), n, V);
+  TT_CUDA_CHECK_LAUNCH("embedding_keys_kernel");
+  int end_bit = 1;  // keys lie in [0, V]
+  while ((uint64_t{1} << end_bit) <= static_cast<uint64_t>(V)) ++end_bit;
+  std::size_t temp_bytes = 0;
+  TT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k_in, k_out, p_in, p_out,
+                                                static_cast<int>(n), 0, end_bit, s));
+  const Tensor temp = empty({static_cast<int64_t>((temp_bytes + 7) / 8)}, {DType::kInt64, device});
+  TT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, k_in, k_out, p_in,
+                                                p_out, static_cast<int>(n), 0, end_bit, s));
   dispatch_floating(dweight.dtype(), "cuda::embedding_backward", [&]<typename T>() {
     const int threads = static_cast<int>(std::clamp<int64_t>((C + 31) / 32 * 32, 32, 1024));
-    embedding_backward_kernel<<<grid_size(n_rows * threads, threads, dev), threads, 0,
-                                stream(dev)>>>(dweight.data<T>(), dout.data<T>(),
-                                               d_rows.data<int64_t>(), d_start.data<int64_t>(),
-                                               d_tokens.data<int64_t>(), n_rows, C);
+    embedding_backward_kernel<<<grid_size(n * threads, threads, dev), threads, 0, s>>>(
+        dweight.data<T>(), dout.data<T>(), k_out, p_out, n, V, C);
     TT_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
   });
 }
@@ -332,7 +469,7 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& 
            "cuda::cross_entropy_forward: loss must be 0-d like logits ", logits.describe(),
            ", got ", loss.describe());
   const int64_t N = logits.size(0), V = logits.size(1);
-  const int64_t count = count_targets("cross_entropy_forward", targets, V, ignore_index);
+  const Tensor count = count_targets("cross_entropy_forward", logits, targets, ignore_index);
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
   const Tensor tgt = targets.contiguous();
@@ -348,7 +485,7 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& 
       TT_CUDA_CHECK_LAUNCH("cross_entropy_rows_kernel");
     }
     cross_entropy_mean_kernel<<<1, 1024, 0, stream(dev)>>>(loss.data<T>(), row_loss.data<T>(), N,
-                                                           static_cast<T>(count));
+                                                           count.data<T>());
     TT_CUDA_CHECK_LAUNCH("cross_entropy_mean_kernel");
   });
 }
@@ -361,8 +498,11 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
       "cuda::cross_entropy_backward: dloss must hold one value like logits ", logits.describe(),
       ", got ", dloss.describe());
   const int64_t N = logits.size(0), V = logits.size(1);
-  const int64_t count = count_targets("cross_entropy_backward", targets, V, ignore_index);
-  if (N * V == 0) return;
+  if (N * V == 0) {
+    check_indices("cross_entropy_backward", targets, V, ignore_index, "targets");
+    return;
+  }
+  const Tensor count = count_targets("cross_entropy_backward", logits, targets, ignore_index);
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
   const Tensor tgt = targets.contiguous();
@@ -371,7 +511,7 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
     cross_entropy_backward_kernel<<<grid_size(N * threads, threads, dev), threads, 0,
                                     stream(dev)>>>(
         dlogits.data<T>(), static_cast<const T*>(dloss.data_ptr()), logits.data<T>(),
-        tgt.data<int64_t>(), lse.data<T>(), N, V, static_cast<T>(count), ignore_index);
+        tgt.data<int64_t>(), lse.data<T>(), N, V, count.data<T>(), ignore_index);
     TT_CUDA_CHECK_LAUNCH("cross_entropy_backward_kernel");
   });
 }

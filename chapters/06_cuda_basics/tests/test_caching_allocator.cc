@@ -78,6 +78,22 @@ TEST(Ch06_4_CachingAllocator, ReusesAFreedBlockOfTheSameClass) {
   alloc.deallocate(q, 700);
 }
 
+TEST(Ch06_4_CachingAllocator, ResetPeakRestartsAtTheBytesInUse) {
+  FakeRaw raw;
+  CachingAllocator alloc(raw);
+  void* a = alloc.allocate(4 * KiB);
+  void* b = alloc.allocate(8 * KiB);
+  alloc.deallocate(b, 8 * KiB);
+  EXPECT_EQ(alloc.stats().peak_allocated, 12 * KiB);
+  alloc.reset_peak();
+  EXPECT_EQ(alloc.stats().peak_allocated, 4 * KiB) << "the peak restarts at what is in use";
+  void* c = alloc.allocate(2 * KiB);
+  EXPECT_EQ(alloc.stats().peak_allocated, 6 * KiB);
+  alloc.deallocate(c, 2 * KiB);
+  alloc.deallocate(a, 4 * KiB);
+  EXPECT_EQ(alloc.stats().peak_allocated, 6 * KiB) << "freeing does not lower the peak";
+}
+
 TEST(Ch06_4_CachingAllocator, DifferentClassesDoNotShare) {
   FakeRaw raw;
   CachingAllocator alloc(raw);

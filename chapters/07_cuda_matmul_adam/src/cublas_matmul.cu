@@ -1,6 +1,7 @@
 // Chapter 07: the CUDA "matmul" kernel on cuBLAS. The row-major trick (which operand goes
 // first, op flags, leading dimensions) is planned by plan_row_major_gemm (exercise ch07.1);
-// this file owns the cuBLAS handles, the TF32 switch's effect and the batch loop.
+// this file owns the cuBLAS handles, the TF32 switch's effect and the batch loop. "gemm" is the
+// same call with BLAS's alpha and beta and an out whose rows may be padded (chapter 10).
 #include <climits>
 #include <memory>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "tt/cuda_device.h"
 #include "tt/cuda_matmul.h"
 #include "tt/dispatcher.h"
+#include "tt/ops_elementwise.h"
 #include "tt/ops_matmul.h"
 
 namespace tt::cuda {
@@ -72,8 +74,7 @@ cublasHandle_t cublas_handle(int index) {
   return h;
 }
 
-// ----- the "matmul" kernel
-// ------------------------------------------------------------------------
+// ----- the "matmul" and "gemm" kernels ------------------------------------------------------
 
 namespace {
 
@@ -93,7 +94,7 @@ struct BatchGroup {
   int64_t sa = 0, sb = 0, sc = 0;
 };
 
-/// The batch dims of out (contiguous) and a, b (any strides, 0 where broadcast), outermost
+/// The batch dims of out and a, b (any strides, 0 where broadcast), outermost
 /// first, size-1 dims dropped and neighbours merged when all three tensors step through them
 /// with one stride. A plain batch [B, H] or a broadcast one ([1, H] against [B, H]) becomes one
 /// group, i.e. one strided-batched call.
@@ -114,28 +115,33 @@ std::vector<BatchGroup> batch_groups(const Tensor& out, const Tensor& a, const T
   return groups;
 }
 
-}  // namespace
-
-void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b) {
-  TT_CHECK(out.device().is_cuda() && a.device() == out.device() && b.device() == out.device(),
-           "matmul (cuBLAS): expected out, a and b on one CUDA device, got ", out.describe(), ", ",
+// out = alpha * (a @ b) + beta * out for the operands of MatmulKernel, except that out's matrices
+// need only be row-major (row stride >= columns), not contiguous. `op` names the caller.
+void gemm_cublas_impl(const char* op, const Tensor& out, const Tensor& a, const Tensor& b,
+                      double alpha_v, double beta_v) {
+  TT_CHECK(out.device().is_cuda() && a.device() == out.device() && b.device() == out.device(), op,
+           " (cuBLAS): expected out, a and b on one CUDA device, got ", out.describe(), ", ",
            a.describe(), ", ", b.describe());
   const DType dt = out.dtype();
   TT_CHECK((dt == DType::kFloat32 || dt == DType::kFloat64) && a.dtype() == dt && b.dtype() == dt,
-           "matmul (cuBLAS): expected float32 or float64 operands of one dtype, got ",
-           out.describe(), ", ", a.describe(), ", ", b.describe());
-  TT_CHECK(out.dim() >= 2 && a.dim() == out.dim() && b.dim() == out.dim() && out.is_contiguous(),
-           "matmul (cuBLAS): expected a contiguous out and operands with out's batch dims, got ",
-           out.describe(), ", ", a.describe(), ", ", b.describe());
+           op, " (cuBLAS): expected float32 or float64 operands of one dtype, got ", out.describe(),
+           ", ", a.describe(), ", ", b.describe());
+  TT_CHECK(out.dim() >= 2 && a.dim() == out.dim() && b.dim() == out.dim(), op,
+           " (cuBLAS): expected operands with out's batch dims, got ", out.describe(), ", ",
+           a.describe(), ", ", b.describe());
   for (int64_t d = 0; d < out.dim() - 2; ++d) {
-    TT_CHECK(a.size(d) == out.size(d) && b.size(d) == out.size(d),
-             "matmul (cuBLAS): batch dims of a ", a.shape(), " and b ", b.shape(),
+    TT_CHECK(a.size(d) == out.size(d) && b.size(d) == out.size(d), op,
+             " (cuBLAS): batch dims of a ", a.shape(), " and b ", b.shape(),
              " must equal those of out ", out.shape(), " (expand them first)");
   }
   if (out.numel() == 0) return;
   const int64_t K = a.size(-1);
-  if (K == 0) {
-    out.fill_(0.0);  // an empty sum; cuBLAS rejects k = 0 with some layouts
+  if (K == 0) {  // an empty sum; cuBLAS rejects k = 0 with some layouts
+    if (beta_v == 0.0) {
+      out.fill_(0.0);
+    } else if (beta_v != 1.0) {
+      out.copy_(mul(out, beta_v));
+    }
     return;
   }
   const GemmPlan p = plan_row_major_gemm(matrix_layout(a), matrix_layout(b), matrix_layout(out));
@@ -156,8 +162,10 @@ void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b) {
   const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
   const cublasComputeType_t compute =
       f32 ? (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_64F;
-  const float alpha_f = 1.0f, beta_f = 0.0f;
-  const double alpha_d = 1.0, beta_d = 0.0;
+  // alpha and beta are read from host memory (the handle's default pointer mode) when the call
+  // is issued, so locals are fine.
+  const float alpha_f = static_cast<float>(alpha_v), beta_f = static_cast<float>(beta_v);
+  const double alpha_d = alpha_v, beta_d = beta_v;
   const void* alpha = f32 ? static_cast<const void*>(&alpha_f) : &alpha_d;
   const void* beta = f32 ? static_cast<const void*>(&beta_f) : &beta_d;
   const std::size_t elem = dtype_size(dt);
@@ -192,7 +200,21 @@ void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b) {
   }
 }
 
+}  // namespace
+
+void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b) {
+  TT_CHECK(out.is_contiguous(), "matmul (cuBLAS): expected a contiguous out, got ", out.describe());
+  gemm_cublas_impl("matmul", out, a, b, 1.0, 0.0);
+}
+
+void gemm_cublas(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  TT_CHECK(out.dim() == 2, "gemm (cuBLAS): expected 2-D out, a and b, got ", out.describe(), ", ",
+           a.describe(), ", ", b.describe());
+  gemm_cublas_impl("gemm", out, a, b, alpha, beta);
+}
+
 TT_REGISTER_KERNEL("matmul", DeviceType::kCUDA, matmul_cublas);
 TT_REGISTER_KERNEL("matmul_cublas", DeviceType::kCUDA, matmul_cublas);
+TT_REGISTER_KERNEL("gemm", DeviceType::kCUDA, gemm_cublas);
 
 }  // namespace tt::cuda

@@ -1,7 +1,8 @@
 // train_gpt2: trains a GPT-2 on token shards written by tt_prepare_data.
 //
 //   train_gpt2 [--data DIR] [--out DIR] [--device auto|cpu|cuda] [model] [batch] [schedule]
-//              [--eval-every N] [--sample-every N] [--checkpoint-every N] [--resume] ...
+//              [--eval-every N] [--sample-every N] [--checkpoint-every N] [--resume]
+//              [--attention flash|naive] [--fused on|off] [--profile-step N] ...
 //
 // Run `train_gpt2 --help` for every option. Per step it logs loss, learning rate, gradient
 // norm, milliseconds, tokens/s (and MFU on a GPU); a progress bar shows the ETA. It writes
@@ -11,6 +12,12 @@
 // checkpoint stays the last good one (exit status 3); save_checkpoint also refuses NaN/Inf
 // weights (exit status 1 with the error). See "Non-finite policy" in tt/train.h. --resume first
 // cuts train.csv back to the checkpoint's step, so the log holds each step once.
+//
+// The model's operations come from the registry of tt/gpt2_ops.h: chapter 09's "reference" and,
+// since this app links the top of the chapter chain, chapter 10's "fast" (FlashAttention and the
+// fused ops). By default the fast ones are used wherever they are linked in and implemented (a
+// tiny probe step says so; a learner build whose chapter 10 is still TODO falls back to the
+// reference); --attention and --fused choose explicitly, and the start of the log says which.
 //
 // Data parallel (chapter 12 linked in): `mpirun -np N train_gpt2 ... [--zero 0|1]` trains with N
 // processes through the ParallelStrategy "ddp" (--zero 0) or "zero1" (--zero 1) of
@@ -46,6 +53,7 @@
 #include "tt/cuda_probe.h"
 #include "tt/dataloader.h"
 #include "tt/gpt2.h"
+#include "tt/gpt2_ops.h"
 #include "tt/optim.h"
 #include "tt/parallel.h"
 #include "tt/progress.h"
@@ -81,11 +89,14 @@ struct Options {
   bool print_device = false;  // print the device --device resolves to, and exit
   uint64_t seed = 1337;
   int threads = 0;
-  double peak_tflops = 0;       // MFU reference; 0: a default for GPUs, none on the CPU
-  bool tf32 = false;            // float32 cuBLAS GEMMs may use TF32 tensor cores
-  double max_seconds = 0;       // stop early after this many seconds (0: no limit)
-  int64_t kill_after_step = 0;  // testing: SIGKILL itself after logging this step (0: never)
-  int64_t zero = 0;             // under mpirun: 0 DDP, 1 ZeRO-1 (sharded AdamW state)
+  double peak_tflops = 0;          // MFU reference; 0: a default for GPUs, none on the CPU
+  bool tf32 = false;               // float32 cuBLAS GEMMs may use TF32 tensor cores
+  double max_seconds = 0;          // stop early after this many seconds (0: no limit)
+  int64_t kill_after_step = 0;     // testing: SIGKILL itself after logging this step (0: never)
+  std::string attention = "auto";  // flash | naive | auto
+  std::string fused = "auto";      // on | off | auto
+  int64_t profile_step = 0;        // print the per-op profile of this step (0: none)
+  int64_t zero = 0;                // under mpirun: 0 DDP, 1 ZeRO-1 (sharded AdamW state)
 };
 
 const char* const kUsage =
@@ -123,6 +134,13 @@ const char* const kUsage =
     "                        to try --resume on; train.csv is cut back to the checkpoint)\n"
     "  --tf32                let float32 GEMMs on the GPU use TF32 tensor cores (faster;\n"
     "                        inputs rounded to 10-bit mantissas; off by default, as in PyTorch)\n"
+    "fast path (chapter 10, when linked in):\n"
+    "  --attention A         flash | naive | auto: FlashAttention on the packed qkv, or\n"
+    "                        chapter 09's composition (auto: flash when available)\n"
+    "  --fused F             on | off | auto: the rest of chapter 10's \"fast\" operations\n"
+    "                        (fused classifier, epilogues, residual+LayerNorm) or the\n"
+    "                        reference ones (auto: on when available)\n"
+    "  --profile-step N      print the per-op profile (chapter 10's profiler) of step N\n"
     "  --peak-tflops X       peak TFLOP/s for MFU (default on a GPU: 67, H100 FP32; with\n"
     "                        --tf32: 495, H100 dense TF32)\n"
     "data parallel (mpirun -np N train_gpt2 ..., CPU; needs chapter 12):\n"
@@ -152,6 +170,8 @@ Options parse(int argc, char** argv) {
   args.flag("--print-device", &o.print_device);
   args.option("--log-every", &o.log_every).option("--peak-tflops", &o.peak_tflops);
   args.flag("--tf32", &o.tf32).option("--kill-after-step", &o.kill_after_step);
+  args.option("--attention", &o.attention).option("--fused", &o.fused);
+  args.option("--profile-step", &o.profile_step);
   args.option("--zero", &o.zero);
   args.parse(argc, argv);
   if (o.block_size == 0) o.block_size = o.T;
@@ -159,8 +179,48 @@ Options parse(int argc, char** argv) {
   TT_CHECK(o.total_batch >= 0 && o.total_batch % (o.B * o.T) == 0, "train_gpt2: --total-batch ",
            o.total_batch, " is not a multiple of B*T = ", o.B * o.T);
   TT_CHECK(o.warmup >= 0 && o.warmup < o.steps, "train_gpt2: --warmup must be in [0, steps)");
+  TT_CHECK(o.attention == "flash" || o.attention == "naive" || o.attention == "auto",
+           "train_gpt2: --attention must be flash, naive or auto, got '", o.attention, "'");
+  TT_CHECK(o.fused == "on" || o.fused == "off" || o.fused == "auto",
+           "train_gpt2: --fused must be on, off or auto, got '", o.fused, "'");
+  TT_CHECK(o.profile_step >= 0, "train_gpt2: --profile-step must be >= 0");
   TT_CHECK(o.zero == 0 || o.zero == 1, "train_gpt2: --zero must be 0 or 1, got ", o.zero);
   return o;
+}
+
+/// The operations of the run (--attention, --fused) over chapter 09's "reference" set and
+/// chapter 10's "fast" set, and the log line that says which.
+std::pair<ModelOps, std::string> choose_ops(const Options& o, Device device) {
+  const bool linked = has_model_ops("fast");
+  const ModelOps fast = linked ? model_ops("fast") : ModelOps{};
+  const std::string todo = linked ? model_ops_not_implemented(fast, device) : "";
+  const bool usable = linked && todo.empty();
+  std::string why;  // why the fast set cannot be used
+  if (!linked) {
+    why = "chapter 10's \"fast\" operations are not linked in";
+  } else if (!todo.empty()) {
+    why = "chapter 10's \"fast\" operations are not implemented yet (" +
+          todo.substr(0, todo.find('\n')) + ")";
+  }
+  auto want = [&](const std::string& value, const char* flag, const char* on) {
+    if (value == "auto") return usable;
+    TT_CHECK(value != on || usable, "train_gpt2: ", flag, " ", on, ": ", why);
+    return value == on;
+  };
+  const bool flash = want(o.attention, "--attention", "flash");
+  const bool fused = want(o.fused, "--fused", "on");
+  ModelOps ops = fused ? fast : reference_model_ops();
+  ops.attention = flash ? fast.attention : nullptr;
+  std::string line = std::string("ops: attention ") + (flash ? "flash" : "naive") + ", fused " +
+                     (fused ? "on" : "off") + " (";
+  if (fused) {
+    line += fast.description + (flash ? "" : "; attention: reference");
+  } else {
+    line += ops.description + (flash ? "; attention: FlashAttention of \"fast\"" : "");
+  }
+  line += ")";
+  if (!usable && (o.attention == "auto" || o.fused == "auto")) line += "; " + why;
+  return {std::move(ops), line};
 }
 
 /// Shards <dir>/*_<split>_*.bin in name order.
@@ -353,6 +413,14 @@ int run(const Options& o) {
     model = std::make_unique<GPT2>(c, o.seed);
   }
   model->to(device);
+  const auto [ops, ops_line] = choose_ops(o, device);
+  model->set_ops(ops);
+  std::unique_ptr<StepProfiler> profiler;
+  if (o.profile_step > 0) {
+    profiler = make_step_profiler(device);
+    TT_CHECK(profiler != nullptr,
+             "train_gpt2: --profile-step needs chapter 10's profiler, which is not linked in");
+  }
   const GPT2Config& cfg = model->config();
   TT_CHECK(o.T <= cfg.block_size, "train_gpt2: T = ", o.T, " exceeds block_size ", cfg.block_size);
   optim::AdamWOptions ao;
@@ -404,6 +472,7 @@ int run(const Options& o) {
       static_cast<long long>(o.B), static_cast<long long>(o.T), static_cast<long long>(total_batch),
       static_cast<long long>(accum), static_cast<long long>(o.steps), o.lr,
       static_cast<long long>(o.warmup), o.lr * o.min_lr_frac);
+  std::printf("%s\n", ops_line.c_str());
   std::fflush(stdout);
 
   // Rank 0 writes the run log; the other ranks write nothing.
@@ -478,9 +547,12 @@ int run(const Options& o) {
   while (step < o.steps) {
     schedule.apply(opt);
     const double lr = opt.lr();
+    const bool profiled = profiler && step + 1 == o.profile_step;
+    if (profiled) profiler->begin();
     Timer t;
     const TrainStepResult r = train_step(*model, opt, next_train, so);  // r.tokens: all ranks
     const double ms = t.elapsed_ms();
+    if (profiled) bar.println(profiler->end());
     const std::string loss_norm =
         "loss " + fmt("%g", r.loss) + ", grad norm " + fmt("%g", r.grad_norm);
     if (!r.finite) {

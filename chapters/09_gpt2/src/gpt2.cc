@@ -3,6 +3,8 @@
 // (solutions/09_gpt2/gpt2_blocks.cc).
 #include <cmath>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "tt/dispatcher.h"
 #include "tt/functional.h"
@@ -40,8 +42,35 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head_, Genera
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, true, gen));
 }
 
+namespace {
+
+// y = x W^T + b of `layer` through ops.linear when set.
+Tensor linear(const ModelOps& ops, const Tensor& x, nn::Linear& layer) {
+  return ops.linear ? ops.linear(x, layer) : layer.forward(x);
+}
+
+// gelu(x W^T + b) of `layer` through ops.linear_gelu when set.
+Tensor linear_gelu(const ModelOps& ops, const Tensor& x, nn::Linear& layer) {
+  return ops.linear_gelu ? ops.linear_gelu(x, layer) : gelu(layer.forward(x));
+}
+
+// {residual + delta, ln(residual + delta)} through ops.residual_layernorm when set.
+std::pair<Tensor, Tensor> residual_layernorm(const ModelOps& ops, const Tensor& residual,
+                                             const Tensor& delta, nn::LayerNorm& ln) {
+  if (ops.residual_layernorm) return ops.residual_layernorm(residual, delta, ln);
+  Tensor r = add(residual, delta);
+  Tensor y = ln.forward(r);
+  return {std::move(r), std::move(y)};
+}
+
+}  // namespace
+
 Tensor CausalSelfAttention::forward(const Tensor& x) {
-  return c_proj->forward(causal_self_attention(c_attn->forward(x), n_head));
+  if (!ops) return c_proj->forward(causal_self_attention(c_attn->forward(x), n_head));
+  const Tensor qkv = linear(*ops, x, *c_attn);
+  const Tensor y =
+      ops->attention ? ops->attention(qkv, n_head) : causal_self_attention(qkv, n_head);
+  return linear(*ops, y, *c_proj);
 }
 
 Block::Block(const GPT2Config& config, Generator& gen) : Module("Block") {
@@ -66,6 +95,12 @@ GPT2::GPT2(const GPT2Config& config, uint64_t seed) : Module("GPT2"), config_(co
   }
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(C));
   nn::init_gpt2_(*this, config_.n_layer, gen);
+  set_ops(reference_model_ops());
+}
+
+void GPT2::set_ops(ModelOps ops) {
+  ops_ = std::make_shared<const ModelOps>(std::move(ops));
+  for (Block* block : blocks_) block->attn->ops = ops_;
 }
 
 Tensor GPT2::parameter(const std::string& name) const {
@@ -76,7 +111,7 @@ Tensor GPT2::parameter(const std::string& name) const {
            "h.0.attn.c_attn.weight, ln_f.bias)");
 }
 
-Tensor GPT2::forward(const Tensor& idx) {
+Tensor GPT2::hidden(const Tensor& idx) {
   TT_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64,
            "GPT2::forward: idx must be int64 [B, T], got ",
            idx.defined() ? idx.describe() : std::string("an undefined tensor"));
@@ -85,8 +120,31 @@ Tensor GPT2::forward(const Tensor& idx) {
            " must be in [1, block_size = ", config_.block_size, "]");
   const Tensor pos = arange(0, static_cast<double>(T), 1, {DType::kInt64, idx.device()});
   Tensor x = add(wte->forward(idx), wpe->forward(pos));  // [B, T, C] + [T, C]
+  const ModelOps& ops = *ops_;
+  if (ops.residual_layernorm || ops.linear || ops.linear_gelu) return fused_blocks(x);
   for (Block* block : blocks_) x = block->forward(x);
-  x = ln_f->forward(x);
+  return ln_f->forward(x);
+}
+
+Tensor GPT2::fused_blocks(const Tensor& x0) {
+  // llm.c's order: every residual add is fused with the LayerNorm that reads its result next
+  // (ln_2 of the same block, ln_1 of the next one, ln_f after the last), so the residual
+  // stream is read once per add. The same function as Block::forward L times, then ln_f.
+  const ModelOps& ops = *ops_;
+  Tensor x = x0;
+  Tensor ln = blocks_.front()->ln_1->forward(x);
+  for (std::size_t l = 0; l < blocks_.size(); ++l) {
+    Block& block = *blocks_[l];
+    std::tie(x, ln) = residual_layernorm(ops, x, block.attn->forward(ln), *block.ln_2);
+    const Tensor m = linear(ops, linear_gelu(ops, ln, *block.mlp->c_fc), *block.mlp->c_proj);
+    nn::LayerNorm& next = l + 1 < blocks_.size() ? *blocks_[l + 1]->ln_1 : *ln_f;
+    std::tie(x, ln) = residual_layernorm(ops, x, m, next);
+  }
+  return ln;
+}
+
+Tensor GPT2::forward(const Tensor& idx) {
+  const Tensor x = hidden(idx);
   // The head is tied to the token embedding; padded rows of wte (>= V) are never predicted.
   const Tensor& w = wte->weight;
   const Tensor head =
@@ -98,6 +156,9 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
   TT_CHECK(targets.defined() && targets.shape() == idx.shape(), "GPT2::loss: targets ",
            targets.defined() ? targets.describe() : std::string("(undefined)"),
            " must have the shape of idx ", idx.describe());
+  if (ops_->classifier_loss) {
+    return ops_->classifier_loss(hidden(idx), wte->weight, config_.vocab_size, targets);
+  }
   const Tensor logits = forward(idx);
   return cross_entropy(view(logits, {-1, config_.vocab_size}), targets.reshape({-1}));
 }

@@ -49,6 +49,24 @@ RunResult run_program(const std::string& program, const std::string& args, const
 }
 
 /// The model train_gpt2 builds from the options below (V = 257 padded to a multiple of 64).
+/// What every test of train_gpt2 starts with: the app (next to the test binary; empty when
+/// it was not built), a temporary directory, and write_tiny_dataset() in its "data".
+struct AppRun {
+  AppRun() : app(program_path("train_gpt2")), data(dir.file("data")) {
+    test09::write_tiny_dataset(data);
+  }
+  std::string app;
+  test09::TempDir dir;
+  std::string data;
+};
+
+/// The options every run of these tests shares: the model of app_config() on the data of
+/// write_tiny_dataset(data), one thread, short samples.
+std::string tiny_run_options(const std::string& data) {
+  return "--data '" + data + "' --device cpu --threads 1 --layers 1 --heads 2 --channels 16 " +
+         "--B 2 --T 8 --warmup 1 --eval-batches 1 --sample-tokens 2 ";
+}
+
 GPT2Config app_config() {
   return {.block_size = 8,
           .vocab_size = 257,
@@ -64,16 +82,12 @@ GPT2Config app_config() {
 }
 
 TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) {
-  const std::string app = program_path("train_gpt2");
-  ASSERT_FALSE(app.empty())
+  const AppRun run;
+  ASSERT_FALSE(run.app.empty())
       << "train_gpt2 is not next to the test binary (build target train_gpt2)";
-  const test09::TempDir dir;
-  const std::string data = dir.file("data"), out = dir.file("run");
-  test09::write_tiny_dataset(data);
-  // The options of every run: the model of app_config(), one thread, short samples.
-  const std::string base = "--data '" + data + "' --device cpu --threads 1 --layers 1 " +
-                           "--heads 2 --channels 16 --B 2 --T 8 --warmup 1 --eval-batches 1 " +
-                           "--sample-tokens 2 --checkpoint-every 1 ";
+  const std::string &app = run.app, &data = run.data, out = run.dir.file("run");
+  const test09::TempDir& dir = run.dir;
+  const std::string base = tiny_run_options(data) + "--checkpoint-every 1 ";
   const std::string ckpt_path = out + "/checkpoint.ttckpt";
 
   // 1. Three good steps, a checkpoint after each: the last good state is step 3's.
@@ -126,16 +140,14 @@ TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) 
 }
 
 TEST(Ch09_TrainSafety, ARunKilledAndResumedLogsEachStepOnce) {
-  const std::string app = program_path("train_gpt2");
-  ASSERT_FALSE(app.empty())
+  const AppRun run;
+  ASSERT_FALSE(run.app.empty())
       << "train_gpt2 is not next to the test binary (build target train_gpt2)";
-  const test09::TempDir dir;
-  const std::string data = dir.file("data");
-  test09::write_tiny_dataset(data);
+  const std::string &app = run.app, &data = run.data;
+  const test09::TempDir& dir = run.dir;
   // 10 steps, checkpoints at 3, 6 and 9, validation rows at 0, 2, 4, ..., 10.
-  const std::string base = "--data '" + data + "' --device cpu --threads 1 --layers 1 " +
-                           "--heads 2 --channels 16 --B 2 --T 8 --warmup 1 --eval-batches 1 " +
-                           "--eval-every 2 --sample-tokens 2 --checkpoint-every 3 --steps 10 ";
+  const std::string base =
+      tiny_run_options(data) + "--eval-every 2 --checkpoint-every 3 --steps 10 ";
 
   const std::string full = dir.file("full");
   const RunResult uninterrupted =
@@ -183,6 +195,62 @@ TEST(Ch09_TrainSafety, AllFiniteSeesOneBadElementAnywhere) {
     EXPECT_TRUE(all_finite(params));
   }
   EXPECT_TRUE(all_finite({tensor_i64({1}), zeros({0})}));  // integers and empties: nothing to see
+}
+
+TEST(Ch09_TrainOps, FlagsChooseTheOpsAndTheLogSaysWhich) {
+  // train_gpt2 links the top of the chapter chain, so chapter 10's "fast" set is there (in a
+  // learner build whose chapter 10 is still TODO, auto falls back to the reference and an
+  // explicit --attention flash is refused). The start of the log names the ops; the fast and
+  // the reference runs train the same model: their losses agree to float32 rounding (attention
+  // sums in another order; 3 AdamW steps at lr 1e-3 keep that at ~1e-6 of the loss).
+  const AppRun run;
+  ASSERT_FALSE(run.app.empty())
+      << "train_gpt2 is not next to the test binary (build target train_gpt2)";
+  const std::string &app = run.app, &data = run.data;
+  const test09::TempDir& dir = run.dir;
+  const std::string base = tiny_run_options(data) + "--steps 3 --lr 1e-3 ";
+  const RunResult naive =
+      run_program(app, base + "--attention naive --fused off --out '" + dir.file("naive") + "'",
+                  dir.file("naive.log"));
+  ASSERT_EQ(naive.status, 0) << naive.output;
+  EXPECT_TRUE(contains(naive.output,
+                       "ops: attention naive, fused off (reference (chapter 09 compositions))"));
+  const RunResult fast = run_program(
+      app, base + "--profile-step 2 --out '" + dir.file("fast") + "'", dir.file("fast.log"));
+  ASSERT_EQ(fast.status, 0) << fast.output;
+  if (!contains(fast.output, "ops: attention flash, fused on (fast: ")) {
+    // No usable fast set: the log must say why, and asking for it explicitly must fail.
+    EXPECT_TRUE(contains(fast.output, "ops: attention naive, fused off")) << fast.output;
+    const RunResult flash = run_program(
+        app, base + "--attention flash --out '" + dir.file("flash") + "'", dir.file("flash.log"));
+    EXPECT_EQ(flash.status, 1) << flash.output;
+    EXPECT_TRUE(contains(flash.output, "--attention flash: chapter 10"));
+    return;
+  }
+  // --profile-step 2 printed chapter 10's per-op table of step 2, attention kernels included.
+  EXPECT_TRUE(contains(fast.output, "Per-op profile of one training step on cpu"));
+  EXPECT_TRUE(contains(fast.output, "flash_attention_backward"));
+  const auto naive_rows = test09::read_csv(dir.file("naive") + "/train.csv");
+  const auto fast_rows = test09::read_csv(dir.file("fast") + "/train.csv");
+  ASSERT_EQ(naive_rows.size(), fast_rows.size());
+  for (std::size_t i = 1; i < naive_rows.size(); ++i) {
+    for (const std::size_t col : {std::size_t{1}, std::size_t{6}}) {  // loss, val_loss
+      if (naive_rows[i].size() <= col || naive_rows[i][col].empty()) continue;
+      const double a = std::stod(naive_rows[i][col]), b = std::stod(fast_rows[i][col]);
+      EXPECT_NEAR(b, a, 1e-5 * std::abs(a)) << "train.csv row " << i << " column " << col;
+    }
+  }
+  // The fast set without its other members, and flash without the fast set's other members.
+  const RunResult mixed =
+      run_program(app, base + "--attention flash --fused off --out '" + dir.file("mixed") + "'",
+                  dir.file("mixed.log"));
+  ASSERT_EQ(mixed.status, 0) << mixed.output;
+  EXPECT_TRUE(contains(mixed.output,
+                       "ops: attention flash, fused off (reference (chapter 09 "
+                       "compositions); attention: FlashAttention of \"fast\")"));
+  const RunResult bad = run_program(app, base + "--attention fast", dir.file("bad.log"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_TRUE(contains(bad.output, "--attention must be flash, naive or auto, got 'fast'"));
 }
 
 }  // namespace

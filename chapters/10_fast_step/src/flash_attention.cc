@@ -61,44 +61,112 @@ struct FlashAttentionFn : autograd::Function {
   Tensor lse_;  // a plain tensor without history: no reference cycle
 };
 
-// The geometry of the CPU kernels' tensors: every one contiguous on the CPU with q's dtype, the
-// [B, NH, T, hs] ones of q's shape and lse [B, NH, T].
-struct HeadGeometry {
-  int64_t heads = 0, n = 0, hs = 0;
+// Views of the heads of a [B, T, X] tensor (X = a multiple of C = NH * hs) whose channels
+// [first, first + C) hold the heads: [B, NH, T, hs], strides (T X, hs, X, 1). No copy.
+Tensor head_view(const Tensor& t, int64_t first, int64_t C, int64_t n_head) {
+  const int64_t B = t.size(0), T = t.size(1), X = t.size(2), hs = C / n_head;
+  const Tensor split = t.view({B, T, X / hs, hs});  // [B, T, heads of all parts, hs]
+  return split.slice(2, first / hs, (first + C) / hs).permute({0, 2, 1, 3});
+}
+
+/// Causal FlashAttention of the packed qkv [B, T, 3C] -> y [B, T, C]: the kernels read q, k, v
+/// and write y, dqkv through head_view()s. Forward keeps y and the log-sum-exp for backward.
+struct FlashAttentionQkvFn : autograd::Function {
+  explicit FlashAttentionQkvFn(int64_t n_head) : n_head_(n_head) {}
+  std::string name() const override { return "FlashAttentionQkvBackward"; }
+
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor qkv = in[0].contiguous();
+    const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+    Tensor y = empty({B, T, C}, {qkv.dtype(), qkv.device()});
+    lse_ = empty({B, n_head_, T}, {qkv.dtype(), qkv.device()});
+    call_kernel<FlashAttentionForwardKernel>(
+        "flash_attention_forward", qkv.device(), head_view(y, 0, C, n_head_), lse_,
+        head_view(qkv, 0, C, n_head_), head_view(qkv, C, C, n_head_),
+        head_view(qkv, 2 * C, C, n_head_));
+    return {y};
+  }
+  void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    save_for_backward({in[0].contiguous(), out[0]});
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& grads) override {
+    const Tensor& qkv = saved_tensors()[0];
+    const Tensor& y = saved_tensors()[1];
+    const int64_t C = y.size(2);
+    const Tensor dy = grads[0].contiguous();
+    Tensor dqkv = empty(qkv.shape(), {qkv.dtype(), qkv.device()});
+    auto heads = [&](const Tensor& t, int64_t first) { return head_view(t, first, C, n_head_); };
+    call_kernel<FlashAttentionBackwardKernel>("flash_attention_backward", qkv.device(),
+                                              heads(dqkv, 0), heads(dqkv, C), heads(dqkv, 2 * C),
+                                              heads(dy, 0), heads(qkv, 0), heads(qkv, C),
+                                              heads(qkv, 2 * C), heads(y, 0), lse_);
+    return {dqkv};
+  }
+  void release_saved() override {
+    Function::release_saved();
+    lse_ = Tensor();
+  }
+
+  int64_t n_head_;
+  Tensor lse_;  // a plain tensor without history: no reference cycle
 };
 
-HeadGeometry check_cpu_tensors(const char* op, std::initializer_list<const Tensor*> bhtd,
-                               const Tensor& lse) {
-  const Tensor& q = **bhtd.begin();
-  for (const Tensor* t : bhtd) {
-    TT_CHECK(t->defined() && t->device().is_cpu() && t->is_contiguous() &&
-                 t->dtype() == q.dtype() && t->shape() == q.shape() && q.dim() == 4,
-             "cpu::", op, ": expected contiguous CPU tensors [B, NH, T, hs] of one dtype, got ",
-             q.describe(), " and ", t->describe());
-  }
-  const Shape rows{q.size(0), q.size(1), q.size(2)};
-  TT_CHECK(lse.defined() && lse.device().is_cpu() && lse.is_contiguous() &&
-               lse.dtype() == q.dtype() && lse.shape() == rows,
-           "cpu::", op, ": lse must be a contiguous CPU tensor ", rows, " of q's dtype, got ",
-           lse.describe());
-  return {q.size(0) * q.size(1), q.size(2), q.size(3)};
+// Checks that the CPU kernels can take the tensors (on the CPU, float32 or float64) and returns
+// their geometry.
+FlashGeometry check_cpu_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
+                                std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
+  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse);
+  const Tensor& q = **inputs.begin();
+  TT_CHECK(q.device().is_cpu(), "cpu::", op, ": expected CPU tensors, got ", q.describe());
+  return g;
 }
 
 }  // namespace
+
+FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
+                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
+  const Tensor& q = **inputs.begin();
+  TT_CHECK(q.defined() && q.dim() == 4 && is_floating(q.dtype()), op,
+           ": expected float tensors [B, NH, T, hs], got q ",
+           q.defined() ? q.describe() : std::string("(undefined)"));
+  // Every tensor of a group has the strides of the group's first one.
+  auto layout_of = [&](std::initializer_list<const Tensor*> group, const char* what) {
+    const Tensor& first = **group.begin();
+    for (const Tensor* t : group) {
+      TT_CHECK(t->defined() && t->shape() == q.shape() && t->dtype() == q.dtype() &&
+                   t->device() == q.device(),
+               op, ": expected tensors of q's shape, dtype and device, got q ", q.describe(),
+               " and ", t->defined() ? t->describe() : std::string("(undefined)"));
+      TT_CHECK(t->strides() == first.strides() && (t->stride(3) == 1 || t->size(3) == 1), op,
+               ": the ", what, " must share one set of strides with a unit stride along hs, got ",
+               "strides ", t->strides(), " and ", first.strides());
+    }
+    return FlashLayout{first.stride(0), first.stride(1), first.stride(2)};
+  };
+  FlashGeometry g{q.size(0), q.size(1), q.size(2), q.size(3), {}, {}};
+  g.qkv = layout_of(inputs, "inputs (q, k, v, dq, dk, dv)");
+  g.out = layout_of(outputs, "outputs (out, dout)");
+  const Shape rows{g.B, g.NH, g.T};
+  TT_CHECK(lse.defined() && lse.device() == q.device() && lse.is_contiguous() &&
+               lse.dtype() == q.dtype() && lse.shape() == rows,
+           op, ": lse must be a contiguous tensor ", rows, " of q's dtype on ", q.device().str(),
+           ", got ", lse.defined() ? lse.describe() : std::string("(undefined)"));
+  return g;
+}
 
 namespace cpu {
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                              const Tensor& v) {
-  const HeadGeometry g = check_cpu_tensors("flash_attention_forward", {&q, &k, &v, &out}, lse);
+  const FlashGeometry g = check_cpu_tensors("flash_attention_forward", {&q, &k, &v}, {&out}, lse);
   dispatch_floating(q.dtype(), "cpu::flash_attention_forward", [&]<typename T>() {
-    const int64_t stride = g.n * g.hs;
     // One head per chunk: heads are independent, each written by one thread.
-    parallel_for(0, g.heads, 1, [&](int64_t h0, int64_t h1) {
+    parallel_for(0, g.B * g.NH, 1, [&](int64_t h0, int64_t h1) {
       for (int64_t h = h0; h < h1; ++h) {
-        flash_attention_forward_head<T>(q.data<T>() + h * stride, k.data<T>() + h * stride,
-                                        v.data<T>() + h * stride, out.data<T>() + h * stride,
-                                        lse.data<T>() + h * g.n, g.n, g.hs);
+        const int64_t i = g.qkv.offset(h, g.NH), o = g.out.offset(h, g.NH);
+        flash_attention_forward_head<T>(q.data<T>() + i, k.data<T>() + i, v.data<T>() + i,
+                                        out.data<T>() + o, lse.data<T>() + h * g.T, g.T, g.hs,
+                                        g.qkv.row, g.out.row);
       }
     });
   });
@@ -107,17 +175,16 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse) {
-  const HeadGeometry g =
-      check_cpu_tensors("flash_attention_backward", {&q, &k, &v, &out, &dout, &dq, &dk, &dv}, lse);
+  const FlashGeometry g = check_cpu_tensors("flash_attention_backward", {&q, &k, &v, &dq, &dk, &dv},
+                                            {&out, &dout}, lse);
   dispatch_floating(q.dtype(), "cpu::flash_attention_backward", [&]<typename T>() {
-    const int64_t stride = g.n * g.hs;
-    parallel_for(0, g.heads, 1, [&](int64_t h0, int64_t h1) {
+    parallel_for(0, g.B * g.NH, 1, [&](int64_t h0, int64_t h1) {
       for (int64_t h = h0; h < h1; ++h) {
-        const int64_t o = h * stride;
-        flash_attention_backward_head<T>(dq.data<T>() + o, dk.data<T>() + o, dv.data<T>() + o,
-                                         dout.data<T>() + o, q.data<T>() + o, k.data<T>() + o,
-                                         v.data<T>() + o, out.data<T>() + o,
-                                         lse.data<T>() + h * g.n, g.n, g.hs);
+        const int64_t i = g.qkv.offset(h, g.NH), o = g.out.offset(h, g.NH);
+        flash_attention_backward_head<T>(dq.data<T>() + i, dk.data<T>() + i, dv.data<T>() + i,
+                                         dout.data<T>() + o, q.data<T>() + i, k.data<T>() + i,
+                                         v.data<T>() + i, out.data<T>() + o,
+                                         lse.data<T>() + h * g.T, g.T, g.hs, g.qkv.row, g.out.row);
       }
     });
   });
@@ -131,6 +198,15 @@ TT_REGISTER_KERNEL("flash_attention_backward", DeviceType::kCPU, cpu::flash_atte
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   check_qkv("flash_attention", q, k, v);
   return autograd::Function::apply<FlashAttentionFn>({q, k, v})[0];
+}
+
+Tensor flash_attention_qkv(const Tensor& qkv, int64_t n_head) {
+  TT_CHECK(qkv.defined() && qkv.dim() == 3 && is_floating(qkv.dtype()) && n_head > 0 &&
+               qkv.size(2) % (3 * n_head) == 0 && qkv.size(2) > 0,
+           "flash_attention_qkv: qkv must be a float tensor [B, T, 3C] with C divisible by "
+           "n_head = ",
+           n_head, ", got ", qkv.defined() ? qkv.describe() : std::string("(undefined)"));
+  return autograd::Function::apply<FlashAttentionQkvFn>({qkv}, n_head)[0];
 }
 
 Tensor causal_attention_naive(const Tensor& q, const Tensor& k, const Tensor& v) {

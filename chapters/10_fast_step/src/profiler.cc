@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "tt/cuda_matmul.h"  // cuda::allow_tf32
 #include "tt/error.h"
 
 #if TT_WITH_CUDA
@@ -35,9 +36,9 @@ const char* bound_name(Bound bound) {
 double kernel_flops(const KernelCall& call) {
   const auto& t = call.tensors;
   const std::string& op = call.op;
-  if (op.rfind("matmul", 0) == 0 && t.size() >= 2 && t[1].shape.size() >= 2) {
+  if ((op.rfind("matmul", 0) == 0 || op == "gemm") && t.size() >= 2 && t[1].shape.size() >= 2) {
     // out [..., M, N] = a [..., M, K] @ b [..., K, N]: M·N dot products of length K, each K
-    // multiplies and K adds.
+    // multiplies and K adds ("gemm": the same, scaled by alpha and added to beta out).
     return 2.0 * static_cast<double>(shape_numel(t[0].shape)) *
            static_cast<double>(t[1].shape.back());
   }
@@ -85,6 +86,7 @@ struct Profiler::CudaEvents {
   }
   /// Waits until the event `i` has completed on the GPU.
   void wait(int i) const {
+    cuda::count_host_sync();
     TT_CUDA_CHECK(cudaEventSynchronize(pool[static_cast<std::size_t>(i)]));
   }
 
@@ -309,6 +311,24 @@ std::string format_profile_table(const std::vector<ReportRow>& rows, double step
        << fixed(peaks.flops_per_second / peaks.bytes_per_second, 1)
        << " FLOP/B. GB moved is a lower bound (each tensor argument counted once).\n";
   }
+  return os.str();
+}
+
+Peaks default_peaks(Device device) {
+  if (!device.is_cuda()) return {};
+  return cuda::allow_tf32() ? kH100Tf32 : kH100Fp32;
+}
+
+std::string profile_report(const Profiler& profiler, const Peaks& peaks, const std::string& what,
+                           std::size_t top_shapes) {
+  const double step = profiler.step_seconds();
+  std::ostringstream os;
+  os << "Per-op profile of " << what << " (" << profiler.records().size() << " kernel calls):\n"
+     << format_profile_table(read_profile(profiler.op_stats(), step, peaks), step, peaks) << "\n"
+     << "The same step by op and input shapes (top " << top_shapes << "):\n"
+     << format_profile_table(
+            read_profile(profiler.op_stats(Profiler::GroupBy::kOpAndShapes), step, peaks), step,
+            peaks, top_shapes);
   return os.str();
 }
 

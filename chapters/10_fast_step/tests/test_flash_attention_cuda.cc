@@ -23,6 +23,7 @@
 
 #include "ch10_test_util.h"
 #include "tt/cuda_matmul.h"
+#include "tt/gpt2.h"
 
 #if TT_WITH_CUDA
 #include "tt/cuda_device.h"
@@ -147,6 +148,60 @@ TEST(Ch10_FlashAttentionCuda, RejectsWhatItCannotRun) {
   testing::expect_errors({
       {"hs 48", [&] { flash_attention(h48, h48, h48); }, {"flash_attention_forward", "hs = 48"}},
       {"float64", [&] { flash_attention(f64, f64, f64); }, {"flash_attention_forward", "float32"}},
+  });
+}
+
+// GPT-2's packed layout on the GPU: q, k, v read from qkv [B, T, 3C] (row stride 3C), y written
+// into [B, T, C] (row stride C), dqkv written directly, against chapter 09's composition in
+// float64 on the CPU. T around and between the 64-row tiles, B * NH > 1, the three head sizes.
+TEST(Ch10_FlashAttentionQkvCuda, MatchesCausalSelfAttention) {
+  TT_SKIP_IF_NO_CUDA();
+  struct QkvCase {
+    int64_t B, T, NH, hs;
+  };
+  const std::vector<QkvCase> cases = {
+      {1, 1, 1, 64}, {2, 17, 3, 64}, {2, 100, 2, 32}, {1, 65, 2, 128}, {2, 130, 12, 64}};
+  const Device gpu = Device::cuda(0);
+  uint64_t seed = 700;
+  for (const bool tf32 : {true, false}) {
+    cuda::AllowTf32Guard mode(tf32);
+    for (const QkvCase& c : cases) {
+      const int64_t C = c.NH * c.hs;
+      const std::string name = "B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) +
+                               " NH=" + std::to_string(c.NH) + " hs=" + std::to_string(c.hs) +
+                               (tf32 ? " tf32" : " exact");
+      const Tensor qkv = randn_t({c.B, c.T, 3 * C}, seed += 2, DType::kFloat32);
+      const Tensor dy = randn_t({c.B, c.T, C}, seed + 1, DType::kFloat32);
+      Tensor x64 = qkv.to(DType::kFloat64);
+      x64.set_requires_grad();
+      const Tensor y64 = gpt2::causal_self_attention(x64, c.NH);
+      autograd::backward(y64, dy.to(DType::kFloat64));
+      Tensor xg = qkv.to(gpu);
+      xg.set_requires_grad();
+      const Tensor yg = flash_attention_qkv(xg, c.NH);
+      ASSERT_TRUE(yg.device().is_cuda()) << name;
+      autograd::backward(yg, dy.to(gpu));
+      expect_close(yg.detach(), y64.detach(), tf32 ? kTf32Out : kExact, name + " y");
+      expect_close(xg.grad(), x64.grad(), tf32 ? kTf32Grad : kExact, name + " dqkv");
+    }
+  }
+}
+
+TEST(Ch10_FlashAttentionQkvCuda, RejectsWhatItCannotRun) {
+  TT_SKIP_IF_NO_CUDA();
+  const Device gpu = Device::cuda(0);
+  // hs = 48 has no kernel; C = 66 puts k at 264 bytes and rows 792 bytes apart: no 16-byte loads.
+  testing::expect_errors({
+      {"hs 48",
+       [&] {
+         flash_attention_qkv(zeros({1, 4, 3 * 96}, {DType::kFloat32, gpu}), 2);
+       },
+       {"flash_attention_forward", "hs = 48"}},
+      {"unaligned rows",
+       [&] {
+         flash_attention_qkv(zeros({1, 4, 3 * 66}, {DType::kFloat32, gpu}), 2);
+       },
+       {"flash_attention_forward", "16"}},
   });
 }
 

@@ -261,6 +261,13 @@ TEST(Ch10_Profiler, KernelFlopsFromShapes) {
                          {{2, 3, 4}, DType::kFloat32, 0},
                          {{2, 4, 5}, DType::kFloat32, 0}}};
   EXPECT_DOUBLE_EQ(prof::kernel_flops(gemm), 240.0);
+  // "gemm" (the fused classifier's, out rows padded): out [3, 5] = a [3, 4] @ b [4, 5].
+  const std::string blas = "gemm";
+  const KernelCall padded{
+      blas,
+      Device::cpu(),
+      {{{3, 5}, DType::kFloat32, 0}, {{3, 4}, DType::kFloat32, 0}, {{4, 5}, DType::kFloat32, 0}}};
+  EXPECT_DOUBLE_EQ(prof::kernel_flops(padded), 120.0);
   // Causal attention [B=1, NH=2, T=4, hs=8]: 2 heads x 10 (i, j<=i) pairs x 2*8 FLOPs = 320 per
   // product; 2 products forward, 5 backward.
   const KernelTensorArg q{{1, 2, 4, 8}, DType::kFloat32, 0};

@@ -2,8 +2,12 @@
 // AdamW (--zero 0) or ZeRO-1 AdamW (--zero 1), under mpirun or as one process:
 //   mpirun -np 4 build/bin/tt_ddp_demo --zero 1
 // Rank 0 prints the loss of the global batch, every rank's measured optimizer-state memory and
-// the bytes each rank sent.
+// the bytes each rank sent; with DDP also the bucket timeline of the last step: when each
+// bucket's gradients were final and when its all-reduce started and finished, in ms from the
+// start of backward (--bucket-kb sets the bucket capacity; small values give several buckets).
+#include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "tt/backend.h"
 #include "tt/cli.h"
@@ -34,15 +38,56 @@ double mib(int64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0);
 }
 
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0, Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(t - t0).count();
+}
+
+/// The bucket timeline of the last backward, relative to its start `t0`; `backward_end` is when
+/// autograd::backward returned.
+void print_timeline(const dist::Reducer& reducer, Clock::time_point t0,
+                    Clock::time_point backward_end, bool cuda) {
+  const double end = ms_since(t0, backward_end);
+  std::printf(
+      "bucket timeline of the last step (ms from the start of backward; backward took %.3f ms, "
+      "sync_gradients returned at %.3f ms):\n",
+      end, ms_since(t0, reducer.finalize_returned()));
+  if (cuda) {
+    std::printf(
+        "(CUDA: host clock; kernels and NCCL run asynchronously, so 'ready' and 'started' are "
+        "when the work was queued and 'finished' when a poll first saw NCCL's event)\n");
+  }
+  std::printf("bucket  params      KiB    ready  started  finished  hidden\n");
+  const auto& buckets = reducer.buckets();
+  const auto& timeline = reducer.timeline();
+  for (std::size_t b = 0; b < timeline.size(); ++b) {
+    const dist::BucketTiming& t = timeline[b];
+    const double finished = ms_since(t0, t.finished);
+    std::printf("%6zu  %6zu  %7.1f  %7.3f  %7.3f  %8.3f  %s\n", b, buckets[b].entries.size(),
+                static_cast<double>(buckets[b].numel * 4) / 1024.0, ms_since(t0, t.ready),
+                ms_since(t0, t.started), finished,
+                finished <= end ? "yes" : "no (finished after backward)");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int zero = 0;
-  int64_t steps = 30, global_batch = 64;
+  int64_t steps = 30, global_batch = 64, bucket_kb = dist::kDefaultBucketCapBytes / 1024;
+  std::string device_name = "cpu";
   ArgParser args("tt_ddp_demo",
-                 "usage: [mpirun -np N] tt_ddp_demo [--zero 0|1] [--steps 30] [--batch 64]\n"
-                 "  --batch is the GLOBAL batch (rows over all ranks); it must divide by N\n");
-  args.option("--zero", &zero).option("--steps", &steps).option("--batch", &global_batch);
+                 "usage: [mpirun -np N] tt_ddp_demo [--zero 0|1] [--steps 30] [--batch 64] "
+                 "[--bucket-kb 25600] [--device cpu|cuda]\n"
+                 "  --batch is the GLOBAL batch (rows over all ranks); it must divide by N\n"
+                 "  --bucket-kb is DDP's bucket capacity in KiB (the timeline shows the buckets)\n"
+                 "  --device cuda trains on GPU <local rank> (collectives through NCCL)\n");
+  args.option("--zero", &zero)
+      .option("--steps", &steps)
+      .option("--batch", &global_batch)
+      .option("--bucket-kb", &bucket_kb)
+      .option("--device", &device_name);
   args.parse(argc, argv);
   try {
     dist::ProcessGroup& g = dist::world();
@@ -52,14 +97,21 @@ int main(int argc, char** argv) {
     const int64_t rows = global_batch / N;
     Generator init(static_cast<uint64_t>(r));  // different per rank: broadcast makes them equal
     auto model = std::make_shared<nn::MLP>(256, 1024, 4, init);
+    Device device = Device::parse(device_name);
+    if (device.is_cuda()) device = Device::cuda(g.local_rank());  // one GPU per rank
+    model->to(device);
+    Allocator& allocator = backend_for(device.type).allocator(device.index);
     const int64_t P = model->num_parameters();
     const optim::AdamWOptions adamw{.lr = 1e-3, .weight_decay = 0.0};
 
     // DDP (its bucket buffers: 4P bytes) first, then the optimizer, whose construction keeps
     // exactly its moments allocated: that difference is the measured optimizer state.
     std::unique_ptr<dist::DistributedDataParallel> ddp;
-    if (zero == 0) ddp = std::make_unique<dist::DistributedDataParallel>(model, g);
-    const std::size_t before = CpuAllocator().stats().allocated;
+    if (zero == 0) {
+      ddp = std::make_unique<dist::DistributedDataParallel>(
+          model, g, dist::DdpOptions{.bucket_cap_bytes = bucket_kb * 1024});
+    }
+    const std::size_t before = allocator.stats().allocated;
     std::unique_ptr<optim::AdamW> plain;
     std::unique_ptr<dist::ZeroAdamW> sharded;
     if (zero != 0) {
@@ -67,14 +119,14 @@ int main(int argc, char** argv) {
     } else {
       plain = std::make_unique<optim::AdamW>(model->parameters(), adamw);
     }
-    const auto state = static_cast<int64_t>(CpuAllocator().stats().allocated - before);
+    const auto state = static_cast<int64_t>(allocator.stats().allocated - before);
     if (r == 0) {
       std::printf(
-          "tt_ddp_demo: %d rank(s) (%s), %s, MLP 256-1024-4 (%lld parameters, %.2f MiB), "
+          "tt_ddp_demo: %d rank(s) (%s%s), %s, MLP 256-1024-4 (%lld parameters, %.2f MiB), "
           "global batch %lld = %d x %lld rows\n",
-          N, g.backend_name().c_str(), zero ? "ZeRO-1 AdamW" : "DDP + AdamW",
-          static_cast<long long>(P), mib(4 * P), static_cast<long long>(global_batch), N,
-          static_cast<long long>(rows));
+          N, g.backend_name().c_str(), device.is_cuda() ? " + nccl on cuda" : "",
+          zero ? "ZeRO-1 AdamW" : "DDP + AdamW", static_cast<long long>(P), mib(4 * P),
+          static_cast<long long>(global_batch), N, static_cast<long long>(rows));
     }
     // Every rank's measured state, printed by rank 0.
     Tensor mine = full({1}, static_cast<double>(state), {.dtype = DType::kInt64});
@@ -89,10 +141,14 @@ int main(int argc, char** argv) {
     }
 
     Timer timer;
+    Clock::time_point backward_start, backward_end;
     for (int64_t step = 0; step < steps; ++step) {
-      auto [x, y] = batch_rows(step, global_batch, r * rows, rows);
+      auto [x_cpu, y_cpu] = batch_rows(step, global_batch, r * rows, rows);
+      const Tensor x = x_cpu.to(device), y = y_cpu.to(device);
       Tensor loss = cross_entropy(model->forward(x), y);
-      autograd::backward(loss);
+      backward_start = Clock::now();
+      autograd::backward(loss);  // with DDP, the hooks start bucket all-reduces in here
+      backward_end = Clock::now();
       if (sharded) {
         sharded->step();
         sharded->zero_grad();
@@ -113,6 +169,7 @@ int main(int argc, char** argv) {
           "done: %lld steps, %.1f ms/step; rank 0 passed %.2f MiB to collectives, "
           "%.2f MiB sent with ring algorithms\n",
           static_cast<long long>(steps), ms, mib(g.bytes_communicated()), mib(g.ring_bytes()));
+      if (ddp) print_timeline(ddp->reducer(), backward_start, backward_end, device.is_cuda());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tt_ddp_demo: %s\n", e.what());

@@ -39,7 +39,11 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<Bucket> buckets, Proces
     }
     TT_CHECK(offset == bucket.numel, "Reducer: bucket ", b, " says ", bucket.numel,
              " elements, its entries hold ", offset);
-    buffers_.push_back(empty({bucket.numel}, {.dtype = bucket.dtype}));
+    // On the parameters' device: with CUDA parameters the all-reduce goes through NCCL.
+    buffers_.push_back(
+        empty({bucket.numel},
+              {.dtype = bucket.dtype,
+               .device = params_[static_cast<std::size_t>(bucket.entries[0].param)].device()}));
   }
   for (std::size_t i = 0; i < n; ++i) {
     TT_CHECK(bucket_of_[i] >= 0, "Reducer: parameter ", i, " (", params_[i].describe(),
@@ -55,16 +59,45 @@ void Reducer::reset() {
   next_bucket_ = 0;
   last_reduced_order_ = std::move(reduced_order_);
   reduced_order_.clear();
+  works_.clear();  // (after an error: waits for what is still in flight)
+  works_.resize(buckets_.size());
+  timeline_.assign(buckets_.size(), BucketTiming{});
+}
+
+void Reducer::poll() {
+  for (int64_t b = 0; b < next_bucket_; ++b) {
+    auto& work = works_[static_cast<std::size_t>(b)];
+    if (work) (void)work->is_completed();
+  }
+}
+
+void Reducer::finish_bucket(int64_t b) {
+  const auto i = static_cast<std::size_t>(b);
+  TT_CHECK(works_[i] != nullptr, "Reducer::finish_bucket (", group_.where(), "): bucket ", b,
+           " has no all-reduce in flight (reduce_bucket must start one in works_[b])");
+  works_[i]->wait();
+  timeline_[i].started = works_[i]->started();
+  timeline_[i].finished = works_[i]->finished();
+  works_[i].reset();
+  const Tensor& buffer = buffers_[i];
+  for (const BucketEntry& e : buckets_[i].entries) {
+    const Tensor& g = params_[static_cast<std::size_t>(e.param)].grad();
+    g.copy_(buffer.narrow(0, e.offset, e.numel).view(g.shape()));
+  }
 }
 
 void Reducer::finalize_backward() {
   if (!enabled_) return;
+  finalize_called_ = std::chrono::steady_clock::now();
   for (auto i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     if (!ready_[static_cast<std::size_t>(i)]) mark_grad_ready(i);
   }
   TT_CHECK(next_bucket_ == static_cast<int64_t>(buckets_.size()), "Reducer::finalize_backward (",
            group_.where(), "): only ", next_bucket_, " of ", buckets_.size(),
            " buckets were all-reduced after every parameter was marked ready");
+  for (int64_t b = 0; b < next_bucket_; ++b) finish_bucket(b);
+  last_timeline_ = std::move(timeline_);
+  finalize_returned_ = std::chrono::steady_clock::now();
   reset();
 }
 
@@ -90,6 +123,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                assign_buckets(module_->parameters(), options.bucket_cap_bytes), group) {
   broadcast_tensors(group_, module_->parameters());
   broadcast_tensors(group_, tensors_of(module_->named_buffers()));
+  // Overlap: parameter i's hook runs as soon as its gradient is final in a backward.
+  const std::vector<Tensor> params = module_->parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    hooks_.push_back(autograd::register_post_accumulate_grad_hook(
+        params[i],
+        [this, i](const Tensor&) { reducer_.mark_grad_ready(static_cast<int64_t>(i)); }));
+  }
 }
 
 }  // namespace tt::dist

@@ -182,11 +182,27 @@ void ProcessGroup::set_timeout_seconds(double seconds) {
   timeout_s_ = seconds;
 }
 
-void ProcessGroup::check_tensor(const char* call, const Tensor& t, bool float_only) const {
+bool ProcessGroup::built_with_nccl() {
+#if TT_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+void ProcessGroup::check_tensor(const char* call, const Tensor& t, bool float_only,
+                                bool cuda_ok) const {
   TT_CHECK(t.defined(), "tt::dist ", call, " (", where(), "): the tensor is undefined");
-  TT_CHECK(t.device().is_cpu(), "tt::dist ", call, " (", where(), "): ", t.describe(),
-           " is not on the CPU; the ", backend_name(),
-           " backend moves CPU tensors only (CUDA tensors need the NCCL backend, not built yet)");
+  if (t.device().is_cuda()) {
+    TT_CHECK(cuda_ok, "tt::dist ", call, " (", where(), "): ", t.describe(),
+             " is on a GPU; point-to-point calls move CPU tensors only");
+    TT_CHECK(built_with_nccl(), "tt::dist ", call, " (", where(), "): ", t.describe(),
+             " is on a GPU, but this build has no NCCL (CUDA tensors need the NCCL backend; "
+             "configure with the CUDA toolkit's NCCL, see cmake/FindNCCL.cmake)");
+  } else {
+    TT_CHECK(t.device().is_cpu(), "tt::dist ", call, " (", where(), "): ", t.describe(),
+             " is on a device no backend serves");
+  }
   TT_CHECK(t.is_contiguous(), "tt::dist ", call, " (", where(), "): ", t.describe(),
            " is not contiguous (call .contiguous() and copy the result back)");
   TT_CHECK(!float_only || is_floating(t.dtype()), "tt::dist ", call, " (", where(),
@@ -198,11 +214,25 @@ void ProcessGroup::check_peer(const char* call, int peer) const {
            " is not in 0..", world_size_ - 1);
 }
 
+Backend& ProcessGroup::backend_for(const Tensor& t) {
+  if (!t.device().is_cuda()) return *backend_;
+  if (!cuda_backend_) cuda_backend_ = make_nccl_backend(*backend_);
+  TT_CHECK(t.device().index == cuda_backend_->local_rank(), "tt::dist (", where(),
+           "): ", t.describe(), " is on another GPU than this rank's NCCL communicator (cuda:",
+           cuda_backend_->local_rank(), ", the rank on this machine)");
+  return *cuda_backend_;
+}
+
 void ProcessGroup::check_agreement(int64_t code, const Tensor& t, int64_t root, int64_t op) {
   if (world_size_ == 1) return;
   const char* call = call_name(code);
-  const std::vector<int64_t> mine = {code, t.defined() ? static_cast<int64_t>(t.dtype()) : -1,
-                                     t.defined() ? t.numel() : 0, root, op};
+  const int64_t device = t.defined() ? static_cast<int64_t>(t.device().type) : -1;
+  const std::vector<int64_t> mine = {code,
+                                     t.defined() ? static_cast<int64_t>(t.dtype()) : -1,
+                                     t.defined() ? t.numel() : 0,
+                                     root,
+                                     op,
+                                     device};
   std::vector<int64_t> lo, hi;
   {
     Watchdog::Scope scope(*watchdog_, detail::str(call, "'s agreement check"), timeout_s_);
@@ -222,6 +252,7 @@ void ProcessGroup::check_agreement(int64_t code, const Tensor& t, int64_t root, 
   if (lo[2] != hi[2]) msg += detail::str("; element counts range over [", lo[2], ", ", hi[2], "]");
   if (lo[3] != hi[3]) msg += detail::str("; roots range over [", lo[3], ", ", hi[3], "]");
   if (lo[4] != hi[4]) msg += "; the reduction ops differ";
+  if (lo[5] != hi[5]) msg += "; some ranks pass CPU tensors and others CUDA tensors";
   TT_THROW(msg);
 }
 
@@ -234,24 +265,108 @@ void ProcessGroup::count(const Tensor& t, int64_t ring_phases) {
 
 void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", t, op == ReduceOp::kAvg);
+  Backend& backend = backend_for(t);
   check_agreement(kAllReduce, t, 0, static_cast<int64_t>(op));
+  const bool divide = op == ReduceOp::kAvg && !backend.native_avg();
   {
     Watchdog::Scope scope(
         *watchdog_, detail::str("all_reduce(", reduce_op_name(op), ") of ", describe_elems(t)),
         timeout_s_);
-    backend_->all_reduce_sum(t);
+    backend.all_reduce(t, divide ? ReduceOp::kSum : op);
   }
-  if (op == ReduceOp::kAvg) divide_by(t, world_size_);
+  if (divide) divide_by(t, world_size_);
   count(t, 2);
+}
+
+std::unique_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
+  check_tensor("all_reduce_async", t, op == ReduceOp::kAvg);
+  Backend& backend = backend_for(t);
+  check_agreement(kAllReduce, t, 0, static_cast<int64_t>(op));
+  const bool divide = op == ReduceOp::kAvg && !backend.native_avg();
+  std::string what =
+      detail::str("all_reduce_async(", reduce_op_name(op), ") of ", describe_elems(t));
+  std::unique_ptr<BackendWork> work;
+  const auto started = std::chrono::steady_clock::now();
+  {
+    Watchdog::Scope scope(*watchdog_, what, timeout_s_);
+    work = backend.all_reduce_async(t, divide ? ReduceOp::kSum : op);
+  }
+  count(t, 2);
+  auto handle = std::make_unique<Work>(*this, std::move(work), t, divide, std::move(what), started);
+  (void)handle->is_completed();  // a collective that completed at once gets its finish time now
+  return handle;
+}
+
+// ----- Work --------------------------------------------------------------------------------
+
+namespace {
+
+// The handle of a collective that already completed (Backend::all_reduce_async's default).
+class DoneWork final : public BackendWork {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<BackendWork> Backend::all_reduce_async(const Tensor& t, ReduceOp op) {
+  all_reduce(t, op);
+  return std::make_unique<DoneWork>();
+}
+
+Work::Work(ProcessGroup& group, std::unique_ptr<BackendWork> work, Tensor t, bool divide,
+           std::string what, std::chrono::steady_clock::time_point started)
+    : group_(group),
+      work_(std::move(work)),
+      tensor_(std::move(t)),
+      divide_(divide),
+      what_(std::move(what)),
+      started_(started) {
+  TT_CHECK(work_ != nullptr, "tt::dist::Work: no backend work for ", what_);
+}
+
+Work::~Work() {
+  if (waited_) return;
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tt::dist: %s: %s (while waiting in ~Work)\n", group_.where().c_str(),
+                 e.what());
+  }
+}
+
+bool Work::is_completed() {
+  if (!completed_ && work_->test()) {
+    completed_ = true;
+    finished_ = std::chrono::steady_clock::now();
+  }
+  return completed_;
+}
+
+void Work::wait() {
+  if (waited_) return;
+  waited_ = true;
+  {
+    ProcessGroup::Watchdog::Scope scope(*group_.watchdog_, what_, group_.timeout_s_);
+    work_->wait();
+  }
+  if (!completed_) {
+    completed_ = true;
+    finished_ = std::chrono::steady_clock::now();
+  }
+  if (divide_) divide_by(tensor_, group_.world_size());
+  tensor_ = Tensor();  // the buffer may be reused or freed from now on
 }
 
 void ProcessGroup::broadcast(const Tensor& t, int root) {
   check_tensor("broadcast", t, false);
+  Backend& backend = backend_for(t);
   check_peer("broadcast", root);
   check_agreement(kBroadcast, t, root, 0);
   Watchdog::Scope scope(
       *watchdog_, detail::str("broadcast from rank ", root, " of ", describe_elems(t)), timeout_s_);
-  backend_->broadcast(t, root);
+  backend.broadcast(t, root);
   count(t, 0);
 }
 
@@ -263,15 +378,19 @@ void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
            "tt::dist reduce_scatter (", where(), "): input ", input.describe(),
            " must hold world_size (", world_size_, ") x output ", output.describe(),
            " elements of the same dtype");
+  TT_CHECK(output.device() == input.device(), "tt::dist reduce_scatter (", where(), "): input ",
+           input.describe(), " and output ", output.describe(), " are on different devices");
+  Backend& backend = backend_for(input);
+  const bool divide = op == ReduceOp::kAvg && !backend.native_avg();
   check_agreement(kReduceScatter, output, 0, static_cast<int64_t>(op));
   {
     Watchdog::Scope scope(
         *watchdog_,
         detail::str("reduce_scatter(", reduce_op_name(op), ") of ", describe_elems(input)),
         timeout_s_);
-    backend_->reduce_scatter_sum(output, input);
+    backend.reduce_scatter(output, input, divide ? ReduceOp::kSum : op);
   }
-  if (op == ReduceOp::kAvg) divide_by(output, world_size_);
+  if (divide) divide_by(output, world_size_);
   count(input, 1);
 }
 
@@ -283,10 +402,13 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
            "tt::dist all_gather (", where(), "): output ", output.describe(),
            " must hold world_size (", world_size_, ") x input ", input.describe(),
            " elements of the same dtype");
+  TT_CHECK(output.device() == input.device(), "tt::dist all_gather (", where(), "): input ",
+           input.describe(), " and output ", output.describe(), " are on different devices");
+  Backend& backend = backend_for(input);
   check_agreement(kAllGather, input, 0, 0);
   Watchdog::Scope scope(*watchdog_, detail::str("all_gather of ", describe_elems(output)),
                         timeout_s_);
-  backend_->all_gather(output, input);
+  backend.all_gather(output, input);
   count(output, 1);
 }
 
@@ -294,11 +416,12 @@ void ProcessGroup::barrier() {
   check_agreement(kBarrier, Tensor(), 0, 0);
   Watchdog::Scope scope(*watchdog_, "barrier", timeout_s_);
   backend_->barrier();
+  if (cuda_backend_) cuda_backend_->barrier();
 }
 
 void ProcessGroup::send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag) {
-  check_tensor("send_recv", send, false);
-  check_tensor("send_recv", recv, false);
+  check_tensor("send_recv", send, false, false);
+  check_tensor("send_recv", recv, false, false);
   check_peer("send_recv", dst);
   check_peer("send_recv", src);
   TT_CHECK(send.dtype() == recv.dtype(), "tt::dist send_recv (", where(), "): send ",
@@ -313,7 +436,7 @@ void ProcessGroup::send_recv(const Tensor& send, int dst, const Tensor& recv, in
 }
 
 void ProcessGroup::send(const Tensor& t, int dst, int tag) {
-  check_tensor("send", t, false);
+  check_tensor("send", t, false, false);
   check_peer("send", dst);
   Watchdog::Scope scope(*watchdog_, detail::str("send of ", describe_elems(t), " to rank ", dst),
                         timeout_s_);
@@ -323,7 +446,7 @@ void ProcessGroup::send(const Tensor& t, int dst, int tag) {
 }
 
 void ProcessGroup::recv(const Tensor& t, int src, int tag) {
-  check_tensor("recv", t, false);
+  check_tensor("recv", t, false, false);
   check_peer("recv", src);
   Watchdog::Scope scope(*watchdog_, detail::str("recv of ", describe_elems(t), " from rank ", src),
                         timeout_s_);
@@ -345,9 +468,9 @@ class SelfBackend final : public Backend {
     mins = values;
     maxs = values;
   }
-  void all_reduce_sum(const Tensor&) override {}
+  void all_reduce(const Tensor&, ReduceOp) override {}
   void broadcast(const Tensor&, int) override {}
-  void reduce_scatter_sum(const Tensor& output, const Tensor& input) override {
+  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp) override {
     output.copy_(input.view(output.shape()));
   }
   void all_gather(const Tensor& output, const Tensor& input) override {

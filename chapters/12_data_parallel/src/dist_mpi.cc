@@ -48,6 +48,32 @@ int count_of(const Tensor& t, const char* fn) {
   return static_cast<int>(t.numel());
 }
 
+// A nonblocking MPI collective: MPI_Test polls it (and lets MPI progress it), MPI_Wait ends it.
+class MpiWork final : public BackendWork {
+ public:
+  MpiWork(int rank, const char* fn) : rank_(rank), fn_(fn) {}
+  ~MpiWork() override {
+    if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  MpiWork(const MpiWork&) = delete;
+  MpiWork& operator=(const MpiWork&) = delete;
+  bool test() override {
+    if (request == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", rank_);
+    return done != 0;
+  }
+  void wait() override {
+    if (request == MPI_REQUEST_NULL) return;
+    check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), fn_, rank_);
+  }
+  MPI_Request request = MPI_REQUEST_NULL;  ///< set by the starting call
+
+ private:
+  int rank_;
+  const char* fn_;
+};
+
 class MpiBackend final : public Backend {
  public:
   MpiBackend() {
@@ -95,17 +121,24 @@ class MpiBackend final : public Backend {
     check_mpi(MPI_Allreduce(values.data(), maxs.data(), n, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD),
               "MPI_Allreduce(MAX) of the agreement check", rank_);
   }
-  void all_reduce_sum(const Tensor& t) override {
+  void all_reduce(const Tensor& t, ReduceOp) override {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"),
                             mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD),
               "MPI_Allreduce", rank_);
+  }
+  std::unique_ptr<BackendWork> all_reduce_async(const Tensor& t, ReduceOp) override {
+    auto work = std::make_unique<MpiWork>(rank_, "MPI_Iallreduce");
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce_async"),
+                             mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD, &work->request),
+              "MPI_Iallreduce", rank_);
+    return work;
   }
   void broadcast(const Tensor& t, int root) override {
     check_mpi(MPI_Bcast(t.data_ptr(), count_of(t, "broadcast"), mpi_type(t.dtype()), root,
                         MPI_COMM_WORLD),
               "MPI_Bcast", rank_);
   }
-  void reduce_scatter_sum(const Tensor& output, const Tensor& input) override {
+  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp) override {
     count_of(input, "reduce_scatter");
     check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(),
                                        count_of(output, "reduce_scatter"), mpi_type(output.dtype()),

@@ -75,6 +75,66 @@ inline void expect_identical_across_ranks(tt::dist::ProcessGroup& group,
   }
 }
 
+/// t[i] = 1000 * (rank + 1) + i, as `dtype` on `device`: small integers, so every sum over the
+/// ranks is exact in float32/float64 and results compare exactly.
+inline Tensor rank_values(int64_t n, int rank, tt::DType dtype,
+                          tt::Device device = tt::Device::cpu()) {
+  return tt::add(tt::arange(0, static_cast<double>(n)), 1000.0 * (rank + 1)).to(dtype).to(device);
+}
+
+/// The sum over `world` ranks of rank_values: 1000 * N(N+1)/2 + N*i (on the CPU).
+inline Tensor summed_values(int64_t n, int world, tt::DType dtype) {
+  return tt::add(tt::mul(tt::arange(0, static_cast<double>(n)), static_cast<double>(world)),
+                 1000.0 * world * (world + 1) / 2)
+      .to(dtype);
+}
+
+/// all_reduce sum (float32, float64, int64; n elements) and avg (float64) on `device`.
+inline void expect_all_reduce_sum_and_avg(tt::dist::ProcessGroup& g, tt::Device device, int64_t n) {
+  const int N = g.world_size();
+  for (tt::DType dtype : {tt::DType::kFloat32, tt::DType::kFloat64, tt::DType::kInt64}) {
+    Tensor t = rank_values(n, g.rank(), dtype, device);
+    g.all_reduce(t, tt::dist::ReduceOp::kSum);
+    EXPECT_TENSOR_NEAR(t.to(tt::Device::cpu()), summed_values(n, N, dtype), 0, 0)
+        << tt::dtype_name(dtype);
+  }
+  Tensor a = rank_values(5, g.rank(), tt::DType::kFloat64, device).view({5, 1});
+  g.all_reduce(a, tt::dist::ReduceOp::kAvg);
+  EXPECT_TENSOR_NEAR(a.to(tt::Device::cpu()),
+                     tt::div(summed_values(5, N, tt::DType::kFloat64), N).view({5, 1}), 0, 1e-15);
+}
+
+/// broadcast from the last rank, reduce_scatter sum and avg, all_gather and barrier on `device`.
+inline void expect_broadcast_reduce_scatter_all_gather(tt::dist::ProcessGroup& g,
+                                                       tt::Device device) {
+  using tt::DType;
+  const int N = g.world_size(), r = g.rank();
+  const tt::Device cpu = tt::Device::cpu();
+  Tensor b = rank_values(6, r, DType::kFloat32, device);
+  g.broadcast(b, N - 1);
+  EXPECT_TENSOR_NEAR(b.to(cpu), rank_values(6, N - 1, DType::kFloat32), 0, 0);
+  // reduce_scatter: 3 elements per rank
+  Tensor in = rank_values(3 * N, r, DType::kFloat64, device);
+  Tensor out = tt::zeros({3}, {.dtype = DType::kFloat64, .device = device});
+  g.reduce_scatter(out, in, tt::dist::ReduceOp::kSum);
+  EXPECT_TENSOR_NEAR(out.to(cpu), summed_values(3 * N, N, DType::kFloat64).narrow(0, 3 * r, 3), 0,
+                     0);
+  g.reduce_scatter(out, in, tt::dist::ReduceOp::kAvg);
+  EXPECT_TENSOR_NEAR(out.to(cpu),
+                     tt::div(summed_values(3 * N, N, DType::kFloat64), N).narrow(0, 3 * r, 3), 0,
+                     1e-15);
+  // all_gather: rank r contributes {r, r}
+  Tensor mine = tt::full({2}, r, {.dtype = DType::kInt64, .device = device});
+  Tensor all = tt::zeros({2 * N}, {.dtype = DType::kInt64, .device = device});
+  g.all_gather(all, mine);
+  const Tensor host = all.to(cpu);
+  for (int q = 0; q < N; ++q) {
+    EXPECT_EQ(host.at<int64_t>({2 * q}), q);
+    EXPECT_EQ(host.at<int64_t>({2 * q + 1}), q);
+  }
+  g.barrier();
+}
+
 /// EXPECT_TENSOR_NEAR over two parameter lists.
 inline void expect_params_near(const std::vector<Tensor>& actual,
                                const std::vector<Tensor>& expected, double atol, double rtol) {

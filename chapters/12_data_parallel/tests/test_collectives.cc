@@ -3,6 +3,7 @@
 // so every sum is exact in float32/float64 and results are compared exactly.
 #include <gtest/gtest.h>
 
+#include "ch12_test_util.h"
 #include "tt/dist.h"
 #include "tt/ops_elementwise.h"
 #include "tt/testing.h"
@@ -10,55 +11,12 @@
 namespace tt::dist {
 namespace {
 
-/// t[i] = 1000 * (rank + 1) + i, as `dtype`.
-Tensor rank_values(int64_t n, int rank, DType dtype) {
-  return add(arange(0, static_cast<double>(n)), 1000.0 * (rank + 1)).to(dtype);
-}
-
-/// sum over ranks of rank_values: 1000 * N(N+1)/2 + N*i.
-Tensor summed_values(int64_t n, int world, DType dtype) {
-  return add(mul(arange(0, static_cast<double>(n)), static_cast<double>(world)),
-             1000.0 * world * (world + 1) / 2)
-      .to(dtype);
-}
-
 TEST(Ch12_CollectivesMpi, AllReduceSumAndAvg) {
-  ProcessGroup& g = world();
-  const int N = g.world_size();
-  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kInt64}) {
-    Tensor t = rank_values(7, g.rank(), dtype);
-    g.all_reduce(t, ReduceOp::kSum);
-    EXPECT_TENSOR_NEAR(t, summed_values(7, N, dtype), 0, 0) << dtype_name(dtype);
-  }
-  Tensor a = rank_values(5, g.rank(), DType::kFloat64).view({5, 1});
-  g.all_reduce(a, ReduceOp::kAvg);
-  EXPECT_TENSOR_NEAR(a, div(summed_values(5, N, DType::kFloat64), N).view({5, 1}), 0, 1e-15);
+  ch12_test::expect_all_reduce_sum_and_avg(world(), Device::cpu(), 7);
 }
 
 TEST(Ch12_CollectivesMpi, BroadcastReduceScatterAllGather) {
-  ProcessGroup& g = world();
-  const int N = g.world_size(), r = g.rank();
-  // broadcast from the last rank
-  Tensor b = rank_values(6, r, DType::kFloat32);
-  g.broadcast(b, N - 1);
-  EXPECT_TENSOR_NEAR(b, rank_values(6, N - 1, DType::kFloat32), 0, 0);
-  // reduce_scatter: 3 elements per rank
-  Tensor in = rank_values(3 * N, r, DType::kFloat64);
-  Tensor out = zeros({3}, {.dtype = DType::kFloat64});
-  g.reduce_scatter(out, in, ReduceOp::kSum);
-  EXPECT_TENSOR_NEAR(out, summed_values(3 * N, N, DType::kFloat64).narrow(0, 3 * r, 3), 0, 0);
-  g.reduce_scatter(out, in, ReduceOp::kAvg);
-  EXPECT_TENSOR_NEAR(out, div(summed_values(3 * N, N, DType::kFloat64), N).narrow(0, 3 * r, 3), 0,
-                     1e-15);
-  // all_gather: rank r contributes {r, r}
-  Tensor mine = full({2}, r, {.dtype = DType::kInt64});
-  Tensor all = zeros({2 * N}, {.dtype = DType::kInt64});
-  g.all_gather(all, mine);
-  for (int q = 0; q < N; ++q) {
-    EXPECT_EQ(all.at<int64_t>({2 * q}), q);
-    EXPECT_EQ(all.at<int64_t>({2 * q + 1}), q);
-  }
-  g.barrier();
+  ch12_test::expect_broadcast_reduce_scatter_all_gather(world(), Device::cpu());
 }
 
 TEST(Ch12_CollectivesMpi, SendRecvAroundTheRing) {

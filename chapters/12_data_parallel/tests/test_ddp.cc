@@ -2,6 +2,7 @@
 // N ranks with B/N rows each must train like one process with the global batch B.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
 
 #include "ch12_test_util.h"
@@ -235,6 +236,38 @@ TEST(Ch12_3_DdpMpi, TrainsLikeOneProcessWithTheGlobalBatch) {
 TEST(Ch12_3_DdpMpi, NoSyncAccumulationEqualsTheLargeBatch) {
   DistributedDataParallel ddp(ch12_test::make_model(100), world(), {.bucket_cap_bytes = 256});
   train_and_compare(ddp, 2);
+}
+
+TEST(Ch12_3_DdpMpi, BucketsStartDuringBackwardThroughTheAutogradHook) {
+  ProcessGroup& g = world();
+  DistributedDataParallel ddp(ch12_test::make_model(100), g, {.bucket_cap_bytes = 256});
+  const auto num_buckets = static_cast<int64_t>(ddp.reducer().buckets().size());
+  ASSERT_GT(num_buckets, 2);
+  const Data d = ch12_test::rows(ch12_test::global_batch(0), 0, 2);
+  const auto before = std::chrono::steady_clock::now();
+  ch12_test::forward_backward(ddp.module(), d);
+  // Every parameter took part, so every bucket was started by the hooks during backward.
+  EXPECT_EQ(ddp.reducer().num_reductions(), num_buckets);
+  ddp.sync_gradients();
+  EXPECT_EQ(ddp.reducer().reduced_order().size(), static_cast<std::size_t>(num_buckets));
+  const auto& timeline = ddp.reducer().timeline();
+  ASSERT_EQ(static_cast<int64_t>(timeline.size()), num_buckets);
+  for (std::size_t b = 0; b < timeline.size(); ++b) {
+    const BucketTiming& t = timeline[b];
+    EXPECT_LE(before, t.ready) << "bucket " << b;
+    EXPECT_LE(t.ready, t.started) << "bucket " << b;
+    EXPECT_LE(t.started, t.finished) << "bucket " << b;
+    EXPECT_LE(t.finished, ddp.reducer().finalize_returned()) << "bucket " << b;
+    // Started during backward, before sync_gradients() was called.
+    EXPECT_LT(t.started, ddp.reducer().finalize_called()) << "bucket " << b;
+    if (b > 0) {
+      EXPECT_LE(timeline[b - 1].started, t.started) << "buckets start in order";
+    }
+  }
+  // A second backward without sync_gradients() in between marks parameters twice.
+  ch12_test::forward_backward(ddp.module(), d);
+  EXPECT_TT_ERROR(ch12_test::forward_backward(ddp.module(), d), "marked twice", "sync_gradients");
+  ddp.sync_gradients();
 }
 
 TEST(Ch12_3_Ddp, DefaultBucketsHoldASmallModelInOne) {

@@ -65,7 +65,9 @@ class DeviceBackend {
   /// Element-wise copy between two tensors of this device type with the same shape (dtypes may
   /// differ: values are converted; either side may be non-contiguous or broadcast).
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
-  /// Copies `nbytes` of contiguous memory from the host to this device (`device_index`).
+  /// Copies `nbytes` of contiguous memory from the host to this device (`device_index`). The
+  /// host buffer may be reused or freed as soon as the call returns; the copy itself may still
+  /// be in flight (ordered before any later work of the device: CUDA stages it, chapter 06).
   virtual void copy_from_host(void* dst, const void* src, std::size_t nbytes, int device_index) = 0;
   /// Copies `nbytes` of contiguous memory from this device to the host.
   virtual void copy_to_host(void* dst, const void* src, std::size_t nbytes, int device_index) = 0;

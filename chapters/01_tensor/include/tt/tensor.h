@@ -38,7 +38,8 @@ int64_t shape_numel(const Shape& shape);
 
 namespace autograd {
 class Node;
-}
+struct PostAccumulateGradHooks;
+}  // namespace autograd
 
 /// A block of device memory shared by a tensor and all its views.
 class Storage {
@@ -229,6 +230,9 @@ struct AutogradMeta {
   Tensor grad;                              ///< accumulated gradient of a leaf
   std::shared_ptr<autograd::Node> grad_fn;  ///< producer of a non-leaf
   uint32_t output_nr = 0;                   ///< index among grad_fn's outputs
+  /// Hooks called when a leaf's .grad is final in a backward (chapter 03's
+  /// register_post_accumulate_grad_hook); null until one is registered.
+  std::shared_ptr<autograd::PostAccumulateGradHooks> post_accumulate_grad_hooks;
 };
 
 /// The state behind a Tensor handle.

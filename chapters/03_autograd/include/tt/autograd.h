@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tt/tensor.h"
@@ -75,13 +76,92 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(const Tensor& leaf);
   /// "AccumulateGrad".
   std::string name() const override { return "AccumulateGrad"; }
-  /// Adds grad_outputs[0] into the leaf's .grad (exercise ch03.4): the first gradient is stored
-  /// as a private copy, later ones are added into it in place. Nothing happens when the
-  /// gradient is undefined or the leaf no longer exists. Returns no gradients (a sink).
+  /// Checks that exactly one gradient arrived, accumulate()s it, then runs the leaf's
+  /// post-accumulate-grad hooks when this was the leaf's last sink of the current backward
+  /// (see register_post_accumulate_grad_hook). Returns no gradients (a sink).
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
+  /// Adds `grad` into the leaf's .grad (exercise ch03.4): the first gradient is stored as a
+  /// private copy, later ones are added into it in place. Nothing happens when the gradient is
+  /// undefined or the leaf no longer exists.
+  void accumulate(const Tensor& grad);
+  /// The leaf (null once it no longer exists).
+  std::shared_ptr<TensorImpl> leaf() const { return leaf_.lock(); }
 
  private:
   std::weak_ptr<TensorImpl> leaf_;
+};
+
+/// A post-accumulate-grad hook: called with the leaf's .grad once it is final for the current
+/// backward (undefined when no gradient has ever reached the leaf).
+using PostAccumulateGradHook = std::function<void(const Tensor& grad)>;
+
+/// The hooks of one leaf (kept in its AutogradMeta; use register_post_accumulate_grad_hook).
+struct PostAccumulateGradHooks {
+  /// (id, hook) in registration order; ids are never reused.
+  std::vector<std::pair<int64_t, PostAccumulateGradHook>> hooks;
+  /// Id of the next hook registered.
+  int64_t next_id = 0;
+};
+
+/// Owns one registered hook: remove() (or the destructor) unregisters it. Movable, not
+/// copyable; a default-constructed handle owns nothing.
+class RemovableHandle {
+ public:
+  /// A handle that owns no hook.
+  RemovableHandle() = default;
+  /// The handle of hook `id` in `hooks`.
+  RemovableHandle(std::weak_ptr<PostAccumulateGradHooks> hooks, int64_t id)
+      : hooks_(std::move(hooks)), id_(id) {}
+  /// Unregisters the hook (remove()).
+  ~RemovableHandle() { remove(); }
+  /// Takes over `other`'s hook.
+  RemovableHandle(RemovableHandle&& other) noexcept;
+  /// Unregisters this handle's hook, then takes over `other`'s.
+  RemovableHandle& operator=(RemovableHandle&& other) noexcept;
+  RemovableHandle(const RemovableHandle&) = delete;
+  RemovableHandle& operator=(const RemovableHandle&) = delete;
+  /// Unregisters the hook; nothing when already removed or when the leaf is gone.
+  void remove();
+
+ private:
+  std::weak_ptr<PostAccumulateGradHooks> hooks_;
+  int64_t id_ = -1;
+};
+
+/// Registers `hook` on `leaf` (a leaf tensor that requires grad) and returns the handle that
+/// keeps it registered (PyTorch's Tensor.register_post_accumulate_grad_hook). In every
+/// backward() that reaches the leaf, the hook runs once, right after the leaf's last
+/// AccumulateGrad node of that backward has run, i.e. when .grad has received every
+/// contribution of this backward (a leaf used k times has k sinks: the hook waits for all k).
+/// Leaves therefore see their hooks in the order the engine finishes them: for a chain of
+/// layers, the reverse of the order of use in forward. Hooks of one leaf run in registration
+/// order. Distributed data parallelism uses this to start a bucket's all-reduce while backward
+/// still runs (chapter 12). Outside backward() (run_backward or AccumulateGrad::apply called
+/// directly) the hooks run after every accumulation. Not thread-safe: register, remove and
+/// run backward from one thread.
+[[nodiscard]] RemovableHandle register_post_accumulate_grad_hook(const Tensor& leaf,
+                                                                 PostAccumulateGradHook hook);
+
+/// The bookkeeping that makes post-accumulate-grad hooks fire once per backward (given code;
+/// backward() creates one around run_backward): counts, for every leaf with hooks, how many of
+/// the leaf's AccumulateGrad nodes are reachable, so AccumulateGrad::apply knows which one is
+/// the last. Scopes nest (a hook may run another backward); the innermost one is active.
+class PostAccumulateGradScope {
+ public:
+  /// Counts the AccumulateGrad nodes among the keys of `dependencies`
+  /// (compute_dependencies' result).
+  explicit PostAccumulateGradScope(const std::unordered_map<const Node*, int>& dependencies);
+  /// Restores the enclosing scope.
+  ~PostAccumulateGradScope();
+  PostAccumulateGradScope(const PostAccumulateGradScope&) = delete;
+  PostAccumulateGradScope& operator=(const PostAccumulateGradScope&) = delete;
+  /// Called by AccumulateGrad::apply after `leaf` accumulated: true when this was its last sink
+  /// of the active scope, or when no scope knows the leaf.
+  static bool last_sink_ran(const TensorImpl* leaf);
+
+ private:
+  std::unordered_map<const TensorImpl*, int> remaining_;
+  PostAccumulateGradScope* previous_;
 };
 
 /// Base class of every differentiable op. Subclasses implement forward (compute, no graph) and

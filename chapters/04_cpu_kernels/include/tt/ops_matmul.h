@@ -40,6 +40,15 @@ const char* matmul_kernel_name(MatmulAlgo algo);
 /// stride(-1) >= size(-2)); the front-end makes other layouts contiguous first.
 using MatmulKernel = void(const Tensor& out, const Tensor& a, const Tensor& b);
 
+/// Signature of a "gemm" kernel, BLAS's full form: out = alpha * (a @ b) + beta * out for 2-D
+/// a [M, K], b [K, N] (each row- or column-major, as for MatmulKernel) and out [M, N] whose rows
+/// may be padded: stride(-1) == 1 and stride(-2) >= N, e.g. the first N columns of an [M, Np]
+/// buffer. With beta == 0 the old values of out are never read (NaN included). Registered by
+/// chapter 07 on CUDA (cuBLAS with explicit leading dimensions) and by chapter 10 on the CPU
+/// (Eigen); chapter 10's fused classifier accumulates its weight gradient with beta = 1.
+using GemmKernel = void(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
+                        double beta);
+
 /// a @ b, differentiable. 1-D operands are promoted like NumPy/PyTorch: a [K] acts as [1, K]
 /// and b [K] as [K, 1], and the added dim is removed from the result. float32/float64.
 /// Throws tt::Error naming shapes and dtypes when they do not fit.

@@ -50,6 +50,16 @@ class Optimizer {
   /// Throws tt::Error (naming the optimizer, parameter index and shapes) when a gradient does
   /// not match its parameter. State tensors follow their parameter to its device.
   void step();
+  /// step() decided on the device: the same update, made by the kernels only where the 0-d
+  /// float64 tensor `skip` (on the parameters' device) holds 0; where it is non-zero nothing
+  /// changes (parameters, state). The host never reads `skip` (no synchronization), so the step
+  /// counter advances either way: a caller that later reads a non-zero `skip` calls
+  /// rewind_step_count(). Used by chapter 10's sync-free step; needs an optimizer whose kernel
+  /// has a skipping variant (AdamW: "adamw_step_unless"), otherwise throws tt::Error.
+  void step_unless(const Tensor& skip);
+  /// Takes back one count of step_count() (after a step_unless whose `skip` was non-zero).
+  /// Throws tt::Error when step_count() is 0.
+  void rewind_step_count();
   /// Clears every parameter's gradient: undefined (`set_to_none`, the default) or zeros.
   void zero_grad(bool set_to_none = true);
   /// Learning rate of the next step.
@@ -78,18 +88,23 @@ class Optimizer {
             std::vector<std::string> state_names);
   /// Updates `params` (all on one device, all with a gradient `grads`) of one group, whose
   /// state tensors are `state[k][j]` = state number k of params[j]. `step` is 1 at the first
-  /// step.
+  /// step. Inside step_unless(), skip() is the device flag the kernel must honour.
   virtual void update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                       const std::vector<std::vector<Tensor>>& state, double weight_decay,
                       int64_t step) = 0;
+  /// The `skip` tensor of the step_unless() in progress; undefined inside step().
+  const Tensor& skip() const { return skip_; }
 
  private:
+  void step_impl();
+
   std::string name_;
   std::vector<ParamGroup> groups_;
   std::vector<std::string> state_names_;
   std::vector<std::vector<Tensor>> state_;  // state_[flat parameter index][k]
   Tensor step_;                             // int64 0-d, CPU
   Tensor lr_;                               // float64 0-d, CPU
+  Tensor skip_;                             // set during step_unless()
 };
 
 // ----- SGD ---------------------------------------------------------------------------------
@@ -167,6 +182,13 @@ struct AdamWStepArgs {
 using AdamWStepKernel = void(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                              const std::vector<Tensor>& exp_avgs,
                              const std::vector<Tensor>& exp_avg_sqs, const AdamWStepArgs& args);
+/// Signature of "adamw_step_unless": "adamw_step", except that nothing changes when `skip` (a
+/// 0-d float64 tensor on the parameters' device, read by the kernel) is non-zero.
+using AdamWStepUnlessKernel = void(const std::vector<Tensor>& params,
+                                   const std::vector<Tensor>& grads,
+                                   const std::vector<Tensor>& exp_avgs,
+                                   const std::vector<Tensor>& exp_avg_sqs,
+                                   const AdamWStepArgs& args, const Tensor& skip);
 
 /// Adam with decoupled weight decay (Loshchilov & Hutter), exactly as torch.optim.AdamW:
 /// \f$ p \leftarrow p(1 - \eta\lambda);\ m \leftarrow \beta_1 m + (1-\beta_1) g;
@@ -198,6 +220,17 @@ class AdamW : public Optimizer {
 using SumOfSquaresKernel = double(const std::vector<Tensor>& tensors);
 /// Signature of "scale_": multiplies every element of every tensor in place by `factor`.
 using ScaleInplaceKernel = void(const std::vector<Tensor>& tensors, double factor);
+/// Signature of "sum_of_squares_device": "sum_of_squares" left on the tensors' device, as a 0-d
+/// float64 tensor (same value, bit for bit; no host synchronization). 0 for no elements.
+using SumOfSquaresDeviceKernel = Tensor(const std::vector<Tensor>& tensors);
+/// Signature of "clip_and_check_": clip_grad_norm_ and the finite check of a training step,
+/// decided on the device. With \f$ n = \sqrt{\text{sumsq}} \f$ (sumsq: 0-d float64, e.g. from
+/// "sum_of_squares_device") and \f$ c = \mathrm{max\_norm}/(n + 10^{-6}) \f$, every gradient is
+/// multiplied by c (rounded to float once) when c < 1, bit for bit as clip_grad_norm_ does; then
+/// `status` (float64 [3], contiguous, on the grads' device) receives {loss, n, skip}, where
+/// `loss` is a 0-d float64 tensor and skip = 1 when the loss or n is NaN/Inf (else 0).
+using ClipAndCheckKernel = void(const std::vector<Tensor>& grads, const Tensor& sumsq,
+                                double max_norm, const Tensor& loss, const Tensor& status);
 
 /// Scales all gradients together so that their global L2 norm is at most `max_norm`:
 /// \f$ n = \sqrt{\sum_p \lVert g_p\rVert^2},\ c = \mathrm{max\_norm}/(n + 10^{-6}) \f$, and if

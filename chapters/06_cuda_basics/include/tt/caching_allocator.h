@@ -82,6 +82,9 @@ class CachingAllocator final : public Allocator {
   void empty_cache();
   /// Bytes held in free lists (reserved - allocated).
   std::size_t cached_bytes() const;
+  /// Restarts the peak: `peak_allocated` becomes the bytes allocated now (to measure the peak of
+  /// one phase, e.g. one training step, call this before it and read stats() after it).
+  void reset_peak();
 
  private:
   void release_cache_locked();  // frees every cached block; mutex_ held
@@ -106,6 +109,8 @@ class UncachedAllocator final : public Allocator {
   void deallocate(void* ptr, std::size_t nbytes) override;
   /// Current statistics (reserved == allocated).
   AllocatorStats stats() const override;
+  /// Restarts the peak at the bytes allocated now (as CachingAllocator::reset_peak).
+  void reset_peak();
 
  private:
   RawAllocator& raw_;

@@ -13,12 +13,16 @@
 /// interleave correctly without extra synchronization; (3) the same code works whether or not
 /// it is compiled with `--default-stream per-thread`, because the handle is named explicitly.
 /// The price is no overlap of copies with kernels, which this project does not need yet;
-/// stream() is the one place to change when it does.
+/// stream() is the one place to change when it does. (It changes during a CudaGraph capture:
+/// the legacy stream cannot be captured, so stream() then returns the capture's own stream.)
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "tt/backend.h"
 #include "tt/caching_allocator.h"
@@ -84,8 +88,91 @@ CachingAllocator& caching_allocator(int index);
 AllocatorStats memory_stats(int index);
 /// Returns the cached blocks of every device to the driver (cudaFree).
 void empty_cache();
-/// Waits for all work queued on device `index`.
+/// Restarts the peak of memory_stats(index): `peak_allocated` becomes the bytes allocated now.
+/// With `num_system_allocs` (cudaMalloc calls) this measures one phase, e.g. one training step:
+/// @code
+///   cuda::reset_peak_memory_stats(0);
+///   const auto before = cuda::memory_stats(0);
+///   step();
+///   const auto after = cuda::memory_stats(0);
+///   // after.peak_allocated: the step's peak; after.num_system_allocs - before.num_system_allocs:
+///   // its cudaMalloc calls (0 in a steady state)
+/// @endcode
+void reset_peak_memory_stats(int index);
+/// Waits for all work queued on device `index` (counted as a host synchronization).
 void synchronize(int index);
+
+/// Host synchronizations of all devices since the start or the last reset.
+///
+/// Every place where this project's CUDA code makes the host wait for the GPU counts one *host
+/// synchronization*: synchronize() (cudaDeviceSynchronize); a copy to the host (a device-to-host
+/// cudaMemcpyAsync followed by cudaStreamSynchronize, e.g. Tensor::item()); a copy from the host
+/// that cannot be staged (see below); a wait for a staging slot that is still being copied; a
+/// cudaFree (which synchronizes the device); and the blocking calls that other code reports with
+/// count_host_sync() (the profiler's cudaEventSynchronize). While the host waits, it queues no
+/// work, so the GPU runs dry when the wait ends: a steady training step should do none until it
+/// reads its results at the end (chapter 10, "A step without waste").
+///
+/// **Copies from the host do not synchronize.** The CUDA backend copies host data into a pinned
+/// staging ring (32 MiB per device) on the host, queues an asynchronous copy from the ring to
+/// the device, and returns: the caller's buffer may die at once, and the ring slot is reused
+/// only after an event recorded behind its copy has completed. Copies larger than half the ring
+/// are made synchronously (and counted).
+int64_t host_sync_count();
+/// Sets host_sync_count() to 0.
+void reset_host_sync_count();
+/// Counts one host synchronization made outside the CUDA backend (code that calls
+/// cudaEventSynchronize, cudaStreamSynchronize, ... itself reports it here).
+void count_host_sync();
+
+/// A CUDA graph of the work one piece of host code queues on a device: captured once, replayed
+/// with one launch (no per-kernel launch cost, no host work in between).
+///
+/// During capture() the device's work goes to a private capture stream (stream() returns it),
+/// so nothing runs: the kernels, copies and memsets are recorded with their arguments, pointers
+/// included. Three things make that safe:
+///  - **Memory**: CUDA tensors allocated during the capture come from the graph's private pool,
+///    and their blocks stay reserved for the graph when they are freed (a replay writes them
+///    again); tensors that outlive the capture (e.g. gradients) keep their addresses, so the
+///    host reads the replay's results through them. The pool goes back to the caching
+///    allocator when the graph is destroyed.
+///  - **Host data**: copies from the host are staged in pinned buffers that the graph keeps, so
+///    each replay copies the same bytes again. Inputs that change from replay to replay must be
+///    copied (outside the capture) into device tensors that the captured work reads.
+///  - **No waiting**: anything that waits for the GPU during the capture (Tensor::item(), a copy
+///    to the host, synchronize()) throws tt::Error: a graph cannot contain a host decision.
+/// Replays run on the device's usual stream, ordered with all other work.
+class CudaGraph {
+ public:
+  /// An empty graph of device `index`.
+  explicit CudaGraph(int index);
+  /// Destroys the graph, frees its staging buffers and returns its pool to the allocator.
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  /// Records what `work` queues on the device (nothing runs). Throws tt::Error when a graph is
+  /// already captured, another capture is in progress, or `work` throws or does something a
+  /// graph cannot hold (the message names the cause); the graph stays empty then.
+  void capture(const std::function<void()>& work);
+  /// Queues one replay on the device's stream (does not wait). Throws when nothing is captured.
+  void replay();
+  /// True after a successful capture().
+  bool captured() const { return exec_ != nullptr; }
+  /// Nodes (kernels, copies, memsets) in the captured graph.
+  std::size_t num_nodes() const { return num_nodes_; }
+
+ private:
+  int index_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  std::size_t num_nodes_ = 0;
+  std::shared_ptr<void> pool_;  // the private memory pool (cuda_backend.cu)
+  std::vector<void*> pinned_;   // staging buffers of the captured host copies
+};
+
+/// True while a CudaGraph of device `index` is capturing.
+bool is_capturing(int index);
 
 }  // namespace tt::cuda
 

@@ -15,8 +15,8 @@
 /// | "softmax_backward", "log_softmax_backward" | SoftmaxBackwardKernel | one block per row: the row dot product, then dx |
 /// | "layernorm_forward" | LayerNormForwardKernel | exercise ch06.7: one block per row, mean then variance (two sweeps) |
 /// | "layernorm_backward" | LayerNormBackwardKernel | dx one block per row; dweight, dbias over fixed chunks of 256 rows, chunk sums added in order |
-/// | "embedding_forward", "embedding_backward" | Embedding{Forward,Backward}Kernel | indices checked on the host; backward groups the tokens by row there (stable counting sort), then one block per used row adds its tokens in token order: no atomics, the CPU's result bit for bit |
-/// | "cross_entropy_forward", "cross_entropy_backward" | CrossEntropy{Forward,Backward}Kernel | targets checked and counted on the host; one block per row (lse, row loss / gradient row); one block adds the row losses in a fixed order |
+/// | "embedding_forward", "embedding_backward" | Embedding{Forward,Backward}Kernel | indices checked (see IndexChecks); backward groups the tokens by row on the device (a stable radix sort of (row, token) pairs), then one block per used row adds its tokens in token order: no atomics, the CPU's result bit for bit |
+/// | "cross_entropy_forward", "cross_entropy_backward" | CrossEntropy{Forward,Backward}Kernel | targets checked (see IndexChecks) and counted on the device; one block per row (lse, row loss / gradient row); one block adds the row losses in a fixed order |
 ///
 /// plus the DeviceBackend of DeviceType::kCUDA (copies, fill), which uses cuda::copy and
 /// cuda::fill. These functions exist only in CUDA builds (TT_WITH_CUDA); call them through the
@@ -32,13 +32,46 @@
 ///
 /// Every host wrapper validates its tensors, switches to their device (DeviceGuard), launches
 /// on that device's stream and checks the launch. Nothing synchronizes (except embedding and
-/// cross-entropy, which read their indices on the host): results are ready when a later copy to
-/// the host (or tt::cuda::synchronize) returns.
+/// cross-entropy under IndexChecks::kHost, which read their indices on the host): results are
+/// ready when a later copy to the host (or tt::cuda::synchronize) returns.
 #pragma once
 
 #include "tt/tensor.h"
 
 namespace tt::cuda {
+
+/// How the CUDA embedding and cross-entropy kernels check their int64 indices (a kernel cannot
+/// throw). Either way they never read or write through an out-of-range index.
+enum class IndexChecks {
+  /// The default: copy the indices to the host and throw tt::Error at the call, naming the op,
+  /// the position and the value, like the CPU kernels. Costs one host synchronization per call.
+  kHost,
+  /// A kernel checks them and records errors on the device; the op goes on with 0 (embedding
+  /// rows) or NaN (cross-entropy rows) for a bad index. check_index_errors() reads the record
+  /// (one synchronization, e.g. once per training step, with the loss).
+  kDevice,
+};
+/// Sets the mode of every later embedding / cross-entropy call (process-wide).
+void set_index_checks(IndexChecks mode);
+/// The current mode (IndexChecks::kHost unless set).
+IndexChecks index_checks();
+/// Sets a mode for the lifetime of the guard, then restores the previous one.
+class IndexChecksGuard {
+ public:
+  /// Switches to `mode`.
+  explicit IndexChecksGuard(IndexChecks mode);
+  /// Restores the mode that was set at construction.
+  ~IndexChecksGuard();
+  IndexChecksGuard(const IndexChecksGuard&) = delete;
+  IndexChecksGuard& operator=(const IndexChecksGuard&) = delete;
+
+ private:
+  IndexChecks previous_;
+};
+/// Throws tt::Error (the number of bad indices and one of their values) when a kernel of device
+/// `index` recorded an out-of-range index under IndexChecks::kDevice since the last call, and
+/// clears the record. One host synchronization.
+void check_index_errors(int index);
 
 /// CUDA kernel "add": out = a + b; `out` contiguous, a and b of out's shape with any strides
 /// (0 for broadcast dims), all of one dtype on one device. Contiguous 16-byte-aligned operands

@@ -10,6 +10,7 @@
 /// |---|---|---|---|
 /// | "matmul" | kCUDA | cuda::matmul_cublas | cuBLAS strided-batched GEMM (f32, f64) |
 /// | "matmul_cublas" | kCUDA | cuda::matmul_cublas | the same, by an explicit name |
+/// | "gemm" | kCUDA | cuda::gemm_cublas | out = alpha a b + beta out, out rows padded (GemmKernel) |
 /// | "matmul_cuda_naive" | kCUDA | cuda::matmul_naive | one thread per output element |
 /// | "matmul_cuda_tiled" | kCUDA | cuda::matmul_tiled | 32x32 shared-memory tiles (ch07.2) |
 /// | "matmul_cuda_regblock" | kCUDA | cuda::matmul_regblock | 128x128 tiles, 8x8 per thread (ch07.3) |
@@ -107,6 +108,13 @@ std::string to_string(const GemmPlan& plan);
 /// batch dims that collapses to a single stride (one call for ordinary and broadcast batches),
 /// on the device's cuBLAS handle and stream; float32 uses TF32 only when allow_tf32().
 void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b);
+
+/// CUDA kernel "gemm" (GemmKernel of tt/ops_matmul.h): out = alpha * (a @ b) + beta * out, 2-D,
+/// float32 or float64, where out may be a view with padded rows (stride(-2) >= size(-1)): the
+/// row stride becomes cuBLAS's ldc, so a [rows, V] view of an [rows, Vp] buffer is written in
+/// place. Same planning, handle and TF32 switch as matmul_cublas. Pad row strides to a multiple
+/// of 64 floats (256 bytes): with an odd ld, TF32 GEMMs run several times slower on an H100.
+void gemm_cublas(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
 
 /// CUDA kernel "matmul_cuda_naive": one thread per element of out, float32. Operands that are
 /// not row-major are copied to contiguous temporaries first (true of all four SGEMMs below).

@@ -11,6 +11,9 @@
 /// | "sgd_step" | optim::SgdStepKernel | cuda::sgd_step |
 /// | "sum_of_squares" | optim::SumOfSquaresKernel | cuda::sum_of_squares |
 /// | "scale_" | optim::ScaleInplaceKernel | cuda::scale_ |
+/// | "adamw_step_unless" | optim::AdamWStepUnlessKernel | cuda::adamw_step_unless |
+/// | "sum_of_squares_device" | optim::SumOfSquaresDeviceKernel | cuda::sum_of_squares_device |
+/// | "clip_and_check_" | optim::ClipAndCheckKernel | cuda::clip_and_check_ |
 ///
 /// The CUDA kernels take contiguous float32 tensors (the dtype of training); other dtypes throw
 /// tt::Error naming the op and the tensor. The AdamW step follows PyTorch's torch.optim.AdamW
@@ -75,12 +78,29 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_buffers, const optim::SgdStepArgs& args);
 
-/// CUDA kernel "sum_of_squares" (optim::SumOfSquaresKernel), exercise ch07.6: two launches and
-/// no atomics. Pass 1 writes the sum of squares of every chunk (one block per chunk at a time,
-/// accumulated in double) into a buffer of partial sums; pass 2, one block, adds the partials
-/// in a fixed order. The result is copied to the host (one synchronization) and depends only on
-/// the tensor sizes: bitwise reproducible from run to run and GPU to GPU.
+/// CUDA kernel "adamw_step_unless" (optim::AdamWStepUnlessKernel): adamw_step whose kernel
+/// first reads the device flag `skip` (0-d float64) and returns when it is non-zero.
+void adamw_step_unless(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                       const optim::AdamWStepArgs& args, const Tensor& skip);
+
+/// CUDA kernel "sum_of_squares_device" (optim::SumOfSquaresDeviceKernel), exercise ch07.6: two
+/// launches and no atomics. Pass 1 writes the sum of squares of every chunk (one block per chunk
+/// at a time, accumulated in double) into a buffer of partial sums; pass 2, one block, adds the
+/// partials in a fixed order into a 0-d float64 tensor on the device (a 0 on the device when
+/// there is no element; on the CPU for an empty list). The result depends only on the tensor
+/// sizes: bitwise reproducible from run to run and GPU to GPU.
+Tensor sum_of_squares_device(const std::vector<Tensor>& tensors);
+
+/// CUDA kernel "sum_of_squares" (optim::SumOfSquaresKernel): sum_of_squares_device copied to the
+/// host (one synchronization).
 double sum_of_squares(const std::vector<Tensor>& tensors);
+
+/// CUDA kernel "clip_and_check_" (optim::ClipAndCheckKernel): one thread computes the clipping
+/// coefficient and `status` on the device, then one multi-tensor launch scales the gradients by
+/// the coefficient (it returns at once when the coefficient is >= 1). Nothing waits.
+void clip_and_check_(const std::vector<Tensor>& grads, const Tensor& sumsq, double max_norm,
+                     const Tensor& loss, const Tensor& status);
 
 /// CUDA kernel "scale_" (optim::ScaleInplaceKernel): one multi-tensor launch multiplying every
 /// element by `factor` (rounded to float once).

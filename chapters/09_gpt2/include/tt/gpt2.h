@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "tt/gpt2_ops.h"
 #include "tt/layers.h"
 #include "tt/module.h"
 #include "tt/tensor.h"
@@ -57,12 +58,15 @@ class CausalSelfAttention : public nn::Module {
   /// Layers for C = n_embd channels in n_head heads, weights drawn from `gen` (GPT2 redraws
   /// them with its own initialization).
   CausalSelfAttention(int64_t n_embd, int64_t n_head, Generator& gen);
-  /// c_proj(causal_self_attention(c_attn(x), n_head)) for x [B, T, C].
+  /// c_proj(causal_self_attention(c_attn(x), n_head)) for x [B, T, C], each step through
+  /// `ops` when it provides one (ops->linear, ops->attention), else the reference.
   Tensor forward(const Tensor& x) override;
 
   std::shared_ptr<nn::Linear> c_attn;  ///< [3C, C]: rows q | k | v
   std::shared_ptr<nn::Linear> c_proj;  ///< [C, C]: output projection (a residual projection)
   int64_t n_head;                      ///< number of heads
+  /// The operations to use (GPT2::set_ops hands its set down); null: the reference ones.
+  std::shared_ptr<const ModelOps> ops;
 };
 
 /// A pre-norm transformer block.
@@ -97,9 +101,22 @@ class GPT2 : public nn::Module {
   /// Device of the parameters.
   Device device() const { return wte->weight.device(); }
 
+  /// Makes the forward pass and the loss use `ops` (e.g. model_ops("fast")); an empty member
+  /// keeps the reference composition for that operation. The blocks' attention layers share
+  /// the set. Parameters are unchanged, so the set may be switched at any time.
+  void set_ops(ModelOps ops);
+  /// The operations in use (reference_model_ops() until set_ops is called).
+  const ModelOps& ops() const { return *ops_; }
+
   /// Logits [B, T, V] for int64 tokens idx [B, T] (T <= block_size, tokens < Vp).
   Tensor forward(const Tensor& idx) override;
-  /// Mean cross-entropy of forward(idx) against int64 targets [B, T] (a 0-d tensor).
+  /// ln_f of the last block's output, [B, T, C]: the input of the language-model head.
+  /// With ops().residual_layernorm, ops().linear or ops().linear_gelu set, the blocks run as
+  /// one llm.c-style loop (each residual add fused with the next LayerNorm, the last with
+  /// ln_f) instead of Block::forward; otherwise Block::forward, then ln_f.
+  Tensor hidden(const Tensor& idx);
+  /// Mean cross-entropy of forward(idx) against int64 targets [B, T] (a 0-d tensor), through
+  /// ops().classifier_loss on hidden(idx) when set (the logits need not exist then).
   Tensor loss(const Tensor& idx, const Tensor& targets);
 
   std::shared_ptr<nn::Embedding> wte;   ///< token embedding [Vp, C], also the lm_head
@@ -108,8 +125,12 @@ class GPT2 : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f;  ///< final LayerNorm
 
  private:
+  /// The blocks and ln_f through the ops, llm.c's loop (see hidden()).
+  Tensor fused_blocks(const Tensor& x);
+
   GPT2Config config_;
   std::vector<Block*> blocks_;
+  std::shared_ptr<const ModelOps> ops_;
 };
 
 /// The kernels a GPT-2 training step calls (forward, backward, AdamW, clipping) that have no

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,12 +68,47 @@ bool has_model_ops(const std::string& name);
 /// Names of the registered sets, sorted ("reference" always among them).
 std::vector<std::string> model_ops_names();
 
+/// Names of the members of `ops` left empty (those that use the reference composition), in
+/// declaration order: "attention", "linear", "linear_gelu", "residual_layernorm",
+/// "classifier_loss".
+std::vector<std::string> reference_members(const ModelOps& ops);
+
+/// Checks that every operation of `ops` runs on `device`: one forward and backward of a tiny
+/// GPT-2 (L=1, NH=2, C=64, T=5) through them. Returns "" when they do, or the message of the
+/// tt::NotImplemented one of them threw (a TODO exercise of a later chapter, in a learner
+/// build); other errors propagate. train_gpt2 uses it to fall back to the reference set.
+std::string model_ops_not_implemented(const ModelOps& ops, Device device);
+
+/// Watches one training step; a later chapter provides it (chapter 10: the per-op profiler),
+/// train_gpt2 --profile-step N uses it.
+class StepProfiler {
+ public:
+  virtual ~StepProfiler() = default;
+  /// Called right before the step.
+  virtual void begin() = 0;
+  /// Called right after the step; returns the report to print.
+  virtual std::string end() = 0;
+};
+
+/// Registers the factory of step profilers (at most one; a second throws tt::Error). Returns
+/// true, for use in a static initializer.
+bool register_step_profiler(std::function<std::unique_ptr<StepProfiler>(Device)> factory);
+
+/// A step profiler for `device`, or null when no chapter linked in registers one.
+std::unique_ptr<StepProfiler> make_step_profiler(Device device);
+
+/// Chapter 09's set, registered as "reference": every operation empty (the model's own
+/// compositions), description "reference (chapter 09 compositions)". A model starts with it.
+ModelOps reference_model_ops();
+
 }  // namespace tt::gpt2
 
+/// Pastes two tokens (helper of TT_MODEL_OPS_CONCAT).
 #define TT_MODEL_OPS_CONCAT_INNER(a, b) a##b
+/// Pastes two tokens after expanding them (e.g. __LINE__), for TT_REGISTER_MODEL_OPS.
 #define TT_MODEL_OPS_CONCAT(a, b) TT_MODEL_OPS_CONCAT_INNER(a, b)
 /// Registers a ModelOps factory under `name` at static-initialization time (the chapter
 /// libraries are linked whole-archive, so the registration is never dropped by the linker).
-#define TT_REGISTER_MODEL_OPS(name, factory)                                     \
+#define TT_REGISTER_MODEL_OPS(name, factory)                                  \
   static const bool TT_MODEL_OPS_CONCAT(tt_model_ops_registered_, __LINE__) = \
       ::tt::gpt2::register_model_ops(name, factory)

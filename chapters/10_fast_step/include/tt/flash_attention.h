@@ -21,25 +21,64 @@
 ///    shapes, dtypes and devices).
 /// causal_attention_naive() is the same function composed from chapter 04's ops (matmul,
 /// masked_fill, softmax): the reference of the tests, and the "naive" of the benchmark.
+///
+/// The kernels read and write strided views: each [B, NH, T, hs] tensor only needs a unit stride
+/// along hs. flash_attention_qkv() uses this for GPT-2: its q, k, v are views into the packed
+/// qkv [B, T, 3C] that c_attn writes (row stride 3C), its output is written straight into
+/// [B, T, C] (row stride C), and its backward writes dqkv [B, T, 3C] directly, so no head is
+/// ever permuted or copied.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 
 #include "tt/dispatcher.h"
+#include "tt/strided_indexer.h"  // TT_HOST_DEVICE
 #include "tt/tensor.h"
 
 namespace tt {
 
 /// "flash_attention_forward": writes out [B, NH, T, hs] and lse [B, NH, T] (q's dtype) from
-/// contiguous q, k, v [B, NH, T, hs].
+/// q, k, v [B, NH, T, hs]. q, k, v and out may be strided views (see FlashGeometry): q, k and v
+/// share one set of strides, out has its own; lse is contiguous.
 using FlashAttentionForwardKernel = void(const Tensor& out, const Tensor& lse, const Tensor& q,
                                          const Tensor& k, const Tensor& v);
 /// "flash_attention_backward": writes dq, dk, dv (not accumulated) from dout and the forward's
-/// q, k, v, out and lse (all contiguous).
+/// q, k, v, out and lse. dq, dk, dv have the strides of q, k, v; dout those of out.
 using FlashAttentionBackwardKernel = void(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                           const Tensor& dout, const Tensor& q, const Tensor& k,
                                           const Tensor& v, const Tensor& out, const Tensor& lse);
+
+/// Where the rows of every (batch, head) of a [B, NH, T, hs] view lie, in elements: element
+/// (b, h, t, c) is at data + b * batch + h * head + t * row + c.
+struct FlashLayout {
+  int64_t batch = 0;  ///< stride of dim 0 (b)
+  int64_t head = 0;   ///< stride of dim 1 (h)
+  int64_t row = 0;    ///< stride of dim 2 (t): the distance between two rows of one head
+  /// Offset of the first row of head bh = b * NH + h.
+  TT_HOST_DEVICE int64_t offset(int64_t bh, int64_t nh) const {
+    return bh / nh * batch + bh % nh * head;
+  }
+};
+
+/// The geometry of one call of a FlashAttention kernel.
+struct FlashGeometry {
+  int64_t B = 0;    ///< batch
+  int64_t NH = 0;   ///< heads
+  int64_t T = 0;    ///< sequence length
+  int64_t hs = 0;   ///< head size
+  FlashLayout qkv;  ///< layout of q, k, v (and of dq, dk, dv)
+  FlashLayout out;  ///< layout of out (and of dout)
+};
+
+/// Checks the tensors of a FlashAttention kernel call (`op` names it in errors) and returns
+/// their geometry: every tensor of `inputs` (q, k, v, ...) and `outputs` (out, ...) defined,
+/// [B, NH, T, hs] with q's shape, dtype and device and a unit stride along hs; the `inputs`
+/// share one set of strides and the `outputs` another; lse a contiguous [B, NH, T] of q's dtype
+/// on q's device. The device and dtype rules of each backend are checked by its kernels.
+FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
+                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse);
 
 namespace cpu {
 
@@ -76,18 +115,22 @@ struct OnlineSoftmax {
 extern template struct OnlineSoftmax<float>;
 extern template struct OnlineSoftmax<double>;
 
-/// FlashAttention forward of one head (exercise ch10.2): q, k, v, o are [T, hs] row-major,
-/// lse is [T]. Tiles of kFlashBlockQ query rows and kFlashBlockK keys, an OnlineSoftmax per
-/// row, key tiles entirely above the diagonal skipped; memory beyond the outputs is O(tile).
+/// FlashAttention forward of one head (exercise ch10.2): q, k, v, o hold n rows of hs values,
+/// row i of q, k and v at i * ld_qkv, row i of o at i * ld_o (both hs when the head is a
+/// contiguous [n, hs] matrix); lse is [n]. Tiles of kFlashBlockQ query rows and kFlashBlockK
+/// keys, an OnlineSoftmax per row, key tiles entirely above the diagonal skipped; memory beyond
+/// the outputs is O(tile).
 template <typename T>
 void flash_attention_forward_head(const T* q, const T* k, const T* v, T* o, T* lse, int64_t n,
-                                  int64_t hs);
+                                  int64_t hs, int64_t ld_qkv, int64_t ld_o);
 
-/// FlashAttention backward of one head (exercise ch10.3): writes dq, dk, dv [T, hs] from dout,
-/// and the forward's q, k, v, o and lse, recomputing P tile by tile from q, k and lse.
+/// FlashAttention backward of one head (exercise ch10.3): writes dq, dk, dv (rows ld_qkv apart,
+/// like q, k, v) from dout (rows ld_o apart, like o), and the forward's q, k, v, o and lse,
+/// recomputing P tile by tile from q, k and lse.
 template <typename T>
 void flash_attention_backward_head(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
-                                   const T* v, const T* o, const T* lse, int64_t n, int64_t hs);
+                                   const T* v, const T* o, const T* lse, int64_t n, int64_t hs,
+                                   int64_t ld_qkv, int64_t ld_o);
 
 /// The CPU kernel "flash_attention_forward": flash_attention_forward_head on every (b, h), in
 /// parallel over the B * NH heads.
@@ -104,7 +147,8 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 namespace cuda {
 
 /// The CUDA kernel "flash_attention_forward" (CUDA builds only; exercise ch10.4): float32,
-/// hs in {32, 64, 128}, tensor cores in TF32 (3xTF32 when cuda::allow_tf32() is false).
+/// hs in {32, 64, 128}, tensor cores in TF32 (3xTF32 when cuda::allow_tf32() is false); every
+/// stride and data address a multiple of 16 bytes (whole float4 loads).
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                              const Tensor& v);
 /// The CUDA kernel "flash_attention_backward" (CUDA builds only; exercise ch10.5).
@@ -118,6 +162,14 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 /// float32 only on CUDA) through the FlashAttention kernels, scale \f$ 1/\sqrt{hs} \f$. Result
 /// [B, NH, T, hs]; differentiable in q, k and v.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+
+/// Causal self-attention of GPT-2's packed projection qkv [B, T, 3C] (q | k | v along the last
+/// dim, each C split into n_head heads of hs = C / n_head) -> y [B, T, C], through the
+/// FlashAttention kernels on strided views: no permute, no copy of q, k, v or y. Differentiable
+/// in qkv; the backward writes dqkv [B, T, 3C] in place of the three head gradients. Equals
+/// gpt2::causal_self_attention (chapter 09) up to rounding. Throws tt::Error naming the shapes
+/// when qkv is not [B, T, 3C] with C divisible by n_head (and, on CUDA, hs in {32, 64, 128}).
+Tensor flash_attention_qkv(const Tensor& qkv, int64_t n_head);
 
 /// The same function composed from chapter 04's ops: softmax(masked_fill(q k^T / sqrt(hs),
 /// causal_mask(T), -inf)) v. Materializes the [B, NH, T, T] scores (and their softmax).

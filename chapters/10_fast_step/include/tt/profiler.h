@@ -91,10 +91,11 @@ struct ReportRow {
 std::vector<ReportRow> read_profile(std::vector<OpStats> ops, double step_seconds,
                                     const Peaks& peaks);
 
-/// FLOPs of a dispatched call, from its shapes: 2·M·N·K per GEMM for the "matmul*" ops (batch
-/// included: 2 · numel(out) · K), the useful (causal half) FLOPs of "flash_attention_forward"
-/// (two products: 4·B·NH·hs·T(T+1)/2) and "flash_attention_backward" (five: 10·B·NH·hs·T(T+1)/2);
-/// 0 for every other op (element-wise and normalization ops do a few FLOPs per byte).
+/// FLOPs of a dispatched call, from its shapes: 2·M·N·K per GEMM for "gemm" and the "matmul*"
+/// ops (batch included: 2 · numel(out) · K), the useful (causal half) FLOPs of
+/// "flash_attention_forward" (two products: 4·B·NH·hs·T(T+1)/2) and "flash_attention_backward"
+/// (five: 10·B·NH·hs·T(T+1)/2); 0 for every other op (element-wise and normalization ops do a few
+/// FLOPs per byte).
 double kernel_flops(const KernelCall& call);
 
 /// Records every kernel dispatched between start() and stop(). On CUDA each call is bracketed
@@ -182,6 +183,17 @@ class ProfileScope {
 /// the rest ("not dispatched": copies, fills, allocations, host work, idle gaps).
 std::string format_profile_table(const std::vector<ReportRow>& rows, double step_seconds,
                                  const Peaks& peaks, std::size_t max_rows = 0);
+
+/// The peaks of `device` for the table's roofline columns: none (unknown) on the CPU, on CUDA
+/// kH100Tf32 when cuda::allow_tf32() is on, else kH100Fp32 (the devices this project measures on).
+Peaks default_peaks(Device device);
+
+/// The report of the last profile of `profiler` (after stop()): the title line "Per-op profile
+/// of <what> (<n> kernel calls):", the table by op, then the table by op and input shapes
+/// (which GEMM, which attention tensor; its top `top_shapes` rows). What bench_gpt2_step
+/// --profile and train_gpt2 --profile-step print.
+std::string profile_report(const Profiler& profiler, const Peaks& peaks, const std::string& what,
+                           std::size_t top_shapes = 15);
 
 /// The same as a JSON object: {"step_ms", "dispatched_ms", "peaks": {...}, "rows": [...]}, every
 /// row with op, calls, total_ms, percent_of_step, bytes, gb_per_s, flops, tflop_per_s,

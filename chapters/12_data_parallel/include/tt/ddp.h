@@ -10,16 +10,21 @@
 /// so buckets are filled in REVERSE registration order: the first bucket is complete earliest
 /// and its all-reduce can start while backward still runs (overlap).
 ///
-/// Overlap needs a hook in the autograd engine that calls Reducer::mark_grad_ready(i) as soon as
-/// parameter i's gradient is final (after its AccumulateGrad node ran). Until chapter 03 has that
-/// hook, DistributedDataParallel::sync_gradients() marks every parameter after backward, in
-/// reverse order: the same code path, with no overlap.
+/// Overlap: DistributedDataParallel registers a post-accumulate-grad hook (chapter 03's
+/// register_post_accumulate_grad_hook) on every parameter; it calls Reducer::mark_grad_ready(i)
+/// as soon as parameter i's gradient is final (its last AccumulateGrad node of this backward
+/// ran). When that completes a bucket, the bucket's all-reduce is STARTED (nonblocking:
+/// ProcessGroup::all_reduce_async) while backward goes on; sync_gradients() after backward waits
+/// for them all and copies the averages back (Reducer::finalize_backward). Reducer::timeline()
+/// tells, per bucket, when it became ready and when its communication started and finished.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "tt/autograd.h"
 #include "tt/dist.h"
 #include "tt/module.h"
 
@@ -49,13 +54,23 @@ inline constexpr int64_t kDefaultBucketCapBytes = 25 * 1024 * 1024;
 /// is in exactly one bucket. bucket_cap_bytes must be > 0.
 std::vector<Bucket> assign_buckets(const std::vector<Tensor>& params, int64_t bucket_cap_bytes);
 
+/// When one bucket's events happened in a backward (steady_clock; see Reducer::timeline()).
+struct BucketTiming {
+  std::chrono::steady_clock::time_point ready;     ///< its last gradient was marked ready
+  std::chrono::steady_clock::time_point started;   ///< its all-reduce was started
+  std::chrono::steady_clock::time_point finished;  ///< its all-reduce was first seen complete
+};
+
 /// Averages gradients over a ProcessGroup, one all-reduce per bucket, in bucket order.
 ///
 /// Protocol per backward: mark_grad_ready(i) once for each parameter whose gradient is final
-/// (the autograd hook, in any order), then finalize_backward(). Bucket b is all-reduced as soon
-/// as all its parameters are ready AND buckets 0..b-1 have been launched: every rank then issues
-/// the same all-reduces in the same order, even if their gradients become ready in another
-/// order (a different order would pair unrelated buffers across ranks).
+/// (the autograd hook, in any order), then finalize_backward(). Bucket b's all-reduce is started
+/// as soon as all its parameters are ready AND buckets 0..b-1 have been started: every rank then
+/// issues the same all-reduces in the same order, even if their gradients become ready in
+/// another order (a different order would pair unrelated buffers across ranks). The all-reduces
+/// are nonblocking (ProcessGroup::all_reduce_async); finalize_backward() waits for them and
+/// copies the averages into the gradients. Each mark_grad_ready() also polls the all-reduces in
+/// flight (with MPI, a nonblocking collective progresses while MPI is being called).
 class Reducer {
  public:
   /// Checks that `buckets` place every parameter exactly once, contiguously, with the
@@ -63,13 +78,15 @@ class Reducer {
   Reducer(std::vector<Tensor> params, std::vector<Bucket> buckets, ProcessGroup& group);
 
   /// Parameter `param`'s gradient is final for this backward (exercise ch12.3): counts it in
-  /// its bucket and all-reduces (reduce_bucket) every bucket, in order, from the next one not
-  /// yet reduced up to the first that is still incomplete. Does nothing when disabled
-  /// (no_sync). Throws tt::Error when `param` is out of range or marked twice in one backward.
+  /// its bucket and starts the all-reduce (reduce_bucket) of every bucket, in order, from the
+  /// next one not yet started up to the first that is still incomplete. Does nothing when
+  /// disabled (no_sync). Throws tt::Error when `param` is out of range or marked twice in one
+  /// backward.
   void mark_grad_ready(int64_t param);
-  /// Ends a backward: marks the parameters not yet ready (in reverse order, which reduces every
-  /// remaining bucket), checks that every bucket was reduced, and resets for the next backward.
-  /// Does nothing when disabled.
+  /// Ends a backward: marks the parameters not yet ready (in reverse order, which starts every
+  /// remaining bucket), checks that every bucket was started, waits for every all-reduce in
+  /// bucket order and copies the averages into the gradients, records the timeline, and resets
+  /// for the next backward. Does nothing when disabled.
   void finalize_backward();
 
   /// Enables or disables communication (DistributedDataParallel::no_sync disables it).
@@ -82,24 +99,41 @@ class Reducer {
   const std::vector<int64_t>& reduced_order() const { return last_reduced_order_; }
   /// All-reduces issued since construction.
   int64_t num_reductions() const { return num_reductions_; }
+  /// Per bucket, when it became ready and when its all-reduce started and finished, in the last
+  /// completed backward (empty before the first one, and after one inside no_sync).
+  const std::vector<BucketTiming>& timeline() const { return last_timeline_; }
+  /// When finalize_backward() of the last completed backward was called (the end of backward
+  /// when it is called right after it) and when it returned.
+  std::chrono::steady_clock::time_point finalize_called() const { return finalize_called_; }
+  /// See finalize_called().
+  std::chrono::steady_clock::time_point finalize_returned() const { return finalize_returned_; }
 
  private:
-  /// All-reduces bucket b (part of ch12.3): packs its gradients into the flat buffer (an
-  /// undefined gradient counts as zeros and becomes a zero tensor), averages the buffer over
-  /// the group, and copies the averages back into every gradient.
+  /// Starts bucket b's all-reduce (part of ch12.3): packs its gradients into the flat buffer
+  /// (an undefined gradient counts as zeros and becomes a zero tensor) and starts one
+  /// nonblocking average of the buffer over the group, kept in works_[b]; finish_bucket(b)
+  /// copies the result back.
   void reduce_bucket(int64_t b);
+  /// Waits for bucket b's all-reduce and copies the averages into its gradients (given).
+  void finish_bucket(int64_t b);
+  /// Polls the all-reduces in flight (records their finish time; lets MPI progress them).
+  void poll();
   void reset();
 
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
   ProcessGroup& group_;
-  std::vector<Tensor> buffers_;              // one flat buffer per bucket
-  std::vector<int64_t> bucket_of_;           // parameter -> bucket
-  std::vector<int64_t> pending_;             // bucket -> parameters not yet ready
-  std::vector<char> ready_;                  // parameter -> marked in this backward
-  int64_t next_bucket_ = 0;                  // first bucket not yet reduced
-  std::vector<int64_t> reduced_order_;       // this backward (reduce_bucket appends)
-  std::vector<int64_t> last_reduced_order_;  // the last completed backward
+  std::vector<Tensor> buffers_;               // one flat buffer per bucket
+  std::vector<int64_t> bucket_of_;            // parameter -> bucket
+  std::vector<int64_t> pending_;              // bucket -> parameters not yet ready
+  std::vector<char> ready_;                   // parameter -> marked in this backward
+  int64_t next_bucket_ = 0;                   // first bucket not yet reduced
+  std::vector<int64_t> reduced_order_;        // this backward (reduce_bucket appends)
+  std::vector<int64_t> last_reduced_order_;   // the last completed backward
+  std::vector<std::unique_ptr<Work>> works_;  // bucket -> its all-reduce in flight
+  std::vector<BucketTiming> timeline_;        // this backward
+  std::vector<BucketTiming> last_timeline_;   // the last completed backward
+  std::chrono::steady_clock::time_point finalize_called_, finalize_returned_;
   int64_t num_reductions_ = 0;
   bool enabled_ = true;
 };
@@ -110,9 +144,13 @@ struct DdpOptions {
 };
 
 /// Wraps a module for data-parallel training: at construction every parameter and buffer is
-/// broadcast from rank 0 (all ranks start identical); after each backward, sync_gradients()
-/// averages the gradients over the group (Reducer). Use with any optimizer built on
-/// module().parameters(): every rank then takes the same step.
+/// broadcast from rank 0 (all ranks start identical) and a post-accumulate-grad hook is
+/// registered on every parameter, so each bucket's all-reduce starts during backward as soon as
+/// its gradients are final; after each backward, sync_gradients() waits for them (Reducer).
+/// Use with any optimizer built on module().parameters(): every rank then takes the same step.
+/// Call sync_gradients() after every backward outside no_sync (a second backward before it
+/// marks the parameters twice, which is an error). Not copyable or movable (the hooks point to
+/// it); destroying it removes the hooks.
 ///
 /// Gradient accumulation: backwards inside `auto guard = ddp.no_sync();` only accumulate
 /// locally; the first sync_gradients() after the guard averages the accumulated sum once.
@@ -121,6 +159,8 @@ class DistributedDataParallel {
   /// Broadcasts `module`'s parameters and buffers from rank 0 and builds the buckets.
   DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroup& group,
                           DdpOptions options = {});
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
   /// module().forward(input).
   Tensor forward(const Tensor& input) { return module_->forward(input); }
   /// The wrapped module.
@@ -129,8 +169,9 @@ class DistributedDataParallel {
   Reducer& reducer() { return reducer_; }
   /// The process group.
   ProcessGroup& group() const { return group_; }
-  /// Call after loss.backward(): averages the gradients over the ranks (nothing inside
-  /// no_sync). With an autograd post-accumulate-grad hook this only reduces what is left.
+  /// Call after loss.backward(): starts the all-reduces of buckets not started during backward
+  /// (those of unused parameters), waits for all, and leaves the averages in the gradients
+  /// (nothing inside no_sync).
   void sync_gradients() { reducer_.finalize_backward(); }
 
   /// Disables gradient synchronisation for its lifetime (restores the previous state).
@@ -156,6 +197,7 @@ class DistributedDataParallel {
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;
   Reducer reducer_;
+  std::vector<autograd::RemovableHandle> hooks_;  // last: removed before the reducer dies
 };
 
 /// Broadcasts every tensor of `tensors` from `root` in place (parameters at start-up).

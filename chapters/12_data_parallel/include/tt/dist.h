@@ -21,11 +21,22 @@
 /// than timeout_seconds() (environment TT_DIST_TIMEOUT_S, default 300 s), the process prints
 /// what it was waiting for to stderr and exits with status 124; mpirun then ends the job.
 ///
-/// Extension point: CUDA tensors will go through NCCL (a second Backend chosen by the tensor's
-/// device, its communicator bootstrapped by broadcasting the ncclUniqueId over MPI). Today a
-/// CUDA tensor throws tt::Error naming the collective.
+/// CUDA tensors go through NCCL when the build found it (TT_WITH_NCCL): the group creates an
+/// NCCL communicator on the first collective with a CUDA tensor (rank 0 makes the ncclUniqueId,
+/// the CPU backend broadcasts it), on GPU local_rank(). NCCL runs on its own stream; events
+/// order it after the work already queued on the device's compute stream
+/// (tt::cuda::stream()) and the compute stream after it, so callers see the result as if the
+/// collective were one more kernel: the host does not wait (the watchdog does not cover NCCL).
+/// NCCL_NVLS_ENABLE is set to 0 before the communicator is created unless the environment sets
+/// it (NVLink SHARP multicast is not available on every multi-GPU machine).
+///
+/// Nonblocking all-reduce: all_reduce_async() starts the collective and returns a Work; the
+/// result is in the tensor after Work::wait() (MPI_Iallreduce on the CPU; on CUDA the compute
+/// stream waits on the NCCL stream). DistributedDataParallel uses it to overlap each bucket's
+/// communication with the rest of backward.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,14 +55,25 @@ enum class ReduceOp {
 /// "sum" or "avg".
 const char* reduce_op_name(ReduceOp op);
 
+/// A collective a Backend has started and not yet finished (Backend::all_reduce_async).
+class BackendWork {
+ public:
+  virtual ~BackendWork() = default;
+  /// True once the collective has completed (never blocks; with MPI it also drives progress).
+  virtual bool test() = 0;
+  /// Returns when the result may be used: on the CPU when the data is there; on CUDA when the
+  /// device's compute stream has been ordered after the collective.
+  virtual void wait() = 0;
+};
+
 /// What a transport implements: the collectives on contiguous tensors of one device type, with
 /// arguments already checked by ProcessGroup. MPI implements it for CPU tensors (its destructor
-/// calls MPI_Finalize); a world of one process implements it with copies. (NCCL for CUDA
-/// tensors is the planned second one.)
+/// calls MPI_Finalize); a world of one process implements it with copies; NCCL implements it for
+/// CUDA tensors (dist_nccl.cc).
 class Backend {
  public:
   virtual ~Backend() = default;
-  /// "mpi", "self", ...
+  /// "mpi", "self", "nccl", ...
   virtual std::string name() const = 0;
   /// This process's rank.
   virtual int rank() const = 0;
@@ -59,16 +81,23 @@ class Backend {
   virtual int world_size() const = 0;
   /// Rank among the processes of this machine (selects the GPU).
   virtual int local_rank() const = 0;
+  /// True when all_reduce and reduce_scatter compute ReduceOp::kAvg themselves (NCCL's ncclAvg);
+  /// otherwise ProcessGroup passes kSum and divides the result by world_size().
+  virtual bool native_avg() const { return false; }
   /// Elementwise MIN and MAX of int64 `values` over the ranks, written to `mins` and `maxs`
   /// (all of the same length): the agreement check before each collective.
   virtual void min_max(const std::vector<int64_t>& values, std::vector<int64_t>& mins,
                        std::vector<int64_t>& maxs) = 0;
-  /// In-place sum of `t` over the ranks.
-  virtual void all_reduce_sum(const Tensor& t) = 0;
+  /// In place: `t` = `op` over the ranks of `t` (op is kSum unless native_avg()).
+  virtual void all_reduce(const Tensor& t, ReduceOp op) = 0;
+  /// Starts all_reduce(t, op) and returns its handle; `t` must stay untouched until wait().
+  /// The default runs the blocking all_reduce and returns a completed handle.
+  virtual std::unique_ptr<BackendWork> all_reduce_async(const Tensor& t, ReduceOp op);
   /// `t` on every rank becomes `t` of rank `root`.
   virtual void broadcast(const Tensor& t, int root) = 0;
-  /// `output` (n elements) = rank's slice [rank*n, (rank+1)*n) of the sum of `input` (N*n).
-  virtual void reduce_scatter_sum(const Tensor& output, const Tensor& input) = 0;
+  /// `output` (n elements) = rank's slice [rank*n, (rank+1)*n) of `op` over the ranks of
+  /// `input` (N*n elements; op is kSum unless native_avg()).
+  virtual void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
   /// `output` (N*n) = the `input`s (n each) of ranks 0..N-1, concatenated.
   virtual void all_gather(const Tensor& output, const Tensor& input) = 0;
   /// Returns when every rank has called it.
@@ -82,12 +111,50 @@ class Backend {
   virtual void recv(const Tensor& t, int src, int tag) = 0;
 };
 
+class ProcessGroup;
+
+/// A collective in flight, returned by ProcessGroup::all_reduce_async. wait() makes the result
+/// usable (and applies the division of ReduceOp::kAvg where the backend does not); the
+/// destructor waits when nobody did (a collective cannot be abandoned: the peers take part in
+/// it). It records when it started and when it was first seen complete, for timelines.
+class Work {
+ public:
+  /// Wraps a backend collective on `t` started at `started`; `divide`: wait() divides `t` by
+  /// the world size (ProcessGroup::all_reduce_async builds it).
+  Work(ProcessGroup& group, std::unique_ptr<BackendWork> work, Tensor t, bool divide,
+       std::string what, std::chrono::steady_clock::time_point started);
+  /// Waits when wait() was not called; an error is printed to stderr, not thrown.
+  ~Work();
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  /// True once the collective has completed; never blocks. Records finished() the first time.
+  bool is_completed();
+  /// Blocks until the result is in the tensor (CPU) or ordered before later kernels (CUDA);
+  /// a second call does nothing. Guarded by the group's watchdog.
+  void wait();
+  /// When the collective was started.
+  std::chrono::steady_clock::time_point started() const { return started_; }
+  /// When it was first seen complete (by is_completed() or wait()).
+  std::chrono::steady_clock::time_point finished() const { return finished_; }
+
+ private:
+  ProcessGroup& group_;
+  std::unique_ptr<BackendWork> work_;
+  Tensor tensor_;
+  bool divide_;
+  std::string what_;
+  bool completed_ = false;
+  bool waited_ = false;
+  std::chrono::steady_clock::time_point started_, finished_;
+};
+
 /// A group of processes (ranks) and the collectives between them. Obtain it with world().
 ///
-/// Every call validates its tensors (defined, contiguous, CPU, float32/float64/int64, sizes
-/// consistent with world_size()) and, for collectives, that all ranks agree (see the file
-/// comment); errors are tt::Error naming the call, the rank and the sizes. Calls come from one
-/// thread at a time (MPI is initialised with MPI_THREAD_FUNNELED).
+/// Every call validates its tensors (defined, contiguous, float32/float64/int64, on the CPU or,
+/// for collectives in an NCCL build, on CUDA device local_rank(); sizes consistent with
+/// world_size()) and, for collectives, that all ranks agree (see the file comment); errors are
+/// tt::Error naming the call, the rank and the sizes. Calls come from one thread at a time (MPI
+/// is initialised with MPI_THREAD_FUNNELED).
 class ProcessGroup {
  public:
   /// A group on `backend` (world() builds the right one; tests may build their own).
@@ -102,13 +169,20 @@ class ProcessGroup {
   int world_size() const { return world_size_; }
   /// Rank on this machine (OMPI_COMM_WORLD_LOCAL_RANK): the GPU a rank uses.
   int local_rank() const { return local_rank_; }
-  /// "mpi" or "self".
+  /// "mpi" or "self": the backend of CPU tensors.
   std::string backend_name() const;
+  /// True when this build has the NCCL backend (collectives on CUDA tensors).
+  static bool built_with_nccl();
   /// "rank r of N" for messages.
   std::string where() const;
 
   /// In place: t = op over the ranks of t.
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::kSum);
+  /// Starts all_reduce(t, op) without waiting for it (the agreement check still runs first);
+  /// `t` holds the result after the returned Work's wait(). Nonblocking collectives are
+  /// matched across ranks in the order they are started, like blocking ones.
+  [[nodiscard]] std::unique_ptr<Work> all_reduce_async(const Tensor& t,
+                                                       ReduceOp op = ReduceOp::kSum);
   /// In place: t = t of rank `root`.
   void broadcast(const Tensor& t, int root = 0);
   /// output = this rank's 1/N slice of (op over the ranks of input); input.numel() must be
@@ -117,7 +191,7 @@ class ProcessGroup {
   /// output = concatenation of every rank's input; output.numel() = world_size() *
   /// input.numel().
   void all_gather(const Tensor& output, const Tensor& input);
-  /// Waits for every rank.
+  /// Waits for every rank (and, when the NCCL backend exists, for its queued collectives).
   void barrier();
   /// Sends `send` to `dst` and receives `recv` from `src` at the same time (the ring step).
   void send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag = 0);
@@ -139,13 +213,16 @@ class ProcessGroup {
   int64_t ring_bytes() const { return ring_bytes_; }
 
  private:
+  friend class Work;
   class Watchdog;
-  void check_tensor(const char* call, const Tensor& t, bool float_only) const;
+  void check_tensor(const char* call, const Tensor& t, bool float_only, bool cuda_ok = true) const;
+  Backend& backend_for(const Tensor& t);
   void check_agreement(int64_t call, const Tensor& t, int64_t root, int64_t op);
   void check_peer(const char* call, int peer) const;
   void count(const Tensor& t, int64_t ring_phases);
 
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> cuda_backend_;  // NCCL, created by the first CUDA collective
   int rank_, world_size_, local_rank_;
   double timeout_s_;
   int64_t bytes_ = 0;
@@ -164,5 +241,11 @@ bool built_with_mpi();
 /// The backend of a one-process world: every collective is the identity (avg divides by 1),
 /// send_recv to itself copies.
 std::unique_ptr<Backend> make_self_backend();
+/// The NCCL backend for CUDA tensors of a group whose CPU backend is `bootstrap` (used to
+/// broadcast the ncclUniqueId): one communicator of bootstrap.world_size() ranks on CUDA device
+/// bootstrap.local_rank(). Throws tt::Error when the build has no NCCL, when the device does
+/// not exist (more ranks on this machine than GPUs), or when NCCL fails, naming the call, rank
+/// and device.
+std::unique_ptr<Backend> make_nccl_backend(Backend& bootstrap);
 
 }  // namespace tt::dist

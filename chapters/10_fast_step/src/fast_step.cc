@@ -1,0 +1,207 @@
+// Chapter 10, "A step without waste": chapter 09's training step with its decisions (clipping,
+// the non-finite check) made on the device and its results read once, at the end (tt/fast_step.h).
+#include "tt/fast_step.h"
+
+#include <cmath>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/functional.h"
+
+#if TT_WITH_CUDA
+#include "tt/cuda_device.h"
+#include "tt/cuda_ops.h"
+#endif
+
+namespace tt::fast {
+
+PendingStep forward_backward_async(optim::Optimizer& optimizer,
+                                   const std::function<Tensor(const Batch&)>& loss_of,
+                                   const std::function<Batch()>& next_batch,
+                                   const gpt2::TrainStepOptions& options) {
+  TT_CHECK(options.grad_accum_steps >= 1,
+           "fast::train_step_async: grad_accum_steps must be >= 1, got ", options.grad_accum_steps);
+#if TT_WITH_CUDA
+  // Token ids are checked by a kernel; finish_step reads the record.
+  cuda::IndexChecksGuard device_checks(cuda::IndexChecks::kDevice);
+#endif
+  PendingStep pending;
+  optimizer.zero_grad();
+  const double scale = 1.0 / static_cast<double>(options.grad_accum_steps);
+  Tensor loss_sum;  // float64 0-d on the loss's device: chapter 09's host double, kept there
+  for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
+    const Batch batch = next_batch();
+    const Tensor loss = loss_of(batch);
+    TT_CHECK(loss.defined() && loss.numel() == 1,
+             "fast::train_step_async: loss_of must return a one-element tensor, got ",
+             loss.describe());
+    {
+      autograd::NoGradGuard no_grad;
+      const Tensor term = mul(loss.detach().reshape({}).to(DType::kFloat64), scale);
+      loss_sum = loss_sum.defined() ? add(loss_sum, term) : term;
+    }
+    pending.tokens += batch.inputs.numel();
+    autograd::backward(mul(loss, scale));
+  }
+  std::vector<Tensor> params, grads;
+  for (const auto& group : optimizer.param_groups()) {
+    params.insert(params.end(), group.params.begin(), group.params.end());
+  }
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    TT_CHECK(g.is_contiguous() && g.device() == loss_sum.device(),
+             "fast::train_step_async: gradient ", g.describe(),
+             " must be contiguous and on the loss's device (", loss_sum.device().str(), ")");
+    grads.push_back(g);
+  }
+  const Device device = loss_sum.device();
+  const Tensor sumsq = grads.empty() ? zeros({}, {DType::kFloat64, device})
+                                     : call_kernel<optim::SumOfSquaresDeviceKernel>(
+                                           "sum_of_squares_device", device, grads);
+  const double max_norm = options.max_grad_norm > 0 ? options.max_grad_norm : INFINITY;
+  pending.status = empty({3}, {DType::kFloat64, device});
+  call_kernel<optim::ClipAndCheckKernel>("clip_and_check_", device, grads, sumsq, max_norm,
+                                         loss_sum, pending.status);
+  return pending;
+}
+
+PendingStep train_step_async(optim::Optimizer& optimizer,
+                             const std::function<Tensor(const Batch&)>& loss_of,
+                             const std::function<Batch()>& next_batch,
+                             const gpt2::TrainStepOptions& options) {
+  PendingStep pending = forward_backward_async(optimizer, loss_of, next_batch, options);
+  optimizer.step_unless(pending.status.select(0, 2));  // no update where skip != 0
+  return pending;
+}
+
+PendingStep train_step_async(gpt2::GPT2& model, optim::Optimizer& optimizer,
+                             const std::function<Batch()>& next_batch,
+                             const gpt2::TrainStepOptions& options) {
+  const Device device = model.device();
+  return train_step_async(
+      optimizer,
+      [&](const Batch& b) { return model.loss(b.inputs.to(device), b.targets.to(device)); },
+      next_batch, options);
+}
+
+gpt2::TrainStepResult finish_step(optim::Optimizer& optimizer, const PendingStep& pending) {
+  TT_CHECK(pending.status.defined() && pending.status.numel() == 3,
+           "fast::finish_step: the pending step holds no status (was it made by "
+           "train_step_async?)");
+  const std::vector<double> s = pending.status.to(Device::cpu()).to_vector<double>();
+#if TT_WITH_CUDA
+  if (pending.status.device().is_cuda()) cuda::check_index_errors(pending.status.device().index);
+#endif
+  gpt2::TrainStepResult r;
+  r.loss = s[0];
+  r.grad_norm = s[1];
+  r.finite = s[2] == 0.0;
+  r.tokens = pending.tokens;
+  if (!r.finite) optimizer.rewind_step_count();  // the kernels made no update
+  return r;
+}
+
+gpt2::TrainStepResult train_step(gpt2::GPT2& model, optim::Optimizer& optimizer,
+                                 const std::function<Batch()>& next_batch,
+                                 const gpt2::TrainStepOptions& options) {
+  return finish_step(optimizer, train_step_async(model, optimizer, next_batch, options));
+}
+
+// ----- GraphedTrainStep ------------------------------------------------------------------------
+
+struct GraphedTrainStep::Impl {
+  Impl(gpt2::GPT2& m, optim::Optimizer& o, int64_t b, int64_t t, const gpt2::TrainStepOptions& opts,
+       int w)
+      : model(m), optimizer(o), B(b), T(t), options(opts), warmup(w) {}
+
+  gpt2::GPT2& model;
+  optim::Optimizer& optimizer;
+  int64_t B, T;
+  gpt2::TrainStepOptions options;
+  int warmup;
+  int steps = 0;
+  std::vector<Batch> buffers;  // one fixed [B, T] pair per micro-batch, on the model's device
+  PendingStep captured_pending;
+#if TT_WITH_CUDA
+  std::unique_ptr<cuda::CudaGraph> graph;
+#endif
+
+  // forward_backward_async on the fixed buffers.
+  PendingStep run_on_buffers() {
+    std::size_t next = 0;
+    return forward_backward_async(
+        optimizer, [&](const Batch& b) { return model.loss(b.inputs, b.targets); },
+        [&] { return buffers[next++]; }, options);
+  }
+};
+
+GraphedTrainStep::GraphedTrainStep(gpt2::GPT2& model, optim::Optimizer& optimizer, int64_t B,
+                                   int64_t T, const gpt2::TrainStepOptions& options, int warmup)
+    : impl_(std::make_unique<Impl>(model, optimizer, B, T, options, warmup)) {
+#if TT_WITH_CUDA
+  const Device device = model.device();
+  TT_CHECK(device.is_cuda(),
+           "fast::GraphedTrainStep: CUDA graphs need the model on a CUDA "
+           "device, got ",
+           device.str());
+  TT_CHECK(B >= 1 && T >= 1 && options.grad_accum_steps >= 1 && warmup >= 0,
+           "fast::GraphedTrainStep: needs B, T, grad_accum_steps >= 1 and warmup >= 0, got B=", B,
+           " T=", T, " grad_accum_steps=", options.grad_accum_steps, " warmup=", warmup);
+  for (int64_t m = 0; m < options.grad_accum_steps; ++m) {
+    impl_->buffers.push_back(
+        {zeros({B, T}, {DType::kInt64, device}), zeros({B, T}, {DType::kInt64, device})});
+  }
+  impl_->graph = std::make_unique<cuda::CudaGraph>(device.index);
+#else
+  TT_CHECK(false, "fast::GraphedTrainStep: this build has no CUDA (CUDA graphs need a GPU)");
+#endif
+}
+
+GraphedTrainStep::~GraphedTrainStep() = default;
+
+PendingStep GraphedTrainStep::step(const std::function<Batch()>& next_batch) {
+  Impl& s = *impl_;
+  for (Batch& buffer : s.buffers) {
+    const Batch b = next_batch();
+    TT_CHECK(
+        b.inputs.shape() == buffer.inputs.shape() && b.targets.shape() == buffer.targets.shape(),
+        "fast::GraphedTrainStep::step: batches must be [", s.B, ", ", s.T, "], got inputs ",
+        b.inputs.describe(), " and targets ", b.targets.describe());
+    buffer.inputs.copy_(b.inputs);  // staged: the host does not wait
+    buffer.targets.copy_(b.targets);
+  }
+  PendingStep pending;
+#if TT_WITH_CUDA
+  if (s.steps < s.warmup) {
+    pending = s.run_on_buffers();
+  } else {
+    if (!s.graph->captured()) {
+      s.graph->capture([&] { s.captured_pending = s.run_on_buffers(); });
+    }
+    s.graph->replay();
+    pending = s.captured_pending;
+  }
+#endif
+  ++s.steps;
+  s.optimizer.step_unless(pending.status.select(0, 2));
+  return pending;
+}
+
+bool GraphedTrainStep::captured() const {
+#if TT_WITH_CUDA
+  return impl_->graph->captured();
+#else
+  return false;
+#endif
+}
+
+std::size_t GraphedTrainStep::graph_nodes() const {
+#if TT_WITH_CUDA
+  return impl_->graph->num_nodes();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace tt::fast

@@ -1,0 +1,252 @@
+// The fused classifier (tt/fused_classifier.h): front-end, the autograd Function with its chunk
+// loop, and the CPU kernels "classifier_xent_rows" (around exercise ch10.7, in
+// fused_classifier_cpu.cc) and "gemm". The CUDA kernels are in fused_classifier_cuda.cu and
+// chapter 07's cublas_matmul.cu.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/eigen.h"
+#include "tt/functional.h"
+#include "tt/fused_classifier.h"
+#include "tt/parallel.h"
+
+namespace tt {
+
+namespace {
+
+constexpr const char* kOp = "fused_classifier_loss";
+
+// Checks the front-end's inputs; returns N, the number of rows (tokens).
+int64_t check_inputs(const Tensor& x, const Tensor& wte, int64_t vocab_size,
+                     const Tensor& targets) {
+  TT_CHECK(x.defined() && wte.defined() && targets.defined(), kOp,
+           ": x, wte and targets must be defined tensors");
+  TT_CHECK(x.dim() >= 1 && is_floating(x.dtype()) && wte.dim() == 2 && wte.dtype() == x.dtype() &&
+               wte.size(1) == x.size(-1),
+           kOp, ": expected x [..., C] and wte [Vp, C] of one float dtype, got x ", x.describe(),
+           ", wte ", wte.describe());
+  TT_CHECK(vocab_size >= 1 && vocab_size <= wte.size(0), kOp, ": vocab_size ", vocab_size,
+           " must be in [1, Vp] for wte ", wte.describe());
+  const Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
+  TT_CHECK(targets.dtype() == DType::kInt64 && targets.shape() == rows_shape, kOp,
+           ": targets must be int64 of x's leading shape ", rows_shape, ", got ",
+           targets.describe());
+  TT_CHECK(wte.device() == x.device() && targets.device() == x.device(), kOp,
+           ": x, wte and targets must be on one device, got x ", x.describe(), ", wte ",
+           wte.describe(), ", targets ", targets.describe());
+  return targets.numel();
+}
+
+// Throws tt::Error naming the op, the position and the value of the first target outside
+// [0, V). Reads the targets on the host (a copy, hence a synchronization, on CUDA).
+void check_target_range(const Tensor& targets, int64_t vocab_size) {
+  const Tensor host = targets.contiguous().to(Device::cpu());
+  const int64_t* t = host.data<int64_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    TT_CHECK(t[i] >= 0 && t[i] < vocab_size, kOp, ": targets[", i, "] = ", t[i],
+             " is out of range [0, ", vocab_size, ") (targets ", targets.describe(), ")");
+  }
+}
+
+/// The fused classifier. forward computes the loss and, when a gradient is needed, dx and dW
+/// (for a loss gradient of 1); backward scales them by the actual gradient.
+struct FusedClassifierFn : autograd::Function {
+  FusedClassifierFn(int64_t vocab_size, Tensor targets, FusedClassifierOptions options,
+                    bool need_grad)
+      : vocab_size_(vocab_size),
+        targets_(std::move(targets)),
+        options_(options),
+        need_grad_(need_grad) {}
+
+  std::string name() const override { return "FusedClassifierBackward"; }
+
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor& x_in = in[0];
+    const int64_t V = vocab_size_, C = x_in.size(-1), N = targets_.numel();
+    const TensorOptions opts{x_in.dtype(), x_in.device()};
+    const Tensor x = x_in.reshape({N, C}).contiguous();
+    const Tensor wte = in[1].contiguous();
+    // G >= V columns: all of the padded row when wte has the rows (see Alignment in the header).
+    const int64_t ld = classifier_padded_stride(V), G = std::min(wte.size(0), ld);
+    const Tensor w = wte.narrow(0, 0, G);  // the rows that are multiplied (>= V predicted)
+    const Tensor w_t = w.transpose(0, 1);  // [C, G], column-major: no copy
+    const Tensor row_loss = empty({N}, opts);
+    if (need_grad_) {
+      dx_ = empty({N, C}, opts);
+      dw_ = zeros(wte.shape(), opts);  // rows >= V keep a zero gradient
+    }
+    const int64_t R = classifier_chunk_rows(N, V, x.dtype(), options_);
+    const Tensor buffer = empty({std::min(R, N), ld}, opts);
+    const double scale = 1.0 / static_cast<double>(N);
+    const Device dev = x.device();
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+      const int64_t rows = std::min(R, N - r0);
+      const Tensor xr = x.narrow(0, r0, rows);
+      const Tensor z = buffer.narrow(0, 0, rows).narrow(1, 0, G);  // [rows, G], padded rows
+      call_kernel<GemmKernel>("gemm", dev, z, xr, w_t, 1.0, 0.0);
+      call_kernel<ClassifierXentKernel>("classifier_xent_rows", dev, z,
+                                        row_loss.narrow(0, r0, rows), targets_.narrow(0, r0, rows),
+                                        V, scale);
+      if (!need_grad_) continue;
+      // z now holds dL/dz of these rows (for dL = 1), zero in the columns [V, G).
+      call_kernel<GemmKernel>("gemm", dev, dx_.narrow(0, r0, rows), z, w, 1.0, 0.0);
+      call_kernel<GemmKernel>("gemm", dev, dw_.narrow(0, 0, G), z.transpose(0, 1), xr, 1.0, 1.0);
+    }
+    return {div(sum(row_loss), static_cast<double>(N))};  // fixed-order sum; NaN for N = 0
+  }
+
+  std::vector<Tensor> backward(const std::vector<Tensor>& grads) override {
+    TT_CHECK(dx_.defined() && dw_.defined(), "FusedClassifierBackward: no saved gradients");
+    const Tensor& g = grads[0];  // 0-d, on the device: the multiply broadcasts it, no sync
+    Tensor dx, dw;
+    if (needs_input_grad(0)) dx = mul(dx_, g).view(x_shape_);
+    if (needs_input_grad(1)) dw = mul(dw_, g);
+    return {dx, dw};
+  }
+
+  void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
+    x_shape_ = in[0].shape();
+  }
+
+  void release_saved() override {
+    Function::release_saved();
+    dx_ = Tensor();
+    dw_ = Tensor();
+  }
+
+  int64_t vocab_size_;
+  Tensor targets_;  // int64 [N], contiguous
+  FusedClassifierOptions options_;
+  bool need_grad_;
+  Shape x_shape_;
+  Tensor dx_, dw_;  // plain tensors without history: no reference cycle
+};
+
+}  // namespace
+
+void check_classifier_xent_args(const char* op, const Tensor& logits, const Tensor& row_loss,
+                                const Tensor& targets, int64_t vocab_size) {
+  TT_CHECK(logits.defined() && row_loss.defined() && targets.defined() && logits.dim() == 2 &&
+               logits.stride(1) == 1 && logits.stride(0) >= logits.size(1) && vocab_size >= 1 &&
+               vocab_size <= logits.size(1) && row_loss.is_contiguous() &&
+               row_loss.shape() == Shape{logits.size(0)} && row_loss.dtype() == logits.dtype() &&
+               row_loss.device() == logits.device() && targets.is_contiguous() &&
+               targets.dtype() == DType::kInt64 && targets.shape() == Shape{logits.size(0)} &&
+               targets.device() == logits.device(),
+           op, ": expected logits [R, G >= V = ", vocab_size,
+           "] with padded rows, row_loss [R] of their dtype and int64 targets [R] on one device, "
+           "got ",
+           logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
+}
+
+int64_t classifier_padded_stride(int64_t vocab_size) {
+  return (vocab_size + kClassifierRowAlign - 1) / kClassifierRowAlign * kClassifierRowAlign;
+}
+
+int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_size, DType dtype,
+                              const FusedClassifierOptions& options) {
+  const int64_t n = std::max<int64_t>(rows, 1);
+  if (options.chunk_rows > 0) return std::min(options.chunk_rows, n);
+  const int64_t row_bytes =
+      classifier_padded_stride(vocab_size) * static_cast<int64_t>(dtype_size(dtype));
+  const int64_t fit = std::clamp<int64_t>(options.max_chunk_bytes / row_bytes, 1, n);
+  const int64_t chunks = (n + fit - 1) / fit;
+  return (n + chunks - 1) / chunks;  // balanced: no small last chunk
+}
+
+Tensor fused_classifier_loss(const Tensor& x, const Tensor& wte, int64_t vocab_size,
+                             const Tensor& targets, const FusedClassifierOptions& options) {
+  check_inputs(x, wte, vocab_size, targets);
+  if (options.check_targets || x.device().is_cpu()) check_target_range(targets, vocab_size);
+  const bool need_grad = autograd::is_grad_enabled() && (x.requires_grad() || wte.requires_grad());
+  return autograd::Function::apply<FusedClassifierFn>(
+      {x, wte}, vocab_size, targets.reshape({-1}).contiguous(), options, need_grad)[0];
+}
+
+Tensor classifier_loss_unfused(const Tensor& x, const Tensor& wte, int64_t vocab_size,
+                               const Tensor& targets) {
+  check_inputs(x, wte, vocab_size, targets);
+  const Tensor logits = matmul(x, transpose(slice(wte, 0, 0, vocab_size), 0, 1));
+  return cross_entropy(reshape(logits, {-1, vocab_size}), targets.reshape({-1}));
+}
+
+namespace cpu {
+
+void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
+                          int64_t vocab_size, double scale) {
+  check_classifier_xent_args("cpu::classifier_xent_rows", logits, row_loss, targets, vocab_size);
+  TT_CHECK(logits.device().is_cpu(), "cpu::classifier_xent_rows: expected CPU tensors, got ",
+           logits.describe());
+  const int64_t R = logits.size(0), V = vocab_size, G = logits.size(1), ld = logits.stride(0);
+  const int64_t* t = targets.data<int64_t>();
+  for (int64_t r = 0; r < R; ++r) {
+    TT_CHECK(t[r] >= 0 && t[r] < V, "cpu::classifier_xent_rows: targets[", r, "] = ", t[r],
+             " is out of range [0, ", V, ")");
+  }
+  dispatch_floating(logits.dtype(), "cpu::classifier_xent_rows", [&]<typename T>() {
+    T* z = logits.data<T>();
+    T* loss = row_loss.data<T>();
+    const T s = static_cast<T>(scale);
+    // Rows are independent; each is written by one thread.
+    parallel_for(0, R, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        T* row = z + r * ld;
+        loss[r] = classifier_row_xent<T>(row, V, t[r], s);
+        std::fill(row + V, row + G, T(0));  // padding columns: no gradient
+      }
+    });
+  });
+}
+
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  TT_CHECK(out.device().is_cpu() && a.device().is_cpu() && b.device().is_cpu() && out.dim() == 2 &&
+               a.dim() == 2 && b.dim() == 2 && a.dtype() == out.dtype() &&
+               b.dtype() == out.dtype() && a.size(0) == out.size(0) && b.size(1) == out.size(1) &&
+               a.size(1) == b.size(0) && out.stride(1) == 1 && out.stride(0) >= out.size(1),
+           "cpu::gemm: expected 2-D CPU out [M, N] (rows may be padded) = a [M, K] @ b [K, N] of "
+           "one dtype, got out ",
+           out.describe(), ", a ", a.describe(), ", b ", b.describe());
+  dispatch_floating(out.dtype(), "cpu::gemm", [&]<typename T>() {
+    using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+    using Stride = Eigen::OuterStride<>;
+    const int64_t M = out.size(0), N = out.size(1);
+    if (M == 0 || N == 0) return;
+    Eigen::Map<RowMajor, Eigen::Unaligned, Stride> c(out.data<T>(), M, N,
+                                                     Stride(std::max(out.stride(0), N)));
+    if (beta == 0) {
+      c.setZero();  // BLAS semantics: the old values (even NaN) are not read
+    } else if (beta != 1) {
+      c *= static_cast<T>(beta);
+    }
+    if (a.size(1) == 0) return;
+    // f(view) with an Eigen view of a 2-D operand: row-major when its rows are contiguous,
+    // column-major otherwise (a transposed view); anything else is copied first.
+    auto with_view = [](const Tensor& t, auto&& f) {
+      const int64_t r = t.size(0), k = t.size(1);
+      if (t.stride(1) == 1 && (t.stride(0) >= k || r <= 1)) {
+        f(Eigen::Map<const RowMajor, Eigen::Unaligned, Stride>(t.data<T>(), r, k,
+                                                               Stride(std::max(t.stride(0), k))));
+      } else if (t.stride(0) == 1 && (t.stride(1) >= r || k <= 1)) {
+        f(Eigen::Map<const ColMajor, Eigen::Unaligned, Stride>(t.data<T>(), r, k,
+                                                               Stride(std::max(t.stride(1), r))));
+      } else {
+        const Tensor dense = t.contiguous();
+        f(Eigen::Map<const RowMajor>(dense.data<T>(), r, k));
+      }
+    };
+    const T al = static_cast<T>(alpha);
+    with_view(a, [&](const auto& A) {
+      with_view(b, [&](const auto& B) { c.noalias() += (al * A) * B; });
+    });
+  });
+}
+
+TT_REGISTER_KERNEL("classifier_xent_rows", DeviceType::kCPU, cpu::classifier_xent_rows);
+TT_REGISTER_KERNEL("gemm", DeviceType::kCPU, cpu::gemm);
+
+}  // namespace cpu
+
+}  // namespace tt

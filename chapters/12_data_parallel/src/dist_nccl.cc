@@ -1,0 +1,226 @@
+// The NCCL backend of tt::dist: collectives on CUDA tensors. One communicator per group, on GPU
+// local_rank(), bootstrapped by broadcasting rank 0's ncclUniqueId through the group's CPU
+// backend (MPI, or nothing in a world of one). NCCL runs on its own non-blocking stream; an event
+// recorded on the device's compute stream (tt::cuda::stream) orders each collective after the
+// kernels that produced its input, and the compute stream waits on an event recorded after the
+// collective, so the kernels that use the result (and the caching allocator, which reuses memory
+// in compute-stream order) come after it. Built only when CMake found NCCL (TT_WITH_NCCL).
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tt/dist.h"
+
+#if TT_WITH_NCCL
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "tt/cuda_device.h"
+#endif
+
+namespace tt::dist {
+
+#if TT_WITH_NCCL
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kInt64:
+      return ncclInt64;
+  }
+  TT_THROW("tt::dist nccl: no NCCL datatype for ", dtype_name(dtype));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  return op == ReduceOp::kAvg ? ncclAvg : ncclSum;
+}
+
+// The unique id travels as int64 elements through the CPU backend's broadcast.
+constexpr int64_t kIdWords =
+    static_cast<int64_t>((sizeof(ncclUniqueId) + sizeof(int64_t) - 1) / sizeof(int64_t));
+
+// A collective on the NCCL stream: done when its event has fired; wait() makes the compute
+// stream wait for it (the host does not block).
+class NcclWork final : public BackendWork {
+ public:
+  NcclWork(int device, cudaEvent_t done) : device_(device), done_(done) {}
+  ~NcclWork() override { cudaEventDestroy(done_); }  // released once it has fired
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+  bool test() override {
+    cuda::DeviceGuard guard(device_);
+    const cudaError_t rc = cudaEventQuery(done_);
+    if (rc == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: clear it
+      return false;
+    }
+    TT_CUDA_CHECK(rc);
+    return true;
+  }
+  void wait() override {
+    cuda::DeviceGuard guard(device_);
+    TT_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(device_), done_, 0));
+  }
+
+ private:
+  int device_;
+  cudaEvent_t done_;
+};
+
+class NcclBackend final : public Backend {
+ public:
+  explicit NcclBackend(Backend& bootstrap)
+      : bootstrap_(bootstrap),
+        rank_(bootstrap.rank()),
+        size_(bootstrap.world_size()),
+        device_(bootstrap.local_rank()) {
+    const int gpus = cuda::device_count();
+    TT_CHECK(device_ < gpus, "tt::dist nccl (rank ", rank_, " of ", size_,
+             "): this rank is number ", device_, " on its machine and needs GPU ", device_,
+             ", but the machine has ", gpus, " GPU(s); start at most ", gpus,
+             " rank(s) per machine for CUDA tensors");
+    // NVLink SHARP (multicast) is not available on every multi-GPU machine and makes
+    // ncclCommInitRank fail there; the user's own setting wins.
+    setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (rank_ == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId", "");
+    Tensor words = zeros({kIdWords}, {.dtype = DType::kInt64});
+    std::memcpy(words.data_ptr(), &id, sizeof(id));
+    bootstrap_.broadcast(words, 0);
+    std::memcpy(&id, words.data_ptr(), sizeof(id));
+
+    cuda::DeviceGuard guard(device_);
+    check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank",
+          detail::str(size_, " ranks on cuda:", device_));
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TT_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
+    TT_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+    TT_CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(float)));
+  }
+  ~NcclBackend() override {
+    cuda::DeviceGuard guard(device_);
+    cudaStreamSynchronize(stream_);
+    ncclCommDestroy(comm_);
+    cudaFree(scratch_);
+    cudaEventDestroy(inputs_ready_);
+    cudaStreamDestroy(stream_);
+  }
+  NcclBackend(const NcclBackend&) = delete;
+  NcclBackend& operator=(const NcclBackend&) = delete;
+
+  std::string name() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  int local_rank() const override { return device_; }
+  bool native_avg() const override { return true; }
+
+  void min_max(const std::vector<int64_t>& values, std::vector<int64_t>& mins,
+               std::vector<int64_t>& maxs) override {
+    bootstrap_.min_max(values, mins, maxs);
+  }
+  void all_reduce(const Tensor& t, ReduceOp op) override { all_reduce_async(t, op)->wait(); }
+  std::unique_ptr<BackendWork> all_reduce_async(const Tensor& t, ReduceOp op) override {
+    return run("ncclAllReduce", describe("all_reduce", t, op), [&] {
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                           nccl_type(t.dtype()), nccl_op(op), comm_, stream_);
+    });
+  }
+  void broadcast(const Tensor& t, int root) override {
+    run("ncclBroadcast", detail::str("broadcast from rank ", root, " of ", t.describe()), [&] {
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                           nccl_type(t.dtype()), root, comm_, stream_);
+    })->wait();
+  }
+  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
+    run("ncclReduceScatter",
+        detail::str(describe("reduce_scatter", input, op), " into ", output.describe()),
+        [&] {
+          return ncclReduceScatter(input.data_ptr(), output.data_ptr(),
+                                   static_cast<size_t>(output.numel()), nccl_type(output.dtype()),
+                                   nccl_op(op), comm_, stream_);
+        })
+        ->wait();
+  }
+  void all_gather(const Tensor& output, const Tensor& input) override {
+    run("ncclAllGather",
+        detail::str("all_gather of ", input.describe(), " into ", output.describe()),
+        [&] {
+          return ncclAllGather(input.data_ptr(), output.data_ptr(),
+                               static_cast<size_t>(input.numel()), nccl_type(input.dtype()), comm_,
+                               stream_);
+        })
+        ->wait();
+  }
+  // A one-element all-reduce every rank must join, then the host waits for the NCCL stream.
+  void barrier() override {
+    run("ncclAllReduce", "barrier", [&] {
+      return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_);
+    })->wait();
+    cuda::DeviceGuard guard(device_);
+    TT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void send_recv(const Tensor& send, int, const Tensor&, int, int) override { cpu_only(send); }
+  void send(const Tensor& t, int, int) override { cpu_only(t); }
+  void recv(const Tensor& t, int, int) override { cpu_only(t); }
+
+ private:
+  std::string describe(const char* call, const Tensor& t, ReduceOp op) const {
+    return detail::str(call, "(", reduce_op_name(op), ") of ", t.describe());
+  }
+  [[noreturn]] void cpu_only(const Tensor& t) const {
+    TT_THROW("tt::dist nccl (rank ", rank_, " of ", size_, "): point-to-point calls move CPU ",
+             "tensors only, got ", t.describe());
+  }
+  void check(ncclResult_t rc, const char* call, const std::string& what) const {
+    if (rc == ncclSuccess) return;
+    const char* last = comm_ != nullptr ? ncclGetLastError(comm_) : nullptr;
+    TT_THROW("tt::dist nccl: ", call, " failed on rank ", rank_, " of ", size_, " (cuda:", device_,
+             what.empty() ? "" : ", ", what, "): ", ncclGetErrorString(rc),
+             last != nullptr && *last != '\0' ? detail::str(" (", last, ")") : std::string());
+  }
+  // Orders `launch` (an NCCL call on stream_) after the compute stream's queued work and returns
+  // the handle whose wait() orders the compute stream after it.
+  template <typename Launch>
+  std::unique_ptr<BackendWork> run(const char* call, const std::string& what, Launch launch) {
+    cuda::DeviceGuard guard(device_);
+    cudaStream_t compute = cuda::stream(device_);
+    TT_CUDA_CHECK(cudaEventRecord(inputs_ready_, compute));
+    TT_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
+    check(launch(), call, what);
+    cudaEvent_t done = nullptr;
+    TT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    auto work = std::make_unique<NcclWork>(device_, done);
+    TT_CUDA_CHECK(cudaEventRecord(done, stream_));
+    return work;
+  }
+
+  Backend& bootstrap_;
+  int rank_, size_, device_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t inputs_ready_ = nullptr;
+  void* scratch_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_nccl_backend(Backend& bootstrap) {
+  return std::make_unique<NcclBackend>(bootstrap);
+}
+
+#else
+
+std::unique_ptr<Backend> make_nccl_backend(Backend& bootstrap) {
+  TT_THROW("tt::dist (rank ", bootstrap.rank(), " of ", bootstrap.world_size(),
+           "): this build has no NCCL, so collectives cannot take CUDA tensors (configure a CUDA "
+           "build where cmake/FindNCCL.cmake finds nccl.h and libnccl)");
+}
+
+#endif
+
+}  // namespace tt::dist
