@@ -16,6 +16,7 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
   TT_CHECK(options.grad_accum_steps >= 1, "train_step: grad_accum_steps must be >= 1, got ",
            options.grad_accum_steps);
 #if TT_SOLUTION
+  ParallelStrategy& par = options.parallel != nullptr ? *options.parallel : single_process();
   TrainStepResult r;
   optimizer.zero_grad();
   const double scale = 1.0 / static_cast<double>(options.grad_accum_steps);
@@ -27,24 +28,23 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
     r.loss += loss.item() * scale;
     r.tokens += batch.inputs.numel();
     // d(mean over micro-batches)/dp = sum of d(loss_i / n)/dp: backward adds into .grad.
-    autograd::backward(mul(loss, scale));
+    par.backward(mul(loss, scale), micro + 1 == options.grad_accum_steps);
   }
-  std::vector<Tensor> params;
-  for (const auto& group : optimizer.param_groups()) {
-    params.insert(params.end(), group.params.begin(), group.params.end());
-  }
+  r.loss = par.average(r.loss);  // every rank agrees on the loss, and on `finite`
+  r.tokens *= par.world_size();
   const double max_norm = options.max_grad_norm > 0 ? options.max_grad_norm : INFINITY;
-  r.grad_norm = optim::clip_grad_norm_(params, max_norm);
+  r.grad_norm = par.clip_grad_norm(optimizer, max_norm);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
-  if (r.finite) optimizer.step();  // never let NaN/Inf reach the weights
+  if (r.finite) par.step(optimizer);  // never let NaN/Inf reach the weights
   return r;
 #else
   (void)optimizer, (void)loss_of, (void)next_batch;
   TT_TODO("ch09.4",
           "train_step: gradients = those of the mean loss over grad_accum_steps micro-batches "
-          "(from zero), clipped to max_grad_norm (<= 0: not clipped) over the optimizer's "
-          "params; result holds the mean loss, total tokens, pre-clip norm, finite; "
-          "optimizer.step() only when loss and norm are finite");
+          "(from zero), clipped to max_grad_norm (<= 0: not clipped); result holds the mean "
+          "loss, total tokens, pre-clip norm, finite; the update only when loss and norm are "
+          "finite; backward, clipping, update, loss mean and token count through "
+          "options.parallel (or single_process()), see train_step's comment");
 #endif
 }
 

@@ -1,4 +1,5 @@
-// Chapter 12 exercise ch12.4: one ZeRO-1 step (reduce-scatter, shard update, all-gather).
+// Chapter 12 exercise ch12.4: one ZeRO-1 step in two halves: reduce_gradients (flatten, then
+// reduce-scatter) and update (AdamW on this rank's shard, then all-gather).
 #include <map>
 
 #include "tt/dispatcher.h"
@@ -7,19 +8,32 @@
 
 namespace tt::dist {
 
-void ZeroAdamW::step() {
+void ZeroAdamW::reduce_gradients() {
   const int64_t n = group_.world_size();
-  const int64_t t = step_ + 1;
-  // The flattened, zero-padded vectors of N*S elements (temporaries: only the moments persist).
+  // The flattened, zero-padded vector of N*S elements (a temporary: only the moments persist).
   Tensor flat = zeros({n * shard_});
+  grad_shard_ = empty({shard_});
 #if TT_SOLUTION
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].grad();
     if (g.defined()) flat.narrow(0, offsets_[i], g.numel()).copy_(g.reshape({g.numel()}));
   }
-  const Tensor grad_shard = empty({shard_});
-  group_.reduce_scatter(grad_shard, flat, ReduceOp::kAvg);
+  group_.reduce_scatter(grad_shard_, flat, ReduceOp::kAvg);
+#else
+  (void)flat;
+  TT_TODO("ch12.4",
+          "ZeroAdamW::reduce_gradients: grad_shard_ (S elements) = this rank's slice of the "
+          "flattened, zero-padded gradients averaged over the ranks (one reduce_scatter)");
+#endif
+}
 
+void ZeroAdamW::update() {
+  TT_CHECK(grad_shard_.defined(), "ZeroAdamW::update (", group_.where(),
+           "): call reduce_gradients() first");
+  const int64_t n = group_.world_size();
+  const int64_t t = step_ + 1;
+  Tensor flat = zeros({n * shard_});
+#if TT_SOLUTION
   // One "adamw_step" call per weight decay over this shard's pieces of the parameters.
   struct Lists {
     std::vector<Tensor> params, grads, m, v;
@@ -30,7 +44,7 @@ void ZeroAdamW::step() {
     const Tensor& p = params_[static_cast<std::size_t>(s.param)];
     Lists& l = by_decay[weight_decay_[static_cast<std::size_t>(s.param)]];
     l.params.push_back(p.detach().view({p.numel()}).narrow(0, s.param_offset, s.numel));
-    l.grads.push_back(grad_shard.narrow(0, s.shard_offset, s.numel));
+    l.grads.push_back(grad_shard_.narrow(0, s.shard_offset, s.numel));
     l.m.push_back(exp_avg_.narrow(0, s.shard_offset, s.numel));
     l.v.push_back(exp_avg_sq_.narrow(0, s.shard_offset, s.numel));
   }
@@ -50,13 +64,14 @@ void ZeroAdamW::step() {
     p.detach().copy_(flat.narrow(0, offsets_[i], p.numel()).view(p.shape()));
   }
 #else
-  (void)n, (void)flat;
+  (void)flat;
   TT_TODO("ch12.4",
-          "ZeroAdamW::step: every parameter ends as after torch AdamW (step t) on the "
-          "gradient averaged over the ranks, identical on all ranks; this rank reads its S "
-          "averaged gradient elements with reduce_scatter, updates only segments() with "
-          "\"adamw_step\" and its moment shards, and all_gathers the updated shards");
+          "ZeroAdamW::update: every parameter ends as after torch AdamW (step t) on the "
+          "averaged gradient, identical on all ranks; this rank updates only segments() with "
+          "\"adamw_step\" from grad_shard_ and its moment shards, and all_gathers the updated "
+          "shards");
 #endif
+  grad_shard_ = Tensor();
   step_ = t;
 }
 

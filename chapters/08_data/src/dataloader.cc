@@ -24,21 +24,26 @@ DataLoader::DataLoader(const std::vector<std::string>& shard_paths, DataLoaderOp
   const int64_t T = options_.seq_len;
   TT_CHECK(B > 0 && T > 0, "DataLoader: batch_size and seq_len must be positive, got B=", B,
            " T=", T);
+  TT_CHECK(options_.world_size >= 1 && options_.rank >= 0 && options_.rank < options_.world_size,
+           "DataLoader: rank ", options_.rank, " is not in 0..", options_.world_size - 1,
+           " (world_size ", options_.world_size, ")");
   TT_CHECK(options_.vocab_size > 0, "DataLoader: options.vocab_size must be set (> 0), got ",
            options_.vocab_size);
   TT_CHECK(!shard_paths.empty(), "DataLoader: no shard files given");
+  const int64_t rows = B * options_.world_size;  // of a global batch
   std::string sizes;
   shards_.reserve(shard_paths.size());
   for (const std::string& path : shard_paths) {
     shards_.emplace_back(path, options_.vocab_size);
     const int64_t n = shards_.back().num_tokens();
     sizes += detail::str(sizes.empty() ? "" : ", ", "'", path, "': ", n);
-    for (int64_t start = 0; start + B * T + 1 <= n; start += B * T) {
+    for (int64_t start = 0; start + rows * T + 1 <= n; start += rows * T) {
       windows_.push_back({static_cast<int32_t>(shards_.size() - 1), start});
     }
   }
-  TT_CHECK(!windows_.empty(), "DataLoader: no shard holds B*T+1 = ", B * T + 1, " tokens (B=", B,
-           ", T=", T, "); tokens per shard: ", sizes);
+  TT_CHECK(!windows_.empty(), "DataLoader: no shard holds world_size*B*T+1 = ", rows * T + 1,
+           " tokens (world_size=", options_.world_size, ", B=", B, ", T=", T,
+           "); tokens per shard: ", sizes);
   start_epoch();
 }
 
@@ -61,7 +66,9 @@ Batch DataLoader::next() {
   }
   const Window& w = windows_[order_[position_]];
   ++position_;
-  return make_batch(shards_[w.shard], w.start, options_.batch_size, options_.seq_len);
+  // This rank's rows [rank*B, (rank+1)*B) of the global window.
+  const int64_t offset = options_.rank * options_.batch_size * options_.seq_len;
+  return make_batch(shards_[w.shard], w.start + offset, options_.batch_size, options_.seq_len);
 }
 
 void DataLoader::reset() {

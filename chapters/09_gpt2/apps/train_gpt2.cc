@@ -18,18 +18,27 @@
 // fused ops). By default the fast ones are used wherever they are linked in and implemented (a
 // tiny probe step says so; a learner build whose chapter 10 is still TODO falls back to the
 // reference); --attention and --fused choose explicitly, and the start of the log says which.
+//
+// Data parallel (chapter 12 linked in): `mpirun -np N train_gpt2 ... [--zero 0|1]` trains with N
+// processes through the ParallelStrategy "ddp" (--zero 0) or "zero1" (--zero 1) of
+// tt/train_parallel.h. Each rank reads B rows of every global batch of N*B rows (DataLoader rank
+// options), so N ranks with --B B train exactly like one process with --B N*B and the same
+// --total-batch. Rank 0 prints, logs, samples and writes the files; the others are silent.
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -52,6 +61,7 @@
 #include "tt/timer.h"
 #include "tt/tokenizer.h"
 #include "tt/train.h"
+#include "tt/train_parallel.h"
 
 namespace fs = std::filesystem;
 using namespace tt;
@@ -65,7 +75,7 @@ struct Options {
   std::string device = "auto";
   std::string init_llmc;  // start from an llm.c model file instead of a random init
   int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 0;  // block_size 0: = T
-  int64_t B = 16, T = 64, total_batch = 0;  // total_batch tokens per step (0: B*T)
+  int64_t B = 16, T = 64, total_batch = 0;  // total_batch tokens per step (0: B*T*ranks)
   int64_t steps = 300, warmup = 20;
   double lr = 1e-3, min_lr_frac = 0.1, weight_decay = 0.1, clip = 1.0;
   double beta1 = 0.9, beta2 = 0.95;
@@ -86,6 +96,7 @@ struct Options {
   std::string attention = "auto";  // flash | naive | auto
   std::string fused = "auto";      // on | off | auto
   int64_t profile_step = 0;        // print the per-op profile of this step (0: none)
+  int64_t zero = 0;                // under mpirun: 0 DDP, 1 ZeRO-1 (sharded AdamW state)
 };
 
 const char* const kUsage =
@@ -104,7 +115,7 @@ const char* const kUsage =
     "batch and schedule:\n"
     "  --B N --T N           micro-batch rows and sequence length (16, 64)\n"
     "  --total-batch N       tokens per optimizer step, a multiple of B*T; the rest\n"
-    "                        is gradient accumulation (default B*T)\n"
+    "                        is gradient accumulation (default B*T, N*B*T on N ranks)\n"
     "  --steps N             optimizer steps (300)\n"
     "  --lr X --min-lr-frac F --warmup N   AdamW peak lr, cosine floor as a fraction\n"
     "                        of it, warmup steps (1e-3, 0.1, 20)\n"
@@ -132,6 +143,11 @@ const char* const kUsage =
     "  --profile-step N      print the per-op profile (chapter 10's profiler) of step N\n"
     "  --peak-tflops X       peak TFLOP/s for MFU (default on a GPU: 67, H100 FP32; with\n"
     "                        --tf32: 495, H100 dense TF32)\n"
+    "data parallel (mpirun -np N train_gpt2 ..., CPU; needs chapter 12):\n"
+    "  --zero 0|1            0: DDP (gradients averaged once per step); 1: ZeRO-1 (AdamW\n"
+    "                        state sharded over the ranks; also valid in one process).\n"
+    "                        --B is per rank: N ranks train like one process with --B N*B;\n"
+    "                        --total-batch must be a multiple of N*B*T\n"
     "exit status: 0 done, 1 error (message on stderr), 3 stopped at a NaN/Inf loss or\n"
     "gradient norm (nothing written after the last good checkpoint)\n";
 
@@ -156,18 +172,19 @@ Options parse(int argc, char** argv) {
   args.flag("--tf32", &o.tf32).option("--kill-after-step", &o.kill_after_step);
   args.option("--attention", &o.attention).option("--fused", &o.fused);
   args.option("--profile-step", &o.profile_step);
+  args.option("--zero", &o.zero);
   args.parse(argc, argv);
-  if (o.total_batch == 0) o.total_batch = o.B * o.T;
   if (o.block_size == 0) o.block_size = o.T;
   TT_CHECK(o.B > 0 && o.T > 0 && o.steps > 0, "train_gpt2: --B, --T and --steps must be > 0");
-  TT_CHECK(o.total_batch % (o.B * o.T) == 0, "train_gpt2: --total-batch ", o.total_batch,
-           " is not a multiple of B*T = ", o.B * o.T);
+  TT_CHECK(o.total_batch >= 0 && o.total_batch % (o.B * o.T) == 0, "train_gpt2: --total-batch ",
+           o.total_batch, " is not a multiple of B*T = ", o.B * o.T);
   TT_CHECK(o.warmup >= 0 && o.warmup < o.steps, "train_gpt2: --warmup must be in [0, steps)");
   TT_CHECK(o.attention == "flash" || o.attention == "naive" || o.attention == "auto",
            "train_gpt2: --attention must be flash, naive or auto, got '", o.attention, "'");
   TT_CHECK(o.fused == "on" || o.fused == "off" || o.fused == "auto",
            "train_gpt2: --fused must be on, off or auto, got '", o.fused, "'");
   TT_CHECK(o.profile_step >= 0, "train_gpt2: --profile-step must be >= 0");
+  TT_CHECK(o.zero == 0 || o.zero == 1, "train_gpt2: --zero must be 0 or 1, got ", o.zero);
   return o;
 }
 
@@ -319,6 +336,16 @@ void truncate_log(const std::string& csv_path, int64_t step) {
   ckpt::write_file_atomic(csv_path, std::vector<std::byte>(bytes, bytes + kept.size()));
 }
 
+/// Peak resident set size of this process in bytes (VmHWM of /proc/self/status; 0 where that
+/// file is missing).
+int64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6)) * 1024;  // "... kB"
+  }
+  return 0;
+}
+
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), format, v);
@@ -332,6 +359,24 @@ int run(const Options& o) {
     std::printf("%s\n", device.str().c_str());
     return 0;
   }
+  // One process, or N started by mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE).
+  const bool mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  const std::unique_ptr<ParallelStrategy> par = make_parallel_strategy(o.zero == 1 ? "zero1"
+                                                                       : mpi       ? "ddp"
+                                                                                   : "single");
+  const int64_t ranks = par->world_size();
+  const bool logging = par->is_logging_rank();
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> devnull(std::fopen("/dev/null", "w"),
+                                                                &std::fclose);
+  if (!logging) {  // rank 0 speaks for every rank; errors still reach stderr
+    TT_CHECK(devnull && std::freopen("/dev/null", "w", stdout) != nullptr,
+             "train_gpt2: cannot silence rank ", par->rank(), ": ", std::strerror(errno));
+  }
+  // Tokens per optimizer step; by default one micro-batch on every rank.
+  const int64_t total_batch = o.total_batch > 0 ? o.total_batch : o.B * o.T * ranks;
+  TT_CHECK(total_batch % (o.B * o.T * ranks) == 0, "train_gpt2: --total-batch ", total_batch,
+           " is not a multiple of N*B*T = ", ranks, "*", o.B, "*", o.T,
+           " (N ranks each read B rows of T tokens per micro-batch)");
   fs::create_directories(o.out);
   const std::string ckpt_path = o.out + "/checkpoint.ttckpt";
   const std::string csv_path = o.out + "/train.csv";
@@ -345,6 +390,8 @@ int run(const Options& o) {
   dl.vocab_size = V;
   dl.shuffle = true;
   dl.seed = o.seed;
+  dl.rank = par->rank();  // this rank's B rows of each global batch of N*B rows
+  dl.world_size = static_cast<int>(ranks);
   DataLoader train(find_shards(o.data, "train"), dl);
   dl.shuffle = false;
   DataLoader val(find_shards(o.data, "val"), dl);
@@ -380,28 +427,33 @@ int run(const Options& o) {
   ao.lr = o.lr;
   ao.beta1 = o.beta1;
   ao.beta2 = o.beta2;
-  optim::AdamW opt(param_groups(*model, o.weight_decay), ao);
+  // The strategy makes the ranks' parameters equal (rank 0's) and holds the optimizer state.
+  const std::unique_ptr<optim::Optimizer> opt_ptr =
+      par->make_optimizer(*model, param_groups(*model, o.weight_decay), ao);
+  optim::Optimizer& opt = *opt_ptr;
   const optim::WarmupCosineLR schedule(o.lr, o.lr * o.min_lr_frac, o.warmup, o.steps);
-  const int64_t accum = o.total_batch / (o.B * o.T);
+  const int64_t accum = total_batch / (o.B * o.T * ranks);
   TrainStepOptions so;
   so.grad_accum_steps = accum;
   so.max_grad_norm = o.clip;
+  so.parallel = par.get();
 
   int64_t start = 0;
   if (o.resume) {
     TT_CHECK(fs::exists(ckpt_path), "--resume: there is no checkpoint ", ckpt_path,
              " (a run saves one with --checkpoint-every N, at --max-seconds and at its end)");
-    ckpt::load_checkpoint(ckpt_path, *model, &opt);
+    par->load_checkpoint(ckpt_path, *model, opt);
     start = opt.step_count();
     // Replay the data order: the same batches as an uninterrupted run.
     for (int64_t i = 0; i < start * accum; ++i) train.next();
-    truncate_log(csv_path, start);
+    if (logging) truncate_log(csv_path, start);
     std::printf("resumed from %s at step %lld\n", ckpt_path.c_str(), static_cast<long long>(start));
   }
   const double flops_tok = flops_per_token(cfg, model->num_parameters(), o.T);
   cuda::set_allow_tf32(o.tf32);
   const double gpu_peak = o.tf32 ? 495.0 : 67.0;
   const double peak = o.peak_tflops > 0 ? o.peak_tflops : (device.is_cuda() ? gpu_peak : 0.0);
+  const double peak_all = peak * static_cast<double>(ranks);  // MFU over every rank's device
 
   std::printf("model: GPT-2 %s, %.2fM parameters, device %s%s, %d threads\n", cfg.str().c_str(),
               static_cast<double>(model->num_parameters()) / 1e6, device.str().c_str(),
@@ -409,23 +461,33 @@ int run(const Options& o) {
   std::printf("data: %s (%lld train tokens, %lld batches/epoch), tokenizer %lld ids\n",
               o.data.c_str(), static_cast<long long>(train.num_tokens()),
               static_cast<long long>(train.batches_per_epoch()), static_cast<long long>(V));
+  if (ranks > 1 || par->name() != "single") {
+    std::printf("parallel: %s over %lld processes (B=%lld rows per rank, %lld per global batch)\n",
+                par->name().c_str(), static_cast<long long>(ranks), static_cast<long long>(o.B),
+                static_cast<long long>(o.B * ranks));
+  }
   std::printf(
       "batch: B=%lld T=%lld, %lld tokens/step (grad accumulation %lld), %lld steps, "
       "AdamW lr %g warmup %lld cosine to %g\n",
-      static_cast<long long>(o.B), static_cast<long long>(o.T),
-      static_cast<long long>(o.total_batch), static_cast<long long>(accum),
-      static_cast<long long>(o.steps), o.lr, static_cast<long long>(o.warmup),
-      o.lr * o.min_lr_frac);
+      static_cast<long long>(o.B), static_cast<long long>(o.T), static_cast<long long>(total_batch),
+      static_cast<long long>(accum), static_cast<long long>(o.steps), o.lr,
+      static_cast<long long>(o.warmup), o.lr * o.min_lr_frac);
   std::printf("%s\n", ops_line.c_str());
   std::fflush(stdout);
 
-  CsvWriter csv(csv_path, {"step", "loss", "lr", "grad_norm", "ms", "tok_per_s", "val_loss", "mfu"},
+  // Rank 0 writes the run log; the other ranks write nothing.
+  std::optional<CsvWriter> csv;
+  if (logging) {
+    csv.emplace(csv_path,
+                std::vector<std::string>{"step", "loss", "lr", "grad_norm", "ms", "tok_per_s",
+                                         "val_loss", "mfu"},
                 o.resume && start > 0);
+  }
   auto next_train = [&] { return train.next(); };
   auto eval_now = [&] {
     val.reset();
-    return evaluate(
-        *model, [&] { return val.next(); }, o.eval_batches);
+    return par->average(evaluate(
+        *model, [&] { return val.next(); }, o.eval_batches));
   };
   // The latest validation loss and its step; the samples of this run with their step and the
   // validation loss of that step (the first and the last are shown again at the end).
@@ -433,6 +495,7 @@ int run(const Options& o) {
   int64_t val_step = -1;
   std::vector<std::pair<std::string, std::string>> samples;
   auto sample_now = [&](int64_t step, ProgressBar* bar) {
+    if (!logging) return;  // sampling is local to a rank: rank 0 shows it
     Generator gen(o.seed + static_cast<uint64_t>(step));  // seeded per step: resumable
     SamplingOptions so2{o.temperature, o.top_k};
     const std::vector<int64_t> ids =
@@ -464,11 +527,11 @@ int run(const Options& o) {
     val_step = 0;
     std::printf("step 0: val loss %.4f (uniform guess: ln V = %.4f)\n", v,
                 std::log(static_cast<double>(V)));
-    csv.row({"0", "", "", "", "", "", CsvWriter::num(v), ""});
+    if (csv) csv->row({"0", "", "", "", "", "", CsvWriter::num(v), ""});
     sample_now(0, nullptr);
   }
 
-  ProgressBar bar(o.steps - start, "train");
+  ProgressBar bar(o.steps - start, "train", logging ? stderr : devnull.get());
   Timer total;
   int64_t step = start;
   int status = 0;
@@ -487,7 +550,7 @@ int run(const Options& o) {
     const bool profiled = profiler && step + 1 == o.profile_step;
     if (profiled) profiler->begin();
     Timer t;
-    const TrainStepResult r = train_step(*model, opt, next_train, so);
+    const TrainStepResult r = train_step(*model, opt, next_train, so);  // r.tokens: all ranks
     const double ms = t.elapsed_ms();
     if (profiled) bar.println(profiler->end());
     const std::string loss_norm =
@@ -503,8 +566,10 @@ int run(const Options& o) {
     }
     ++step;
     const double tok_s = static_cast<double>(r.tokens) / (ms / 1e3);
-    const double mfu = peak > 0 ? flops_tok * tok_s / (peak * 1e12) : 0;
-    const double elapsed = total.elapsed_s();
+    const double mfu = peak > 0 ? flops_tok * tok_s / (peak_all * 1e12) : 0;
+    // Under --max-seconds every rank must stop at the same step (checkpoints and evaluations
+    // are collectives): the ranks agree on the longest elapsed time.
+    const double elapsed = o.max_seconds > 0 ? par->maximum(total.elapsed_s()) : total.elapsed_s();
     const bool out_of_time = o.max_seconds > 0 && elapsed > o.max_seconds;
     std::string val_cell;
     if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps || out_of_time)) {
@@ -513,9 +578,11 @@ int run(const Options& o) {
       val_cell = CsvWriter::num(v);
       bar.println("step " + std::to_string(step) + ": val loss " + fmt("%.4f", v));
     }
-    csv.row({std::to_string(step), CsvWriter::num(r.loss), CsvWriter::num(lr),
-             CsvWriter::num(r.grad_norm), CsvWriter::num(ms), CsvWriter::num(tok_s), val_cell,
-             peak > 0 ? CsvWriter::num(mfu) : ""});
+    if (csv) {
+      csv->row({std::to_string(step), CsvWriter::num(r.loss), CsvWriter::num(lr),
+                CsvWriter::num(r.grad_norm), CsvWriter::num(ms), CsvWriter::num(tok_s), val_cell,
+                peak > 0 ? CsvWriter::num(mfu) : ""});
+    }
     if (o.log_every > 0 && (step % o.log_every == 0 || step == o.steps)) {
       std::string line = "step " + std::to_string(step) + "/" + std::to_string(o.steps) +
                          " | loss " + fmt("%.4f", r.loss) + " | lr " + fmt("%.2e", lr) +
@@ -529,7 +596,7 @@ int run(const Options& o) {
     if (wants_sample(step, elapsed, step == o.steps || out_of_time)) sample_now(step, &bar);
     if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == o.steps ||
         out_of_time) {
-      ckpt::save_checkpoint(ckpt_path, *model, &opt);
+      par->save_checkpoint(ckpt_path, *model, opt);  // every rank takes part; rank 0 writes
     }
     if (out_of_time) {
       bar.println("stopping after --max-seconds " + fmt("%g", o.max_seconds) + " at step " +
@@ -538,6 +605,20 @@ int run(const Options& o) {
     }
   }
   bar.finish();
+  // Memory of each rank (the largest over the ranks): peak bytes of the device allocator (every
+  // tensor), peak resident set of the process (CPU), and the optimizer state it holds.
+  const double mib = 1024.0 * 1024.0;
+  const double peak_tensors = par->maximum(
+      static_cast<double>(backend_for(device.type).allocator(device.index).stats().peak_allocated));
+  const double peak_rss = par->maximum(static_cast<double>(peak_rss_bytes()));
+  const double opt_state = par->maximum(static_cast<double>(par->optimizer_state_bytes(opt)));
+  std::printf(
+      "memory per rank (max over %lld): peak tensors %.1f MiB, peak RSS %.1f MiB, optimizer "
+      "state %.2f MiB (%s)\n",
+      static_cast<long long>(ranks), peak_tensors / mib, peak_rss / mib, opt_state / mib,
+      par->name().c_str());
+  par->finish();  // every rank, on the normal path (an error exits without it)
+  if (!logging) return status;
   if (status == 0) save_llmc(*model, o.out + "/model.bin");
   const bool png = plot_loss(csv_path, o.out + "/loss.png");
   std::printf("trained %lld steps in %s\n", static_cast<long long>(step - start),

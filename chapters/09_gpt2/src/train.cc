@@ -23,9 +23,10 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
   (void)optimizer, (void)loss_of, (void)next_batch;
   TT_TODO("ch09.4",
           "train_step: gradients = those of the mean loss over grad_accum_steps micro-batches "
-          "(from zero), clipped to max_grad_norm (<= 0: not clipped) over the optimizer's "
-          "params; result holds the mean loss, total tokens, pre-clip norm, finite; "
-          "optimizer.step() only when loss and norm are finite");
+          "(from zero), clipped to max_grad_norm (<= 0: not clipped); result holds the mean "
+          "loss, total tokens, pre-clip norm, finite; the update only when loss and norm are "
+          "finite; backward, clipping, update, loss mean and token count through "
+          "options.parallel (or single_process()), see train_step's comment");
 }
 
 TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,

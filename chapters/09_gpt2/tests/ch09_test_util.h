@@ -1,15 +1,21 @@
-// Helpers of chapter 09's tests: a tiny GPT-2 configuration and fixed batches, plus chapter 08's
-// helpers (temporary directories, raw file reads and writes, header patches).
+// Helpers of chapter 09's tests (chapter 12 uses them too): a tiny GPT-2 configuration, fixed
+// batches, a tiny dataset and train.csv readers for runs of train_gpt2, plus chapter 08's helpers
+// (temporary directories, raw file reads and writes, header patches).
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "../../08_data/tests/ch08_test_util.h"
 #include "tt/dataloader.h"
 #include "tt/generator.h"
 #include "tt/gpt2.h"
+#include "tt/shards.h"
 #include "tt/testing.h"
+#include "tt/tokenizer.h"
 
 namespace tt::test09 {
 
@@ -42,6 +48,45 @@ inline Batch fixed_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
     }
   }
   return {from_vector(x, {B, T}), from_vector(y, {B, T})};
+}
+
+/// A dataset train_gpt2 accepts (chapter 12 runs it too): a byte-level tokenizer (256 bytes +
+/// <|endoftext|> = 257 ids, no merges) and shards of seeded random tokens.
+inline void write_tiny_dataset(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  Tokenizer(identity_bytes(), {}, {{"<|endoftext|>", 256}}).save(dir + "/tokenizer.ttbpe");
+  Generator gen(5);
+  auto tokens = [&](std::size_t n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& v : t) v = static_cast<int32_t>(gen.next_u64() % 257);
+    return t;
+  };
+  write_shard(dir + "/tiny_train_000000.bin", tokens(4000), 257);
+  write_shard(dir + "/tiny_val_000000.bin", tokens(400), 257);
+}
+
+/// The rows of a train.csv (header first), split at commas (the log has no quoted cells).
+inline std::vector<std::vector<std::string>> read_csv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(read_bytes(path));
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cells;
+    std::istringstream cell_stream(line);
+    for (std::string cell; std::getline(cell_stream, cell, ',');) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+/// The columns of train.csv that a resumed run reproduces exactly: step, loss, lr, grad_norm and
+/// val_loss (ms and tok_per_s are wall-clock measurements).
+inline std::vector<std::vector<std::string>> reproducible_columns(const std::string& path) {
+  std::vector<std::vector<std::string>> rows = read_csv(path);
+  for (auto& r : rows) {
+    r.resize(8);
+    r = {r[0], r[1], r[2], r[3], r[6]};
+  }
+  return rows;
 }
 
 }  // namespace tt::test09

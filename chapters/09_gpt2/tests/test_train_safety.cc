@@ -48,26 +48,13 @@ RunResult run_program(const std::string& program, const std::string& args, const
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, test09::read_bytes(log), killed};
 }
 
-/// A dataset train_gpt2 accepts: a byte-level tokenizer (256 bytes + <|endoftext|> = 257 ids, no
-/// merges) and shards of seeded random tokens.
-void write_tiny_dataset(const std::string& dir) {
-  fs::create_directories(dir);
-  Tokenizer(test09::identity_bytes(), {}, {{"<|endoftext|>", 256}}).save(dir + "/tokenizer.ttbpe");
-  Generator gen(5);
-  auto tokens = [&](std::size_t n) {
-    std::vector<int32_t> t(n);
-    for (int32_t& v : t) v = static_cast<int32_t>(gen.next_u64() % 257);
-    return t;
-  };
-  write_shard(dir + "/tiny_train_000000.bin", tokens(4000), 257);
-  write_shard(dir + "/tiny_val_000000.bin", tokens(400), 257);
-}
-
 /// The model train_gpt2 builds from the options below (V = 257 padded to a multiple of 64).
 /// What every test of train_gpt2 starts with: the app (next to the test binary; empty when
 /// it was not built), a temporary directory, and write_tiny_dataset() in its "data".
 struct AppRun {
-  AppRun() : app(program_path("train_gpt2")), data(dir.file("data")) { write_tiny_dataset(data); }
+  AppRun() : app(program_path("train_gpt2")), data(dir.file("data")) {
+    test09::write_tiny_dataset(data);
+  }
   std::string app;
   test09::TempDir dir;
   std::string data;
@@ -152,30 +139,6 @@ TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) 
   EXPECT_TRUE(all_finite(model.parameters()));
 }
 
-/// The rows of a train.csv (header first), split at commas (the log has no quoted cells).
-std::vector<std::vector<std::string>> read_csv(const std::string& path) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream lines(test09::read_bytes(path));
-  for (std::string line; std::getline(lines, line);) {
-    std::vector<std::string> cells;
-    std::istringstream cell_stream(line);
-    for (std::string cell; std::getline(cell_stream, cell, ',');) cells.push_back(cell);
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
-/// The columns of train.csv that a resumed run reproduces exactly: step, loss, lr, grad_norm and
-/// val_loss (ms and tok_per_s are wall-clock measurements).
-std::vector<std::vector<std::string>> reproducible_columns(const std::string& path) {
-  std::vector<std::vector<std::string>> rows = read_csv(path);
-  for (auto& r : rows) {
-    r.resize(8);
-    r = {r[0], r[1], r[2], r[3], r[6]};
-  }
-  return rows;
-}
-
 TEST(Ch09_TrainSafety, ARunKilledAndResumedLogsEachStepOnce) {
   const AppRun run;
   ASSERT_FALSE(run.app.empty())
@@ -197,13 +160,13 @@ TEST(Ch09_TrainSafety, ARunKilledAndResumedLogsEachStepOnce) {
   const RunResult crash =
       run_program(app, base + "--kill-after-step 8 --out '" + out + "'", dir.file("crash.log"));
   ASSERT_TRUE(crash.killed) << "status " << crash.status << "\n" << crash.output;
-  ASSERT_EQ(read_csv(out + "/train.csv").back().at(0), "8") << "the crash came too early";
+  ASSERT_EQ(test09::read_csv(out + "/train.csv").back().at(0), "8") << "the crash came too early";
   const RunResult resumed =
       run_program(app, base + "--resume --out '" + out + "'", dir.file("resumed.log"));
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_TRUE(contains(resumed.output, "resumed from " + out + "/checkpoint.ttckpt at step 6"));
 
-  const std::vector<std::vector<std::string>> rows = read_csv(out + "/train.csv");
+  const std::vector<std::vector<std::string>> rows = test09::read_csv(out + "/train.csv");
   ASSERT_GE(rows.size(), 2u);
   EXPECT_EQ(rows[0].at(0), "step");
   for (std::size_t i = 2; i < rows.size(); ++i) {
@@ -212,7 +175,8 @@ TEST(Ch09_TrainSafety, ARunKilledAndResumedLogsEachStepOnce) {
   }
   // Each step once, with the losses, learning rates, norms and validation losses of the
   // uninterrupted run (resuming is bit-exact).
-  EXPECT_EQ(reproducible_columns(out + "/train.csv"), reproducible_columns(full + "/train.csv"));
+  EXPECT_EQ(test09::reproducible_columns(out + "/train.csv"),
+            test09::reproducible_columns(full + "/train.csv"));
   for (const auto& entry : fs::directory_iterator(out)) {  // no temporary file left behind
     EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
   }
@@ -266,8 +230,8 @@ TEST(Ch09_TrainOps, FlagsChooseTheOpsAndTheLogSaysWhich) {
   // --profile-step 2 printed chapter 10's per-op table of step 2, attention kernels included.
   EXPECT_TRUE(contains(fast.output, "Per-op profile of one training step on cpu"));
   EXPECT_TRUE(contains(fast.output, "flash_attention_backward"));
-  const auto naive_rows = read_csv(dir.file("naive") + "/train.csv");
-  const auto fast_rows = read_csv(dir.file("fast") + "/train.csv");
+  const auto naive_rows = test09::read_csv(dir.file("naive") + "/train.csv");
+  const auto fast_rows = test09::read_csv(dir.file("fast") + "/train.csv");
   ASSERT_EQ(naive_rows.size(), fast_rows.size());
   for (std::size_t i = 1; i < naive_rows.size(); ++i) {
     for (const std::size_t col : {std::size_t{1}, std::size_t{6}}) {  // loss, val_loss

@@ -1,10 +1,11 @@
-// ZeroAdamW's set-up (shards, segments, state) and shard_segments; step() is exercise ch12.4
-// (solutions/12_data_parallel/zero_step.cc).
+// ZeroAdamW's set-up (shards, segments, state), clipping, checkpoint state and shard_segments;
+// reduce_gradients() and update() are exercise ch12.4 (solutions/12_data_parallel/zero_step.cc).
 #include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
 #include "tt/ddp.h"
+#include "tt/dispatcher.h"
 #include "tt/zero.h"
 
 namespace tt::dist {
@@ -71,6 +72,60 @@ void ZeroAdamW::set_lr(double lr) {
 
 void ZeroAdamW::zero_grad(bool set_to_none) {
   nn::zero_grad_(params_, set_to_none);
+}
+
+void ZeroAdamW::step() {
+  reduce_gradients();
+  update();
+}
+
+double ZeroAdamW::clip_grad_norm(double max_norm) {
+  TT_CHECK(grad_shard_.defined(), "ZeroAdamW::clip_grad_norm (", group_.where(),
+           "): call reduce_gradients() first");
+  TT_CHECK(max_norm > 0, "ZeroAdamW::clip_grad_norm: max_norm must be > 0, got ", max_norm);
+  const std::vector<Tensor> shard{grad_shard_};
+  const Tensor sum_sq =
+      full({1}, call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", Device::cpu(), shard),
+           {.dtype = DType::kFloat64});
+  group_.all_reduce(sum_sq, ReduceOp::kSum);
+  const double norm = std::sqrt(sum_sq.item());
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1) {
+    call_kernel<optim::ScaleInplaceKernel>("scale_", Device::cpu(), shard, coef);
+  }
+  return norm;
+}
+
+void ZeroAdamW::set_step_count(int64_t steps) {
+  TT_CHECK(steps >= 0, "ZeroAdamW::set_step_count: steps must be >= 0, got ", steps);
+  step_ = steps;
+}
+
+std::vector<Tensor> ZeroAdamW::gather_state() {
+  const int64_t n = group_.world_size();
+  std::vector<Tensor> out;
+  for (const Tensor& shard : {exp_avg_, exp_avg_sq_}) {
+    const Tensor full_state = empty({n * shard_});
+    group_.all_gather(full_state, shard);
+    out.push_back(full_state.narrow(0, 0, total_));
+  }
+  return out;
+}
+
+void ZeroAdamW::set_state_from_full(const Tensor& exp_avg, const Tensor& exp_avg_sq) {
+  const int64_t begin = shard_ * group_.rank();
+  const int64_t len = std::clamp<int64_t>(total_ - begin, 0, shard_);
+  Tensor* shards[] = {&exp_avg_, &exp_avg_sq_};
+  const Tensor* fulls[] = {&exp_avg, &exp_avg_sq};
+  for (int k = 0; k < 2; ++k) {
+    const Tensor& f = *fulls[k];
+    TT_CHECK(
+        f.defined() && f.device().is_cpu() && f.dtype() == DType::kFloat32 && f.numel() == total_,
+        "ZeroAdamW::set_state_from_full: expected ", total_, " float32 CPU elements, got ",
+        f.defined() ? f.describe() : std::string("an undefined tensor"));
+    shards[k]->fill_(0.0);
+    if (len > 0) shards[k]->narrow(0, 0, len).copy_(f.reshape({total_}).narrow(0, begin, len));
+  }
 }
 
 int64_t ZeroAdamW::state_bytes() const {

@@ -3,7 +3,8 @@
 //   cmake --build --preset learner --target check-ch12
 // Generated from solutions/12_data_parallel/zero_step.cc by tools/sync_starters (maintainers: edit that file instead).
 // ============================================================================================
-// Chapter 12 exercise ch12.4: one ZeRO-1 step (reduce-scatter, shard update, all-gather).
+// Chapter 12 exercise ch12.4: one ZeRO-1 step in two halves: reduce_gradients (flatten, then
+// reduce-scatter) and update (AdamW on this rank's shard, then all-gather).
 #include <map>
 
 #include "tt/dispatcher.h"
@@ -12,17 +13,30 @@
 
 namespace tt::dist {
 
-void ZeroAdamW::step() {
+void ZeroAdamW::reduce_gradients() {
+  const int64_t n = group_.world_size();
+  // The flattened, zero-padded vector of N*S elements (a temporary: only the moments persist).
+  Tensor flat = zeros({n * shard_});
+  grad_shard_ = empty({shard_});
+  (void)flat;
+  TT_TODO("ch12.4",
+          "ZeroAdamW::reduce_gradients: grad_shard_ (S elements) = this rank's slice of the "
+          "flattened, zero-padded gradients averaged over the ranks (one reduce_scatter)");
+}
+
+void ZeroAdamW::update() {
+  TT_CHECK(grad_shard_.defined(), "ZeroAdamW::update (", group_.where(),
+           "): call reduce_gradients() first");
   const int64_t n = group_.world_size();
   const int64_t t = step_ + 1;
-  // The flattened, zero-padded vectors of N*S elements (temporaries: only the moments persist).
   Tensor flat = zeros({n * shard_});
-  (void)n, (void)flat;
+  (void)flat;
   TT_TODO("ch12.4",
-          "ZeroAdamW::step: every parameter ends as after torch AdamW (step t) on the "
-          "gradient averaged over the ranks, identical on all ranks; this rank reads its S "
-          "averaged gradient elements with reduce_scatter, updates only segments() with "
-          "\"adamw_step\" and its moment shards, and all_gathers the updated shards");
+          "ZeroAdamW::update: every parameter ends as after torch AdamW (step t) on the "
+          "averaged gradient, identical on all ranks; this rank updates only segments() with "
+          "\"adamw_step\" from grad_shard_ and its moment shards, and all_gathers the updated "
+          "shards");
+  grad_shard_ = Tensor();
   step_ = t;
 }
 

@@ -1,11 +1,16 @@
-// Shared by chapter 12's tests: a tiny MLP classifier, its seeded data, and comparisons of
-// parameters across ranks.
+// Shared by chapter 12's tests: a tiny MLP classifier, its seeded data, comparisons of
+// parameters across ranks, and running the chapter's programs under mpirun.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <array>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tt/autograd.h"
@@ -14,6 +19,7 @@
 #include "tt/ops_elementwise.h"
 #include "tt/ops_nn.h"
 #include "tt/testing.h"
+#include "tt/timer.h"
 
 namespace ch12_test {
 
@@ -136,6 +142,44 @@ inline void expect_params_near(const std::vector<Tensor>& actual,
   for (std::size_t i = 0; i < actual.size(); ++i) {
     EXPECT_TENSOR_NEAR(actual[i].detach(), expected[i].detach(), atol, rtol) << "parameter " << i;
   }
+}
+
+/// The exit status and the output (stdout and stderr) of a command.
+struct JobResult {
+  int status = -1;  ///< exit status (-1: killed by a signal, or not run)
+  std::string output;
+  double seconds = 0;
+};
+
+/// The path of the program `name` built next to this test binary (bin/), or one folder up for
+/// the starter test binary (bin/starter/).
+inline std::string program_path(const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path exe_dir = fs::read_symlink("/proc/self/exe").parent_path();
+  const fs::path app = exe_dir / name;
+  return (fs::exists(app) ? app : exe_dir.parent_path() / name).string();
+}
+
+/// Runs `env mpirun <flags> -np <np> <program> <args>` (stderr merged into the output) and
+/// times it. Without MPI it runs nothing (status -1).
+inline JobResult run_mpi_job(int np, const std::string& program, const std::string& args,
+                             const std::string& env = "") {
+  JobResult r;
+#if TT_WITH_MPI
+  const std::string cmd = env + " " + TT_MPIEXEC + " " + TT_MPIEXEC_FLAGS + " -np " +
+                          std::to_string(np) + " " + program + " " + args + " 2>&1";
+  tt::Timer timer;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), pipe) != nullptr) r.output += buf.data();
+  const int rc = pclose(pipe);
+  r.seconds = timer.elapsed_s();
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+#else
+  (void)np, (void)program, (void)args, (void)env;
+#endif
+  return r;
 }
 
 }  // namespace ch12_test

@@ -1,49 +1,20 @@
 // A rank that dies or hangs must end the whole job with a clear message, never hang it: runs
 // the tt_dist_fault program (next to this test binary) under mpirun with 2 ranks.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <filesystem>
 #include <string>
 
+#include "ch12_test_util.h"
 #include "tt/dist.h"
-#include "tt/timer.h"
 
 namespace tt::dist {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct JobResult {
-  int status = -1;  ///< exit status of mpirun (-1: killed by a signal)
-  std::string output;
-  double seconds = 0;
-};
+using ch12_test::JobResult;
 
 /// Runs `mpirun -np 2 tt_dist_fault <args>` (stderr merged) and times it.
 JobResult run_job(const std::string& env, const std::string& args) {
-#if TT_WITH_MPI
-  const fs::path exe_dir = fs::read_symlink("/proc/self/exe").parent_path();
-  fs::path app = exe_dir / "tt_dist_fault";
-  if (!fs::exists(app)) app = exe_dir.parent_path() / "tt_dist_fault";  // bin/starter/
-  const std::string cmd = env + " " + TT_MPIEXEC + " " + TT_MPIEXEC_FLAGS + " -np 2 " +
-                          app.string() + " " + args + " 2>&1";
-  JobResult r;
-  Timer timer;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) r.output += buf.data();
-  const int rc = pclose(pipe);
-  r.seconds = timer.elapsed_s();
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return r;
-#else
-  (void)env, (void)args;
-  return {};
-#endif
+  return ch12_test::run_mpi_job(2, ch12_test::program_path("tt_dist_fault"), args, env);
 }
 
 #define TT_SKIP_IF_NO_MPI() \

@@ -6,6 +6,12 @@
 /// so every target is the token that follows its input. Window k of a shard starts at token
 /// k*B*T (consecutive windows share one token, as in llm.c); a shard of N tokens has
 /// floor((N-1) / (B*T)) windows, and windows never cross shards.
+///
+/// Data parallelism (chapter 12): with `world_size` = W > 1 the loader of rank r reads its part of
+/// a GLOBAL batch of W*B rows. Windows are then W*B*T+1 tokens long (k*W*B*T apart) and visited
+/// in the same order as by a one-process loader with batch size W*B; rank r returns rows
+/// [r*B, (r+1)*B) of each, i.e. the B*T+1 tokens starting at r*B*T inside the window. So W ranks
+/// with B rows read exactly the batches of one process with W*B rows, disjoint between ranks.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +42,8 @@ struct DataLoaderOptions {
   int64_t vocab_size = 0;  ///< every token must be < vocab_size (required, > 0)
   bool shuffle = false;    ///< visit the windows in a seeded random order
   uint64_t seed = 1337;    ///< seed of the shuffle
+  int rank = 0;            ///< this process's rank in 0..world_size-1 (data parallelism)
+  int world_size = 1;      ///< ranks sharing each global batch of world_size*batch_size rows
 };
 
 /// Iterates over the windows of one or more shards, forever, epoch after epoch.
@@ -54,7 +62,7 @@ class DataLoader {
   /// Back to the first batch of epoch 0 (the same sequence as a new loader).
   void reset();
 
-  /// Windows (batches) per epoch.
+  /// Windows (global batches) per epoch.
   int64_t batches_per_epoch() const { return static_cast<int64_t>(windows_.size()); }
   /// Current epoch (0 for the first pass).
   int64_t epoch() const { return epoch_; }

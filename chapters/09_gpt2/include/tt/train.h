@@ -26,6 +26,7 @@
 #include "tt/dataloader.h"
 #include "tt/gpt2.h"
 #include "tt/optim.h"
+#include "tt/train_parallel.h"
 
 namespace tt::gpt2 {
 
@@ -33,24 +34,33 @@ namespace tt::gpt2 {
 struct TrainStepOptions {
   int64_t grad_accum_steps = 1;  ///< micro-batches whose gradients are summed into one step
   double max_grad_norm = 1.0;    ///< global L2 norm clipping threshold (<= 0: no clipping)
+  /// How the step is spread over processes (tt/train_parallel.h); null: one process
+  /// (single_process()).
+  ParallelStrategy* parallel = nullptr;
 };
 
 /// What one step measured.
 struct TrainStepResult {
-  double loss = 0;       ///< mean loss over the micro-batches
+  double loss = 0;       ///< mean loss over the micro-batches (and over the ranks)
   double grad_norm = 0;  ///< global gradient norm before clipping
   bool finite = true;    ///< false when the loss or the norm is NaN/Inf (no update was made)
-  int64_t tokens = 0;    ///< tokens processed (B * T * grad_accum_steps)
+  int64_t tokens = 0;    ///< tokens processed by all ranks (B * T * grad_accum_steps * ranks)
 };
 
 /// One optimizer step for any model (exercise ch09.4): zero the gradients of the optimizer's
 /// parameters; for each of grad_accum_steps micro-batches from `next_batch`, compute
 /// `loss_of(batch)` (a 0-d tensor) and backpropagate loss / grad_accum_steps (so the summed
 /// gradient is the gradient of the mean loss); clip the global gradient norm of the optimizer's
-/// parameters; and only if the mean loss and the norm are finite, call optimizer.step().
+/// parameters; and only if the mean loss and the norm are finite, update.
 /// `tokens` counts batch.inputs elements. The learning rate is whatever the optimizer holds
 /// (apply a schedule before calling). Throws tt::Error when grad_accum_steps < 1 or loss_of
 /// returns anything but a one-element tensor.
+///
+/// Backward, clipping, the update and the mean loss go through the step's ParallelStrategy P
+/// (options.parallel, or single_process()): P.backward(scaled loss, last micro-batch?),
+/// P.clip_grad_norm(optimizer, max_norm or +inf), P.step(optimizer), loss = P.average(local
+/// mean loss), tokens = local tokens * P.world_size(). With one process these are
+/// autograd::backward, optim::clip_grad_norm_, optimizer.step() and the identity.
 TrainStepResult train_step(optim::Optimizer& optimizer,
                            const std::function<Tensor(const Batch&)>& loss_of,
                            const std::function<Batch()>& next_batch,

@@ -47,11 +47,22 @@ class ZeroAdamW {
   /// One group with options.weight_decay.
   ZeroAdamW(std::vector<Tensor> params, optim::AdamWOptions options, ProcessGroup& group);
 
-  /// One step (exercise ch12.4): average the gradients over the ranks with reduce_scatter
-  /// (an undefined gradient counts as zeros), update this rank's shard with "adamw_step"
-  /// (each group's weight decay, step t = step_count() + 1), all_gather the shards into every
-  /// parameter; then step_count() grows by one.
+  /// One step: reduce_gradients() then update().
   void step();
+  /// First half of a step (exercise ch12.4): the gradients, flattened and zero-padded to N*S
+  /// elements (an undefined gradient counts as zeros), averaged over the ranks with
+  /// reduce_scatter into this rank's S-element gradient shard (grad_shard()).
+  void reduce_gradients();
+  /// Between the halves (training with clipping): the global L2 norm n of the averaged
+  /// gradient (the shards' sums of squares, summed over the ranks: the same n on every rank);
+  /// when max_norm / (n + 1e-6) < 1 the gradient shard is scaled by it, as
+  /// optim::clip_grad_norm_ does on the whole gradient. max_norm may be +inf (norm only).
+  double clip_grad_norm(double max_norm);
+  /// Second half of a step (exercise ch12.4): this rank's shard of the parameters updated with
+  /// "adamw_step" from grad_shard() and the moment shards (each group's weight decay, step
+  /// t = step_count() + 1), then the shards all_gathered into every parameter; step_count()
+  /// grows by one. Throws tt::Error when reduce_gradients() was not called since the last one.
+  void update();
   /// Clears every parameter's gradient (undefined, or zeros).
   void zero_grad(bool set_to_none = true);
   /// Learning rate of the next step.
@@ -60,6 +71,8 @@ class ZeroAdamW {
   void set_lr(double lr);
   /// Completed steps.
   int64_t step_count() const { return step_; }
+  /// Sets the completed steps (resuming from a checkpoint; >= 0).
+  void set_step_count(int64_t steps);
 
   /// Elements of all parameters together (P).
   int64_t total_numel() const { return total_; }
@@ -69,8 +82,21 @@ class ZeroAdamW {
   const std::vector<ShardSegment>& segments() const { return segments_; }
   /// Bytes of optimizer state this rank holds (two moments of S elements).
   int64_t state_bytes() const;
-  /// The moments of this rank's shard, {exp_avg, exp_avg_sq} (S elements each).
+  /// The moments of this rank's shard, {exp_avg, exp_avg_sq} (S elements each): handles to the
+  /// live tensors, so a checkpoint load can copy into them.
   std::vector<Tensor> shard_state() const { return {exp_avg_, exp_avg_sq_}; }
+  /// The averaged gradient of this rank's shard (S elements) after reduce_gradients(); undefined
+  /// otherwise.
+  const Tensor& grad_shard() const { return grad_shard_; }
+  /// The moments of every parameter, gathered from all ranks (a collective: every rank calls
+  /// it): {exp_avg, exp_avg_sq}, each of total_numel() elements in the flattened order. For
+  /// checkpoints; temporarily needs 2 * N*S floats on every rank.
+  std::vector<Tensor> gather_state();
+  /// Sets this rank's moment shards from full moments of total_numel() elements each (as
+  /// gather_state() returns them; no communication).
+  void set_state_from_full(const Tensor& exp_avg, const Tensor& exp_avg_sq);
+  /// Offset of each parameter in the flattened vector.
+  const std::vector<int64_t>& offsets() const { return offsets_; }
 
  private:
   std::vector<Tensor> params_;        // flattened over the groups
@@ -81,6 +107,7 @@ class ZeroAdamW {
   int64_t total_ = 0, shard_ = 0;
   std::vector<ShardSegment> segments_;
   Tensor exp_avg_, exp_avg_sq_;  // [S]
+  Tensor grad_shard_;            // [S] between reduce_gradients() and update()
   double lr_;
   int64_t step_ = 0;
 };

@@ -1,0 +1,115 @@
+/// @file train_parallel.h
+/// @brief How a training step is spread over processes: the ParallelStrategy interface, its
+/// one-process implementation, and a registry of named strategies.
+///
+/// Chapter 09 trains in one process; chapter 12 (data parallelism) registers "ddp"
+/// (DistributedDataParallel: every rank holds the model and the optimizer, gradients are
+/// averaged after the step's last micro-batch) and "zero1" (ZeRO-1: AdamW's state sharded over
+/// the ranks). train_step() and apps/train_gpt2.cc call a strategy at every point where a
+/// multi-process step differs from a one-process one, so the same loop runs both:
+///  - make_optimizer(): the ranks start identical (parameters broadcast from rank 0) and the
+///    strategy chooses how the optimizer state is held;
+///  - backward(loss, last): micro-batches before the last only accumulate gradients locally
+///    (no_sync); after the last, gradients are synchronised;
+///  - clip_grad_norm(): the norm of the AVERAGED gradient, the same on every rank;
+///  - step(): the update (ZeRO-1: each rank updates its shard, then all-gathers);
+///  - average(): the logged loss is the mean over the ranks, so every rank agrees on it (and on
+///    whether it is finite);
+///  - save_checkpoint()/load_checkpoint(): one file in the one-process format, written by rank
+///    0 (ZeRO-1 first gathers the shards of the moments), read by every rank.
+/// Every rank must make the same calls in the same order (they are collectives).
+/// @code
+///   auto strategy = tt::gpt2::make_parallel_strategy("ddp");   // chapter 12 linked in
+///   auto opt = strategy->make_optimizer(model, param_groups(model, 0.1), adamw_options);
+///   TrainStepOptions so;  so.parallel = strategy.get();
+///   train_step(model, *opt, next_batch, so);
+/// @endcode
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tt/dispatcher.h"  // TT_CONCAT
+#include "tt/module.h"
+#include "tt/optim.h"
+
+namespace tt::gpt2 {
+
+/// The parts of training that depend on how many processes share it. The base class is the
+/// one-process behaviour ("single"); multi-process strategies override what they change.
+class ParallelStrategy {
+ public:
+  ParallelStrategy() = default;
+  virtual ~ParallelStrategy() = default;
+  ParallelStrategy(const ParallelStrategy&) = delete;
+  ParallelStrategy& operator=(const ParallelStrategy&) = delete;
+
+  /// "single", "ddp", "zero1", ...
+  virtual std::string name() const { return "single"; }
+  /// This process's rank, 0..world_size()-1.
+  virtual int rank() const { return 0; }
+  /// Number of processes.
+  virtual int world_size() const { return 1; }
+  /// True on the one rank that prints, writes logs, samples and checkpoints (rank 0).
+  bool is_logging_rank() const { return rank() == 0; }
+
+  /// The optimizer of `model` for `groups` (AdamW with `options`), built once before training.
+  /// Multi-process strategies first make every rank's parameters and buffers equal to rank 0's.
+  /// Default: an optim::AdamW.
+  virtual std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
+                                                           std::vector<optim::ParamGroup> groups,
+                                                           const optim::AdamWOptions& options);
+  /// Backpropagates one micro-batch's (already scaled) loss into the gradients. `last` is true
+  /// for the last micro-batch of a step: only then are gradients synchronised over the ranks
+  /// (the ones before accumulate locally). Default: autograd::backward(loss).
+  virtual void backward(const Tensor& loss, bool last);
+  /// After the last backward: the global L2 norm of the gradient the update will use (the
+  /// average over the ranks), and that gradient scaled by max_norm / (norm + 1e-6) when this is
+  /// below 1 (max_norm may be +inf: no clipping). Default: optim::clip_grad_norm_ over the
+  /// optimizer's parameters.
+  virtual double clip_grad_norm(optim::Optimizer& optimizer, double max_norm);
+  /// The update. Default: optimizer.step().
+  virtual void step(optim::Optimizer& optimizer);
+  /// The mean of `value` over the ranks. Default: `value`.
+  virtual double average(double value) { return value; }
+  /// The maximum of `value` over the ranks. Default: `value`.
+  virtual double maximum(double value) { return value; }
+  /// Writes the model and the complete optimizer state to `path` in chapter 05's checkpoint
+  /// format (ckpt::save_checkpoint), from rank 0 only; returns when the file is complete.
+  virtual void save_checkpoint(const std::string& path, const nn::Module& model,
+                               optim::Optimizer& optimizer);
+  /// Reads a checkpoint written by save_checkpoint (by any strategy with the same parameters)
+  /// into the model and this rank's optimizer state.
+  virtual void load_checkpoint(const std::string& path, nn::Module& model,
+                               optim::Optimizer& optimizer);
+  /// Bytes of optimizer state (moments) this rank holds.
+  virtual int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) const;
+  /// Ends the strategy's use of its processes (chapter 12: MPI_Finalize). Call it once on every
+  /// rank at the normal end of a run, never on an error path (a rank that leaves with an error
+  /// makes the launcher end the others).
+  virtual void finish() {}
+};
+
+/// The one-process strategy (a shared instance of the base class).
+ParallelStrategy& single_process();
+
+/// Registers a strategy factory under `name`. Throws tt::Error when `name` is empty or taken.
+/// Use TT_REGISTER_PARALLEL_STRATEGY at namespace scope.
+bool register_parallel_strategy(const std::string& name,
+                                std::function<std::unique_ptr<ParallelStrategy>()> factory);
+/// A new strategy `name` ("single" is always registered). Throws tt::Error naming the
+/// registered strategies when there is none called `name` (e.g. chapter 12 is not linked in).
+std::unique_ptr<ParallelStrategy> make_parallel_strategy(const std::string& name);
+/// Names of the registered strategies, sorted.
+std::vector<std::string> parallel_strategy_names();
+
+}  // namespace tt::gpt2
+
+/// Registers a ParallelStrategy factory under `name` at static-initialization time (chapter
+/// libraries are linked whole-archive, so the registration is kept).
+#define TT_REGISTER_PARALLEL_STRATEGY(name, factory)                        \
+  static const bool TT_CONCAT(tt_parallel_strategy_registered_, __LINE__) = \
+      ::tt::gpt2::register_parallel_strategy(name, factory)

@@ -1,0 +1,122 @@
+// The real train_gpt2 (chapter 09's program, linked with chapter 12) under mpirun -np 2 on a tiny
+// generated dataset: DDP and ZeRO-1 log the losses of one process with the same global batch,
+// only rank 0 speaks, and a job killed between checkpoints, or stopped by --max-seconds,
+// resumes exactly like an uninterrupted run. (Not an "Mpi" test: it starts mpirun itself, from a
+// plain process.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../../09_gpt2/tests/ch09_test_util.h"
+#include "ch12_test_util.h"
+#include "tt/dist.h"
+
+namespace tt::dist {
+namespace {
+
+using ch12_test::JobResult;
+using test09::read_csv;
+using test09::reproducible_columns;
+
+class Ch12_TrainGpt2App : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!built_with_mpi()) GTEST_SKIP() << "built without MPI: no multi-process job to run";
+    test09::write_tiny_dataset(dir_.file("data"));
+  }
+  /// train_gpt2 with `extra` options under `mpirun -np np` (np 0: a plain process).
+  JobResult train(int np, const std::string& extra, const std::string& out) {
+    // 8 steps of 64 tokens; checkpoints at 3 and 6, validation at 0, 2, 4, 6, 8.
+    const std::string args = "--data '" + dir_.file("data") + "' --out '" + dir_.file(out) +
+                             "' --device cpu --threads 1 --layers 2 --heads 2 --channels 32 " +
+                             "--T 8 --total-batch 64 --steps 8 --warmup 1 --eval-every 2 " +
+                             "--eval-batches 1 --sample-tokens 2 --checkpoint-every 3 " + extra;
+    const std::string app = ch12_test::program_path("train_gpt2");
+    if (np > 0) return ch12_test::run_mpi_job(np, app, args);
+    const std::string log = dir_.file(out + ".log");
+    JobResult r;
+    const int rc = std::system((app + " " + args + " > '" + log + "' 2>&1").c_str());
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.output = test09::read_bytes(log);
+    return r;
+  }
+  std::string csv(const std::string& out) const { return dir_.file(out) + "/train.csv"; }
+
+  test09::TempDir dir_;
+};
+
+TEST_F(Ch12_TrainGpt2App, DdpAndZero1LogTheLossesOfOneProcess) {
+  const JobResult one = train(0, "--B 8", "one");
+  ASSERT_EQ(one.status, 0) << one.output;
+  const auto expected = read_csv(csv("one"));
+  for (const std::string zero : {"0", "1"}) {
+    const std::string out = "np2_zero" + zero;
+    const JobResult r = train(2, "--B 4 --zero " + zero, out);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("parallel: ") + (zero == "0" ? "ddp" : "zero1") +
+                            " over 2 processes (B=4 rows per rank, 8 per global batch)"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("memory per rank (max over 2)"), std::string::npos) << r.output;
+    // Rank 0 alone logs: each step line once.
+    const std::size_t first = r.output.find("step 3/8 |");
+    ASSERT_NE(first, std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("step 3/8 |", first + 1), std::string::npos) << r.output;
+    // Same global batches, same math: the logged values agree to the 6 digits of the log (the
+    // gradient sums run in another order: see test_train.cc for the tolerance).
+    const auto got = read_csv(csv(out));
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t i = 1; i < got.size(); ++i) {
+      for (int c : {1, 2, 3, 6}) {  // loss, lr, grad_norm, val_loss
+        const std::string& a = got[i].at(static_cast<std::size_t>(c));
+        const std::string& b = expected[i].at(static_cast<std::size_t>(c));
+        ASSERT_EQ(a.empty(), b.empty()) << "row " << i << " column " << c;
+        if (!a.empty()) {
+          EXPECT_NEAR(std::stod(a), std::stod(b), 2e-5 * std::fabs(std::stod(b)) + 1e-7)
+              << "--zero " << zero << ", row " << i << " column " << c;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Ch12_TrainGpt2App, InterruptedJobsResumeLikeAnUninterruptedOne) {
+  for (const std::string zero : {"0", "1"}) {
+    SCOPED_TRACE("--zero " + zero);
+    const std::string opts = "--B 4 --zero " + zero;
+    const JobResult full = train(2, opts, "full" + zero);
+    ASSERT_EQ(full.status, 0) << full.output;
+    // Every rank kills itself after step 5 was logged: the last checkpoint is step 3's.
+    const std::string out = "crash" + zero;
+    const JobResult crash = train(2, opts + " --kill-after-step 5", out);
+    ASSERT_NE(crash.status, 0) << crash.output;
+    ASSERT_EQ(read_csv(csv(out)).back().at(0), "5") << "the crash came too early";
+    const JobResult resumed = train(2, opts + " --resume", out);
+    ASSERT_EQ(resumed.status, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("at step 3"), std::string::npos) << resumed.output;
+    // Same world size, same data order, deterministic 2-rank sums: bit-exact, so the logs match
+    // character for character.
+    EXPECT_EQ(reproducible_columns(csv(out)), reproducible_columns(csv("full" + zero)));
+
+    // --max-seconds: the ranks agree on the time, so all stop after the same step (here the
+    // first: the limit is below one step), save a checkpoint and exit cleanly.
+    const std::string timed = "timed" + zero;
+    const JobResult stopped = train(2, opts + " --max-seconds 0.000001", timed);
+    ASSERT_EQ(stopped.status, 0) << stopped.output;
+    EXPECT_NE(stopped.output.find("stopping after --max-seconds"), std::string::npos)
+        << stopped.output;
+    ASSERT_EQ(read_csv(csv(timed)).back().at(0), "1");
+    const JobResult continued = train(2, opts + " --resume", timed);
+    ASSERT_EQ(continued.status, 0) << continued.output;
+    auto rows = reproducible_columns(csv(timed));
+    ASSERT_EQ(rows.size(), 10u);
+    EXPECT_NE(rows[2].at(4), "") << "a run stopped by time evaluates at its last step";
+    rows[2].at(4) = "";  // the uninterrupted run evaluates at steps 2, 4, 6, 8 only
+    EXPECT_EQ(rows, reproducible_columns(csv("full" + zero)));
+  }
+}
+
+}  // namespace
+}  // namespace tt::dist
