@@ -6,7 +6,7 @@
 # CHAPTER is a number (default: 06). Steps, each reported in the summary at the end:
 #   1. configure $BUILD_DIR (default build-device: Release, solution, CUDA on) and build the
 #      chapters' test binaries and benchmarks (skipped with --no-build: binaries must exist);
-#   2. (chapter 09) PyTorch's side of the GPT-2 124M check (reference_data/ch09/check_gpt2_124m.py),
+#   2. (chapters 09, 10) PyTorch's side of the GPT-2 124M check (reference_data/ch09/check_gpt2_124m.py),
 #      then ctest -L cuda --output-on-failure, restricted to the chapters' tests (names ChNN_...);
 #   3. compute-sanitizer --tool memcheck on each chapter's test binary (its CUDA tests), with the
 #      caching allocator off (TT_CUDA_CACHING=0) so that every tensor has exact bounds; tests
@@ -79,9 +79,10 @@ fi
 
 regex="^Ch($(IFS='|'; echo "${chapters[*]}"))_"
 
-# Chapter 09 compares GPT-2 124M with PyTorch: PyTorch's side is written first, into the folder
-# the test Ch09_GPT2Cuda.Gpt2_124MMatchesPyTorch reads from TT_GPT2_124M_REF.
-if [[ " ${chapters[*]} " == *" 09 "* ]]; then
+# Chapters 09 and 10 compare GPT-2 124M with PyTorch: PyTorch's side is written first, into the
+# folder the tests Ch09_GPT2Cuda.Gpt2_124MMatchesPyTorch and
+# Ch10_FastGpt2Cuda.Gpt2_124MFastPathMatchesPyTorch read from TT_GPT2_124M_REF.
+if [[ " ${chapters[*]} " == *" 09 "* || " ${chapters[*]} " == *" 10 "* ]]; then
   banner "PyTorch side of the GPT-2 124M check"
   export TT_GPT2_124M_REF=${TT_GPT2_124M_REF:-$build_dir/gpt2_124m_ref}
   python3 reference_data/ch09/check_gpt2_124m.py --out "$TT_GPT2_124M_REF"

@@ -10,6 +10,9 @@ tokens on CUDA with TF32 off, and writes into --out:
     logits_every128.npy      logits[:, ::128, :]  (the whole tensor is 1.6 GB)
     loss.npy                 0-d mean cross-entropy
     grad_<name>.npy          gradients of a few parameters (names as in the C++ model)
+    *_tf32.npy               the same logits, loss and gradients with TF32 matmuls and SDPA
+                             (chapter 10's fast path is compared with these: test
+                             Ch10_FastGpt2Cuda.Gpt2_124MFastPathMatchesPyTorch)
 
 Needs PyTorch with CUDA (the GPU machine's); nothing is committed from it. Usage:
 
@@ -63,7 +66,22 @@ def main():
     save("loss", loss)
     for name in GRADS:
         save("grad_" + name, params[name].grad)
-    print(f"check_gpt2_124m: loss {loss.item():.6f}; files in {args.out}")
+    exact_loss = loss.item()
+
+    # The same step with TF32 matmuls and PyTorch's fused attention (SDPA), as its fast eager path.
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    for p in params.values():
+        p.grad = None
+    logits = g2.forward(params, idx, cfg, sdpa=True)
+    loss = F.cross_entropy(logits.view(-1, cfg.V), targets.view(-1))
+    loss.backward()
+    save("logits_every128_tf32", logits[:, ::128, :])
+    save("loss_tf32", loss)
+    for name in GRADS:
+        save("grad_" + name + "_tf32", params[name].grad)
+    print(f"check_gpt2_124m: loss {exact_loss:.6f} (fp32), {loss.item():.6f} (TF32 + SDPA); "
+          f"files in {args.out}")
 
 
 if __name__ == "__main__":

@@ -114,20 +114,25 @@ def init_params(cfg=TINY, seed=SEED, device="cpu"):
     return params
 
 
-def attention(qkv, nh):
-    """Causal self-attention of qkv [B, T, 3C] -> [B, T, C] (before the output projection)."""
+def attention(qkv, nh, sdpa=False):
+    """Causal self-attention of qkv [B, T, 3C] -> [B, T, C] (before the output projection);
+    sdpa=True uses PyTorch's fused scaled_dot_product_attention (same math, other rounding)."""
     Bq, Tq, C3 = qkv.shape
     Cq = C3 // 3
     q, k, v = qkv.split(Cq, dim=2)
     q, k, v = (t.view(Bq, Tq, nh, Cq // nh).transpose(1, 2) for t in (q, k, v))
+    if sdpa:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).contiguous().view(Bq, Tq, Cq)
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(Cq // nh))
     mask = torch.ones(Tq, Tq, dtype=torch.bool, device=qkv.device).tril()
     att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
     return (att @ v).transpose(1, 2).contiguous().view(Bq, Tq, Cq)
 
 
-def forward(p, idx, cfg=TINY):
-    """GPT-2 forward: logits [B, T, V]; lm_head is tied to wte (its first V rows)."""
+def forward(p, idx, cfg=TINY, sdpa=False):
+    """GPT-2 forward: logits [B, T, V]; lm_head is tied to wte (its first V rows). sdpa: the
+    attention through PyTorch's scaled_dot_product_attention."""
     C = cfg.C
     Tn = idx.shape[1]
     x = p["wte.weight"][idx] + p["wpe.weight"][torch.arange(Tn, device=idx.device)]
@@ -135,7 +140,7 @@ def forward(p, idx, cfg=TINY):
         h = f"h.{l}."
         a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], 1e-5)
         a = F.linear(a, p[h + "attn.c_attn.weight"], p[h + "attn.c_attn.bias"])
-        a = F.linear(attention(a, cfg.NH), p[h + "attn.c_proj.weight"],
+        a = F.linear(attention(a, cfg.NH, sdpa), p[h + "attn.c_proj.weight"],
                      p[h + "attn.c_proj.bias"])
         x = x + a
         m = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], 1e-5)

@@ -3,6 +3,8 @@
 // (temporary directories, raw file reads and writes, header patches).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <sstream>
@@ -87,6 +89,17 @@ inline std::vector<std::vector<std::string>> reproducible_columns(const std::str
     r = {r[0], r[1], r[2], r[3], r[6]};
   }
   return rows;
+}
+
+/// Largest |a - b| over all elements (both moved to the CPU, compared in float64).
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(Device::cpu()).to(DType::kFloat64).contiguous();
+  const Tensor y = b.to(Device::cpu()).to(DType::kFloat64).contiguous();
+  const double* px = x.data<double>();
+  const double* py = y.data<double>();
+  double m = 0.0;
+  for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, std::abs(px[i] - py[i]));
+  return m;
 }
 
 }  // namespace tt::test09

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ch09_test_util.h"
 #include "tt/cuda_matmul.h"
 #include "tt/functional.h"
 #include "tt/gpt2.h"
@@ -23,19 +24,10 @@
 namespace tt::gpt2 {
 namespace {
 
+using test09::max_abs_diff;
+
 Tensor on_cpu(const Tensor& t) {
   return t.to(Device::cpu());
-}
-
-/// Largest |a - b| over all elements (both moved to the CPU, compared in float64).
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const Tensor x = on_cpu(a).to(DType::kFloat64).contiguous();
-  const Tensor y = on_cpu(b).to(DType::kFloat64).contiguous();
-  const double* px = x.data<double>();
-  const double* py = y.data<double>();
-  double m = 0.0;
-  for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, std::abs(px[i] - py[i]));
-  return m;
 }
 
 optim::AdamW make_adamw(const GPT2& model) {
