@@ -342,5 +342,11 @@ int main(int argc, char** argv) {
         },
         10);
   }
+  // The CPU mini step with the fast ops (CPU FlashAttention, fused classifier, fused
+  // residual + LayerNorm), against `cpu` above and PyTorch's CPU SDPA step.
+  bench::register_on(
+      "gpt2_train_step/cpu_fast/" + mini.args(), Device::cpu(),
+      [mini](benchmark::State& st, Device d) { fast_train_step(st, d, mini, "cpu_fast", "fast"); },
+      3);
   return bench::run_main(argc, argv, "bench_gpt2_step");
 }
