@@ -523,4 +523,8 @@ TT_REGISTER_KERNEL("embedding_backward", DeviceType::kCUDA, cuda::embedding_back
 TT_REGISTER_KERNEL("cross_entropy_forward", DeviceType::kCUDA, cuda::cross_entropy_forward);
 TT_REGISTER_KERNEL("cross_entropy_backward", DeviceType::kCUDA, cuda::cross_entropy_backward);
 
+void check_index_range(const char* op, const Tensor& indices, int64_t size, const char* what) {
+  check_indices(op, indices, size, std::nullopt, what);
+}
+
 }  // namespace tt::cuda

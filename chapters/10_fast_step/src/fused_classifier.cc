@@ -10,6 +10,9 @@
 #include "tt/eigen.h"
 #include "tt/functional.h"
 #include "tt/fused_classifier.h"
+#if TT_WITH_CUDA
+#include "tt/cuda_ops.h"
+#endif
 #include "tt/parallel.h"
 
 namespace tt {
@@ -159,7 +162,15 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_size, DType dtype,
 Tensor fused_classifier_loss(const Tensor& x, const Tensor& wte, int64_t vocab_size,
                              const Tensor& targets, const FusedClassifierOptions& options) {
   check_inputs(x, wte, vocab_size, targets);
-  if (options.check_targets || x.device().is_cpu()) check_target_range(targets, vocab_size);
+  if (x.device().is_cpu()) {
+    check_target_range(targets, vocab_size);
+  } else if (options.check_targets) {
+#if TT_WITH_CUDA
+    // On the host (one synchronization) or, under cuda::IndexChecks::kDevice (chapter 10's
+    // sync-free step, CUDA graphs), recorded on the device for cuda::check_index_errors().
+    cuda::check_index_range("fused_classifier_loss", targets, vocab_size, "targets");
+#endif
+  }
   const bool need_grad = autograd::is_grad_enabled() && (x.requires_grad() || wte.requires_grad());
   return autograd::Function::apply<FusedClassifierFn>(
       {x, wte}, vocab_size, targets.reshape({-1}).contiguous(), options, need_grad)[0];

@@ -8,6 +8,7 @@
 
 #include "tt/fast_step.h"
 #include "tt/functional.h"
+#include "tt/gpt2_ops.h"
 #include "tt/testing.h"
 #include "tt/train.h"
 
@@ -148,14 +149,17 @@ TEST(Ch10_FastStepCuda, NonFiniteLossSkipsTheUpdate) {
   nan_step_changes_nothing(Device::cuda(0));
 }
 
-TEST(Ch10_FastStepCuda, SteadyStateStepMakesNoCudaMallocAndNoHostSync) {
-  TT_SKIP_IF_NO_CUDA();
-  if (!cuda::caching_enabled()) {
-    GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0): every tensor is a "
-                    "cudaMalloc and a cudaFree then";
-  }
+/// Installs the ModelOps set `ops` on `model` ("reference": chapter 09's compositions).
+void use_ops(gpt2::GPT2& model, const std::string& ops) {
+  model.set_ops(gpt2::model_ops(ops));
+}
+
+/// A steady-state step with the ModelOps set `ops` neither waits for the GPU nor calls
+/// cudaMalloc (only finish_step waits).
+void steady_state_step_is_sync_and_malloc_free(const std::string& ops) {
   cuda::AllowTf32Guard tf32(true);
   gpt2::GPT2 model(small_config(), 8);
+  use_ops(model, ops);
   model.to(Device::cuda(0));
   optim::AdamW opt = make_adamw(model);
   std::vector<Batch> batches;
@@ -186,6 +190,21 @@ TEST(Ch10_FastStepCuda, SteadyStateStepMakesNoCudaMallocAndNoHostSync) {
   }
 }
 
+TEST(Ch10_FastStepCuda, SteadyStateStepMakesNoCudaMallocAndNoHostSync) {
+  TT_SKIP_IF_NO_CUDA();
+  if (!cuda::caching_enabled()) {
+    GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0): every tensor is a "
+                    "cudaMalloc and a cudaFree then";
+  }
+  steady_state_step_is_sync_and_malloc_free("reference");
+}
+
+TEST(Ch10_FastStepCuda, SteadyFastOpsStepMakesNoCudaMallocAndNoHostSync) {
+  TT_SKIP_IF_NO_CUDA();
+  if (!cuda::caching_enabled()) GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0)";
+  steady_state_step_is_sync_and_malloc_free("fast");
+}
+
 TEST(Ch10_FastStepCuda, OutOfRangeTokenIsReportedAtTheEnd) {
   TT_SKIP_IF_NO_CUDA();
   gpt2::GPT2 model(small_config(), 9);
@@ -198,11 +217,13 @@ TEST(Ch10_FastStepCuda, OutOfRangeTokenIsReportedAtTheEnd) {
   EXPECT_NO_THROW(cuda::check_index_errors(0)) << "the record must be cleared after the report";
 }
 
-TEST(Ch10_FastStepCuda, GraphedStepEqualsTheEagerStepAndNeitherWaitsNorAllocates) {
-  TT_SKIP_IF_NO_CUDA();
-  if (!cuda::caching_enabled()) GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0)";
+/// The graphed step with the ModelOps set `ops` equals the eager one bit for bit, and its
+/// replays neither wait nor allocate.
+void graphed_step_equals_eager(const std::string& ops) {
   cuda::AllowTf32Guard tf32(true);
   gpt2::GPT2 a(small_config(), 11), b(small_config(), 11);
+  use_ops(a, ops);
+  use_ops(b, ops);
   a.to(Device::cuda(0));
   b.to(Device::cuda(0));
   optim::AdamW opt_a = make_adamw(a), opt_b = make_adamw(b);
@@ -231,6 +252,18 @@ TEST(Ch10_FastStepCuda, GraphedStepEqualsTheEagerStepAndNeitherWaitsNorAllocates
   EXPECT_GT(graphed.graph_nodes(), 50u);
   EXPECT_EQ(opt_b.step_count(), 6);
   expect_same_parameters(a, b);
+}
+
+TEST(Ch10_FastStepCuda, GraphedStepEqualsTheEagerStepAndNeitherWaitsNorAllocates) {
+  TT_SKIP_IF_NO_CUDA();
+  if (!cuda::caching_enabled()) GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0)";
+  graphed_step_equals_eager("reference");
+}
+
+TEST(Ch10_FastStepCuda, GraphedFastOpsStepEqualsTheEagerStep) {
+  TT_SKIP_IF_NO_CUDA();
+  if (!cuda::caching_enabled()) GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0)";
+  graphed_step_equals_eager("fast");
 }
 
 TEST(Ch10_FastStepCuda, GraphedStepRejectsACpuModelAndOtherShapes) {

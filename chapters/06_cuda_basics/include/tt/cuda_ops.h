@@ -72,6 +72,12 @@ class IndexChecksGuard {
 /// `index` recorded an out-of-range index under IndexChecks::kDevice since the last call, and
 /// clears the record. One host synchronization.
 void check_index_errors(int index);
+/// Checks that every int64 index lies in [0, size), as the embedding and cross-entropy kernels do
+/// (for ops of later chapters that take indices, e.g. the fused classifier's targets): under
+/// IndexChecks::kHost copies them to the host and throws tt::Error naming `op`, `what`, the
+/// position and the value; under kDevice launches a check that records errors for
+/// check_index_errors() (no synchronization).
+void check_index_range(const char* op, const Tensor& indices, int64_t size, const char* what);
 
 /// CUDA kernel "add": out = a + b; `out` contiguous, a and b of out's shape with any strides
 /// (0 for broadcast dims), all of one dtype on one device. Contiguous 16-byte-aligned operands

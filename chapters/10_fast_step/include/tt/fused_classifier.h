@@ -88,8 +88,10 @@ struct FusedClassifierOptions {
   /// max_chunk_bytes. For tests of the chunk boundaries.
   int64_t chunk_rows = 0;
   /// Validate the targets (in [0, V)) and throw tt::Error naming the op otherwise. Free on the
-  /// CPU; on CUDA it copies the targets to the host (one synchronization, N int64 values). With
-  /// false, a CUDA target out of range gives a NaN loss instead of an exception.
+  /// CPU; on CUDA it follows cuda::IndexChecks: kHost (the default) copies the targets to the
+  /// host (one synchronization, N int64 values), kDevice records a bad target for
+  /// cuda::check_index_errors() without waiting. With false (CUDA only), a target out of range
+  /// gives a NaN loss instead of an error.
   bool check_targets = true;
 };
 
