@@ -2,7 +2,7 @@
 //
 //   train_gpt2 [--data DIR] [--out DIR] [--device auto|cpu|cuda] [model] [batch] [schedule]
 //              [--eval-every N] [--sample-every N] [--checkpoint-every N] [--resume]
-//              [--attention flash|naive] [--fused on|off] [--profile-step N] ...
+//              [--attention flash|naive] [--fused on|off] [--profile-step N] [--cuda-graph] ...
 //
 // Run `train_gpt2 --help` for every option. Per step it logs loss, learning rate, gradient
 // norm, milliseconds, tokens/s (and MFU on a GPU); a progress bar shows the ETA. It writes
@@ -18,6 +18,8 @@
 // fused ops). By default the fast ones are used wherever they are linked in and implemented (a
 // tiny probe step says so; a learner build whose chapter 10 is still TODO falls back to the
 // reference); --attention and --fused choose explicitly, and the start of the log says which.
+// --cuda-graph runs each step through chapter 10's graphed step runner (registered with
+// register_graphed_step_runner, tt/train.h): the same results, one graph launch per step.
 //
 // Data parallel (chapter 12 linked in): `mpirun -np N train_gpt2 ... [--zero 0|1]` trains with N
 // processes through the ParallelStrategy "ddp" (--zero 0) or "zero1" (--zero 1) of
@@ -97,6 +99,7 @@ struct Options {
   std::string fused = "auto";      // on | off | auto
   int64_t profile_step = 0;        // print the per-op profile of this step (0: none)
   int64_t zero = 0;                // under mpirun: 0 DDP, 1 ZeRO-1 (sharded AdamW state)
+  bool cuda_graph = false;         // steps replayed as a CUDA graph (chapter 10)
 };
 
 const char* const kUsage =
@@ -141,11 +144,16 @@ const char* const kUsage =
     "                        (fused classifier, epilogues, residual+LayerNorm) or the\n"
     "                        reference ones (auto: on when available)\n"
     "  --profile-step N      print the per-op profile (chapter 10's profiler) of step N\n"
+    "  --cuda-graph          run each step as a CUDA graph (chapter 10's GraphedTrainStep:\n"
+    "                        2 eager steps, then one capture, replayed with one launch per\n"
+    "                        step; the same results bit for bit). Needs --device cuda and\n"
+    "                        one process; not with --profile-step (a replay dispatches no op)\n"
     "  --peak-tflops X       peak TFLOP/s for MFU (default on a GPU: 67, H100 FP32; with\n"
     "                        --tf32: 495, H100 dense TF32)\n"
-    "data parallel (mpirun -np N train_gpt2 ..., CPU; needs chapter 12):\n"
-    "  --zero 0|1            0: DDP (gradients averaged once per step); 1: ZeRO-1 (AdamW\n"
-    "                        state sharded over the ranks; also valid in one process).\n"
+    "data parallel (mpirun -np N train_gpt2 ..., needs chapter 12):\n"
+    "  --zero 0|1            0: DDP (gradients averaged once per step; CPU, or one GPU per\n"
+    "                        rank, cuda:local_rank, through NCCL); 1: ZeRO-1 (AdamW state\n"
+    "                        sharded over the ranks; CPU only; also valid in one process).\n"
     "                        --B is per rank: N ranks train like one process with --B N*B;\n"
     "                        --total-batch must be a multiple of N*B*T\n"
     "exit status: 0 done, 1 error (message on stderr), 3 stopped at a NaN/Inf loss or\n"
@@ -172,7 +180,7 @@ Options parse(int argc, char** argv) {
   args.flag("--tf32", &o.tf32).option("--kill-after-step", &o.kill_after_step);
   args.option("--attention", &o.attention).option("--fused", &o.fused);
   args.option("--profile-step", &o.profile_step);
-  args.option("--zero", &o.zero);
+  args.option("--zero", &o.zero).flag("--cuda-graph", &o.cuda_graph);
   args.parse(argc, argv);
   if (o.block_size == 0) o.block_size = o.T;
   TT_CHECK(o.B > 0 && o.T > 0 && o.steps > 0, "train_gpt2: --B, --T and --steps must be > 0");
@@ -185,6 +193,9 @@ Options parse(int argc, char** argv) {
            "train_gpt2: --fused must be on, off or auto, got '", o.fused, "'");
   TT_CHECK(o.profile_step >= 0, "train_gpt2: --profile-step must be >= 0");
   TT_CHECK(o.zero == 0 || o.zero == 1, "train_gpt2: --zero must be 0 or 1, got ", o.zero);
+  TT_CHECK(!o.cuda_graph || o.profile_step == 0,
+           "train_gpt2: --cuda-graph and --profile-step exclude each other (a replayed graph "
+           "dispatches no operation for the profiler to see)");
   return o;
 }
 
@@ -354,9 +365,9 @@ std::string fmt(const char* format, double v) {
 
 int run(const Options& o) {
   if (o.threads > 0) set_num_threads(o.threads);
-  const Device device = pick_device(o.device);
+  const Device picked = pick_device(o.device);
   if (o.print_device) {
-    std::printf("%s\n", device.str().c_str());
+    std::printf("%s\n", picked.str().c_str());
     return 0;
   }
   // One process, or N started by mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE).
@@ -365,6 +376,23 @@ int run(const Options& o) {
                                                                        : mpi       ? "ddp"
                                                                                    : "single");
   const int64_t ranks = par->world_size();
+  // Several ranks on GPUs: each uses its own, cuda:local_rank (NCCL needs one GPU per rank).
+  const Device device = picked.is_cuda() && ranks > 1 ? Device::cuda(par->local_rank()) : picked;
+  TT_CHECK(device.index < cuda_device_count() || !device.is_cuda(), "train_gpt2: rank ",
+           par->rank(), " is local rank ", par->local_rank(), " but this machine has ",
+           cuda_device_count(), " GPU(s): start at most that many processes per machine");
+  if (o.cuda_graph) {  // checked before the data is read
+    TT_CHECK(device.is_cuda(),
+             "train_gpt2: --cuda-graph needs --device cuda (a CUDA graph replays ",
+             "GPU work), but the device is ", device.str());
+    TT_CHECK(ranks == 1 && par->name() == "single",
+             "train_gpt2: --cuda-graph runs in one process: the graphed step updates without the "
+             "data-parallel strategy, got '",
+             par->name(), "' over ", ranks, " processes");
+    TT_CHECK(has_graphed_step_runner(),
+             "train_gpt2: --cuda-graph needs chapter 10's graphed step (fast::GraphedTrainStep, "
+             "tt/fast_step.h), which is not linked in");
+  }
   const bool logging = par->is_logging_rank();
   const std::unique_ptr<std::FILE, int (*)(std::FILE*)> devnull(std::fopen("/dev/null", "w"),
                                                                 &std::fclose);
@@ -473,6 +501,10 @@ int run(const Options& o) {
       static_cast<long long>(accum), static_cast<long long>(o.steps), o.lr,
       static_cast<long long>(o.warmup), o.lr * o.min_lr_frac);
   std::printf("%s\n", ops_line.c_str());
+  // --cuda-graph: the graphed step in place of train_step (made after a --resume load).
+  const std::unique_ptr<StepRunner> runner =
+      o.cuda_graph ? make_graphed_step_runner(*model, opt, o.B, o.T, so) : nullptr;
+  if (runner) std::printf("step: %s\n", runner->description().c_str());
   std::fflush(stdout);
 
   // Rank 0 writes the run log; the other ranks write nothing.
@@ -550,7 +582,8 @@ int run(const Options& o) {
     const bool profiled = profiler && step + 1 == o.profile_step;
     if (profiled) profiler->begin();
     Timer t;
-    const TrainStepResult r = train_step(*model, opt, next_train, so);  // r.tokens: all ranks
+    const TrainStepResult r =  // r.tokens: all ranks
+        runner ? runner->step(next_train) : train_step(*model, opt, next_train, so);
     const double ms = t.elapsed_ms();
     if (profiled) bar.println(profiler->end());
     const std::string loss_norm =

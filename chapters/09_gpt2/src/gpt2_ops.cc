@@ -10,6 +10,7 @@
 #include "tt/gpt2.h"
 #include "tt/gpt2_ops.h"
 #include "tt/todo.h"
+#include "tt/train.h"
 
 namespace tt::gpt2 {
 
@@ -109,25 +110,53 @@ std::string model_ops_not_implemented(const ModelOps& ops, Device device) {
 
 namespace {
 
-std::function<std::unique_ptr<StepProfiler>(Device)>& step_profiler_factory() {
-  static std::function<std::unique_ptr<StepProfiler>(Device)> factory;
+/// The one slot of a hook that a later chapter fills (the step profiler, the graphed step
+/// runner): one per factory type.
+template <typename Factory>
+Factory& hook_slot() {
+  static Factory factory;
   return factory;
 }
 
-}  // namespace
-
-bool register_step_profiler(std::function<std::unique_ptr<StepProfiler>(Device)> factory) {
-  TT_CHECK(static_cast<bool>(factory), "register_step_profiler: no factory");
-  TT_CHECK(!step_profiler_factory(),
-           "register_step_profiler: a step profiler is already "
-           "registered (one chapter provides it)");
-  step_profiler_factory() = std::move(factory);
+/// Fills the slot of `Factory`; `op` names the registering function, `what` the hook.
+template <typename Factory>
+bool register_hook(Factory factory, const char* op, const char* what) {
+  TT_CHECK(static_cast<bool>(factory), op, ": no factory");
+  TT_CHECK(!hook_slot<Factory>(), op, ": ", what,
+           " is already registered (one chapter provides it)");
+  hook_slot<Factory>() = std::move(factory);
   return true;
 }
 
+using StepProfilerFactory = std::function<std::unique_ptr<StepProfiler>(Device)>;
+
+}  // namespace
+
+bool register_step_profiler(StepProfilerFactory factory) {
+  return register_hook(std::move(factory), "register_step_profiler", "a step profiler");
+}
+
 std::unique_ptr<StepProfiler> make_step_profiler(Device device) {
-  const auto& factory = step_profiler_factory();
+  const auto& factory = hook_slot<StepProfilerFactory>();
   return factory ? factory(device) : nullptr;
+}
+
+bool register_graphed_step_runner(StepRunnerFactory factory) {
+  return register_hook(std::move(factory), "register_graphed_step_runner", "a graphed step runner");
+}
+
+bool has_graphed_step_runner() {
+  return static_cast<bool>(hook_slot<StepRunnerFactory>());
+}
+
+std::unique_ptr<StepRunner> make_graphed_step_runner(GPT2& model, optim::Optimizer& optimizer,
+                                                     int64_t B, int64_t T,
+                                                     const TrainStepOptions& options) {
+  const auto& factory = hook_slot<StepRunnerFactory>();
+  TT_CHECK(static_cast<bool>(factory),
+           "make_graphed_step_runner: no graphed step runner is registered (chapter 10's "
+           "fast::GraphedTrainStep, tt/fast_step.h, is not linked in)");
+  return factory(model, optimizer, B, T, options);
 }
 
 ModelOps reference_model_ops() {

@@ -3,9 +3,13 @@
 // (temporary directories, raw file reads and writes, header patches).
 #pragma once
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -50,6 +54,33 @@ inline Batch fixed_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
     }
   }
   return {from_vector(x, {B, T}), from_vector(y, {B, T})};
+}
+
+/// The path of chapter 09's program `name` (chapter 10 runs train_gpt2 too): next to this test binary (bin/), or one folder up
+/// for the starter build's binary (bin/starter/). Empty when it is missing.
+inline std::string program_path(const std::string& name) {
+  const std::filesystem::path exe_dir =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  for (const std::filesystem::path& dir : {exe_dir, exe_dir.parent_path()}) {
+    if (std::filesystem::exists(dir / name)) return (dir / name).string();
+  }
+  return "";
+}
+
+/// The exit status and the combined stdout/stderr of one program run.
+struct RunResult {
+  int status = -1;      ///< exit status (-1: ended by a signal)
+  std::string output;   ///< stdout and stderr
+  bool killed = false;  ///< ended by SIGKILL (directly, or as the shell's status 128 + 9)
+};
+
+/// Runs `program args` through the shell, its stdout and stderr written to the file `log`.
+inline RunResult run_program(const std::string& program, const std::string& args,
+                             const std::string& log) {
+  const int rc = std::system((program + " " + args + " > '" + log + "' 2>&1").c_str());
+  const bool killed = (WIFSIGNALED(rc) && WTERMSIG(rc) == SIGKILL) ||
+                      (WIFEXITED(rc) && WEXITSTATUS(rc) == 128 + SIGKILL);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, test09::read_bytes(log), killed};
 }
 
 /// A dataset train_gpt2 accepts (chapter 12 runs it too): a byte-level tokenizer (256 bytes +

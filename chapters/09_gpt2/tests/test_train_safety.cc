@@ -24,29 +24,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The path of the chapter's program `name`: next to this test binary (bin/), or one folder up
-/// for the starter build's binary (bin/starter/). Empty when it is missing.
-std::string program_path(const std::string& name) {
-  const fs::path exe_dir = fs::read_symlink("/proc/self/exe").parent_path();
-  for (const fs::path& dir : {exe_dir, exe_dir.parent_path()}) {
-    if (fs::exists(dir / name)) return (dir / name).string();
-  }
-  return "";
-}
-
-/// The exit status and the combined stdout/stderr of one program run.
-struct RunResult {
-  int status = -1;      ///< exit status (-1: ended by a signal)
-  std::string output;   ///< stdout and stderr
-  bool killed = false;  ///< ended by SIGKILL (directly, or as the shell's status 128 + 9)
-};
-
-RunResult run_program(const std::string& program, const std::string& args, const std::string& log) {
-  const int rc = std::system((program + " " + args + " > '" + log + "' 2>&1").c_str());
-  const bool killed = (WIFSIGNALED(rc) && WTERMSIG(rc) == SIGKILL) ||
-                      (WIFEXITED(rc) && WEXITSTATUS(rc) == 128 + SIGKILL);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, test09::read_bytes(log), killed};
-}
+using test09::program_path;
+using test09::run_program;
+using test09::RunResult;
 
 /// The model train_gpt2 builds from the options below (V = 257 padded to a multiple of 64).
 /// What every test of train_gpt2 starts with: the app (next to the test binary; empty when

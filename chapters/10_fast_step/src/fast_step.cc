@@ -3,6 +3,8 @@
 #include "tt/fast_step.h"
 
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "tt/autograd.h"
@@ -204,4 +206,44 @@ std::size_t GraphedTrainStep::graph_nodes() const {
 #endif
 }
 
+}  // namespace tt::fast
+
+namespace tt::fast {
+namespace {
+
+/// GraphedTrainStep behind chapter 09's StepRunner hook (train_gpt2 --cuda-graph).
+class GraphedStepRunner final : public gpt2::StepRunner {
+ public:
+  GraphedStepRunner(gpt2::GPT2& model, optim::Optimizer& optimizer, int64_t B, int64_t T,
+                    const gpt2::TrainStepOptions& options)
+      : optimizer_(optimizer), graphed_(model, optimizer, B, T, options, kWarmup) {}
+  gpt2::TrainStepResult step(const std::function<Batch()>& next_batch) override {
+    return finish_step(optimizer_, graphed_.step(next_batch));
+  }
+  std::string description() const override {
+    return "CUDA graph (fast::GraphedTrainStep: " + std::to_string(kWarmup) +
+           " eager steps, then one capture replayed every step)";
+  }
+
+ private:
+  static constexpr int kWarmup = 2;
+  optim::Optimizer& optimizer_;
+  GraphedTrainStep graphed_;
+};
+
+const bool kGraphedStepRunnerRegistered = gpt2::register_graphed_step_runner(
+    [](gpt2::GPT2& model, optim::Optimizer& optimizer, int64_t B, int64_t T,
+       const gpt2::TrainStepOptions& options) -> std::unique_ptr<gpt2::StepRunner> {
+      // The graphed step updates through the optimizer itself: no ParallelStrategy hook
+      // (backward, clip_grad_norm, step, average) runs, so only one process can use it.
+      const gpt2::ParallelStrategy* par = options.parallel;
+      TT_CHECK(par == nullptr || (par->world_size() == 1 && par->name() == "single"),
+               "fast::GraphedTrainStep: a CUDA-graphed step runs in one process without a "
+               "parallel strategy, got '",
+               par == nullptr ? std::string("single") : par->name(), "' over ",
+               par == nullptr ? 1 : par->world_size(), " processes");
+      return std::make_unique<GraphedStepRunner>(model, optimizer, B, T, options);
+    });
+
+}  // namespace
 }  // namespace tt::fast

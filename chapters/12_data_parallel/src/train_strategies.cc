@@ -20,6 +20,7 @@ class WorldStrategy : public gpt2::ParallelStrategy {
  public:
   int rank() const override { return group_.rank(); }
   int world_size() const override { return group_.world_size(); }
+  int local_rank() const override { return group_.local_rank(); }
   double average(double value) override { return reduce(value, ReduceOp::kAvg); }
   double maximum(double value) override {
     const Tensor mine = full({1}, value, {.dtype = DType::kFloat64});
@@ -37,13 +38,29 @@ class WorldStrategy : public gpt2::ParallelStrategy {
     group_.all_reduce(t, op);
     return t.item();
   }
-  /// Throws unless every parameter is on the CPU: train_gpt2's strategies are tested on CPU
-  /// tensors (MPI) only; CUDA tensors through NCCL are issue 16.
+  /// Throws unless every parameter is on the CPU (ZeroAdamW keeps its shards and runs its
+  /// update on the CPU).
   void check_cpu(const nn::Module& model) const {
     for (const Tensor& p : model.parameters()) {
       TT_CHECK(p.device().is_cpu(), name(), " (", group_.where(), "): parameter ", p.describe(),
-               " is not on the CPU; train_gpt2's data-parallel training runs on CPU tensors "
-               "(use --device cpu); GPUs through NCCL come with issue 16");
+               " is not on the CPU; ZeRO-1 (ZeroAdamW) shards and updates on the CPU only "
+               "(use --device cpu, or DDP: --zero 0, which also runs on GPUs)");
+    }
+  }
+  /// Throws unless every parameter is on the CPU (collectives through MPI) or every parameter
+  /// is on this rank's GPU, cuda:local_rank (collectives through NCCL, one GPU per rank).
+  void check_cpu_or_own_gpu(const nn::Module& model) const {
+    const std::vector<Tensor> params = model.parameters();
+    if (params.empty() || params[0].device().is_cpu()) return check_cpu(model);
+    const Device gpu = Device::cuda(group_.local_rank());
+    TT_CHECK(ProcessGroup::built_with_nccl(), name(), " (", group_.where(), "): parameter ",
+             params[0].describe(),
+             " is on a GPU, but this build has no NCCL for collectives "
+             "on CUDA tensors (use --device cpu)");
+    for (const Tensor& p : params) {
+      TT_CHECK(p.device() == gpu, name(), " (", group_.where(), "): parameter ", p.describe(),
+               " must be on this rank's GPU ", gpu.str(), " (local rank ", group_.local_rank(),
+               "; NCCL needs one GPU per rank)");
     }
   }
   /// The model's buffers (every rank starts from rank 0's).
@@ -65,7 +82,7 @@ class DdpStrategy final : public WorldStrategy {
   std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
                                                    std::vector<optim::ParamGroup> groups,
                                                    const optim::AdamWOptions& options) override {
-    check_cpu(model);
+    check_cpu_or_own_gpu(model);  // the Reducer's buckets live on the parameters' device
     // DDP takes shared ownership; the caller owns the model, so share it without owning it.
     ddp_ = std::make_unique<DistributedDataParallel>(
         std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>(), &model), group_);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tt/autograd.h"
+#include "tt/cuda_probe.h"
 #include "tt/dist.h"
 #include "tt/layers.h"
 #include "tt/ops_elementwise.h"
@@ -182,4 +183,35 @@ inline JobResult run_mpi_job(int np, const std::string& program, const std::stri
   return r;
 }
 
+/// Why this rank cannot run CUDA collectives, or "" when it can.
+inline std::string local_nccl_reason(const tt::dist::ProcessGroup& g) {
+  if (!tt::dist::ProcessGroup::built_with_nccl()) return "built without NCCL";
+  const int gpus = tt::cuda_device_count();
+  if (gpus == 0) return "no CUDA device";
+  if (g.local_rank() >= gpus) {
+    return "this machine has " + std::to_string(gpus) + " GPU(s) but rank " +
+           std::to_string(g.rank()) + " is local rank " + std::to_string(g.local_rank()) +
+           ": NCCL needs one GPU per rank (run with -np <= " + std::to_string(gpus) + ")";
+  }
+  return "";
+}
+
+/// Why `g` cannot run CUDA collectives, or "" when every rank can. The ranks decide together
+/// (a CPU all-reduce), so that they all skip or all run: a rank that skipped alone would leave
+/// the others waiting in a collective.
+inline std::string why_no_nccl(tt::dist::ProcessGroup& g) {
+  const std::string mine = local_nccl_reason(g);
+  tt::Tensor able = tt::full({1}, mine.empty() ? 1.0 : 0.0, {.dtype = tt::DType::kInt64});
+  g.all_reduce(able);
+  if (able.at<int64_t>({0}) == g.world_size()) return "";
+  return mine.empty() ? "another rank has no GPU of its own (NCCL needs one GPU per rank)" : mine;
+}
+
 }  // namespace ch12_test
+
+/// Skips the test on every rank unless every rank of `g` can run CUDA collectives (why_no_nccl).
+#define SKIP_WITHOUT_NCCL(g)                              \
+  do {                                                    \
+    const std::string why_ = ::ch12_test::why_no_nccl(g); \
+    if (!why_.empty()) GTEST_SKIP() << why_;              \
+  } while (0)

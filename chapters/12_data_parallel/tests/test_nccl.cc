@@ -15,36 +15,6 @@
 namespace tt::dist {
 namespace {
 
-/// Why this rank cannot run CUDA collectives, or "" when it can.
-std::string local_reason(const ProcessGroup& g) {
-  if (!ProcessGroup::built_with_nccl()) return "built without NCCL";
-  const int gpus = cuda_device_count();
-  if (gpus == 0) return "no CUDA device";
-  if (g.local_rank() >= gpus) {
-    return "this machine has " + std::to_string(gpus) + " GPU(s) but rank " +
-           std::to_string(g.rank()) + " is local rank " + std::to_string(g.local_rank()) +
-           ": NCCL needs one GPU per rank (run with -np <= " + std::to_string(gpus) + ")";
-  }
-  return "";
-}
-
-/// Why `g` cannot run CUDA collectives, or "" when every rank can. The ranks decide together
-/// (a CPU all-reduce), so that they all skip or all run: a rank that skipped alone would leave
-/// the others waiting in a collective.
-std::string why_no_nccl(ProcessGroup& g) {
-  const std::string mine = local_reason(g);
-  Tensor able = full({1}, mine.empty() ? 1.0 : 0.0, {.dtype = DType::kInt64});
-  g.all_reduce(able);
-  if (able.at<int64_t>({0}) == g.world_size()) return "";
-  return mine.empty() ? "another rank has no GPU of its own (NCCL needs one GPU per rank)" : mine;
-}
-
-#define SKIP_WITHOUT_NCCL(g)                 \
-  do {                                       \
-    const std::string why_ = why_no_nccl(g); \
-    if (!why_.empty()) GTEST_SKIP() << why_; \
-  } while (0)
-
 Device gpu(const ProcessGroup& g) {
   return Device::cuda(g.local_rank());
 }

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "ch12_test_util.h"
 #include "tt/gpt2.h"
@@ -68,10 +69,12 @@ struct TrainRun {
   std::vector<double> losses;
 };
 
-/// Builds the model (seed: each rank may start elsewhere; the strategy broadcasts rank 0's).
-TrainRun start(ParallelStrategy& par, uint64_t seed) {
+/// Builds the model on `device` (seed: each rank may start elsewhere; the strategy broadcasts
+/// rank 0's).
+TrainRun start(ParallelStrategy& par, uint64_t seed, Device device = Device::cpu()) {
   TrainRun run;
   run.model = std::make_unique<gpt2::GPT2>(tiny_config(), seed);
+  run.model->to(device);
   const optim::AdamWOptions ao{.lr = kLr, .beta1 = 0.9, .beta2 = 0.95};
   run.opt = par.make_optimizer(*run.model, gpt2::param_groups(*run.model, 0.1), ao);
   return run;
@@ -103,8 +106,9 @@ void train(ParallelStrategy& par, TrainRun& run, int64_t accum, double clip, int
   run.bytes += world().bytes_communicated() - before;
 }
 
-TrainRun trained(ParallelStrategy& par, int64_t accum, double clip, uint64_t seed = 7) {
-  TrainRun run = start(par, seed);
+TrainRun trained(ParallelStrategy& par, int64_t accum, double clip, uint64_t seed = 7,
+                 Device device = Device::cpu()) {
+  TrainRun run = start(par, seed, device);
   train(par, run, accum, clip, 0, kSteps);
   return run;
 }
@@ -113,7 +117,8 @@ TrainRun trained(ParallelStrategy& par, int64_t accum, double clip, uint64_t see
 void expect_bit_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
-    const Tensor x = a[i].detach().contiguous(), y = b[i].detach().contiguous();
+    const Tensor x = a[i].detach().to(Device::cpu()).contiguous();
+    const Tensor y = b[i].detach().to(Device::cpu()).contiguous();
     ASSERT_EQ(x.numel(), y.numel());
     EXPECT_EQ(std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<std::size_t>(x.numel()) * 4), 0)
         << "parameter " << i << " differs";
@@ -157,6 +162,42 @@ TEST(Ch12_TrainMpi, DdpEqualsOneProcessOnTheGlobalBatch) {
                 1e-5)
         << "step " << s;
   }
+}
+
+// DDP on GPUs: each rank trains on its own, cuda:local_rank, and the Reducer averages the CUDA
+// gradients through NCCL. With one rank that average is the identity: the run must equal the
+// one-process CUDA run bit for bit; with more, as on the CPU (see the file comment).
+TEST(Ch12_TrainCudaMpi, DdpOnGpusEqualsOneProcessOnAGpu) {
+  ProcessGroup& g = world();
+  SKIP_WITHOUT_NCCL(g);
+  const Device gpu = Device::cuda(g.local_rank());
+  auto ddp = gpt2::make_parallel_strategy("ddp");
+  const TrainRun dist = trained(*ddp, 2, 1.0, 7 + 100 * static_cast<uint64_t>(g.rank()), gpu);
+  EXPECT_EQ(dist.model->device(), gpu);
+  std::vector<Tensor> on_cpu;  // (the check compares host bytes)
+  for (const Tensor& p : dist.model->parameters()) on_cpu.push_back(p.detach().to(Device::cpu()));
+  ch12_test::expect_identical_across_ranks(g, on_cpu);
+  const TrainRun one = trained(gpt2::single_process(), 2, 1.0, 7, gpu);
+  if (g.world_size() == 1) {
+    expect_bit_equal(dist.model->parameters(), one.model->parameters());
+    EXPECT_EQ(dist.losses, one.losses);
+  } else {
+    expect_models_near(dist, one);
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_NEAR(dist.losses[static_cast<std::size_t>(s)], one.losses[static_cast<std::size_t>(s)],
+                  1e-5)
+          << "step " << s;
+    }
+  }
+}
+
+TEST(Ch12_TrainCuda, Zero1RefusesGpuParametersAndNamesDdp) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: no GPU parameter to refuse";
+  auto zero = gpt2::make_parallel_strategy("zero1");
+  gpt2::GPT2 model(tiny_config(), 7);
+  model.to(Device::cuda(0));
+  EXPECT_TT_ERROR(zero->make_optimizer(model, gpt2::param_groups(model, 0.1), {}), "zero1",
+                  "not on the CPU", "--zero 0");
 }
 
 TEST(Ch12_TrainMpi, AccumulationUnderNoSyncEqualsTheLargeBatch) {

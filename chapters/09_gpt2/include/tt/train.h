@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "tt/dataloader.h"
@@ -71,6 +73,40 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
 TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,
                            const std::function<Batch()>& next_batch,
                            const TrainStepOptions& options);
+
+/// Runs the optimizer steps of one training run in place of train_step (made once, for one
+/// model, optimizer, micro-batch shape and TrainStepOptions); a later chapter provides it
+/// (chapter 10: fast::GraphedTrainStep, the step replayed as a CUDA graph), train_gpt2
+/// --cuda-graph uses it. The registry has one slot, like the step profiler of tt/gpt2_ops.h.
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  /// One optimizer step on grad_accum_steps micro-batches from `next_batch` (each [B, T]): the
+  /// result train_step(model, optimizer, next_batch, options) would return, with the same
+  /// update. The learning rate is whatever the optimizer holds.
+  virtual TrainStepResult step(const std::function<Batch()>& next_batch) = 0;
+  /// A short description for logs, e.g. "CUDA graph (captured after 2 eager steps)".
+  virtual std::string description() const = 0;
+};
+
+/// What builds a StepRunner: (model, optimizer, B, T, options). It throws tt::Error for what it
+/// cannot run (naming the model's device, the options, ...).
+using StepRunnerFactory =
+    std::function<std::unique_ptr<StepRunner>(GPT2& model, optim::Optimizer& optimizer, int64_t B,
+                                              int64_t T, const TrainStepOptions& options)>;
+
+/// Registers the factory of graphed step runners (at most one; a second throws tt::Error).
+/// Returns true, for use in a static initializer.
+bool register_graphed_step_runner(StepRunnerFactory factory);
+
+/// True when a chapter linked in registers a graphed step runner.
+bool has_graphed_step_runner();
+
+/// A graphed step runner for `model` and `optimizer` with micro-batches of B x T tokens. Throws
+/// tt::Error when none is registered (chapter 10 is not linked in), or what the factory throws.
+std::unique_ptr<StepRunner> make_graphed_step_runner(GPT2& model, optim::Optimizer& optimizer,
+                                                     int64_t B, int64_t T,
+                                                     const TrainStepOptions& options);
 
 /// True when every element of every float tensor in `tensors` (all on one device) is finite:
 /// one pass on their device through the "sum_of_squares" kernel (its double sum of squares is

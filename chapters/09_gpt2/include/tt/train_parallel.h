@@ -53,6 +53,9 @@ class ParallelStrategy {
   virtual int rank() const { return 0; }
   /// Number of processes.
   virtual int world_size() const { return 1; }
+  /// This process's rank among the processes of its machine: the GPU it uses is
+  /// cuda:local_rank() (one GPU per rank).
+  virtual int local_rank() const { return 0; }
   /// True on the one rank that prints, writes logs, samples and checkpoints (rank 0).
   bool is_logging_rank() const { return rank() == 0; }
 
