@@ -214,7 +214,7 @@ std::pair<ModelOps, std::string> choose_ops(const Options& o, Device device) {
           todo.substr(0, todo.find('\n')) + ")";
   }
   // auto: the fast set on CUDA only. On the CPU it measured slower than the reference (the CPU
-  // mini step, 2 threads: 2354 vs 2170 ms; chapter 10 README, "Measured"), so it is opt-in there.
+  // mini step, 2 threads: 2354 vs 2170 ms; chapter 10 README, "Measured: the GPT-2 124M step"), so it is opt-in there.
   const bool auto_fast = usable && device.is_cuda();
   auto want = [&](const std::string& value, const char* flag, const char* on) {
     if (value == "auto") return auto_fast;
