@@ -122,6 +122,18 @@ inline std::vector<std::vector<std::string>> reproducible_columns(const std::str
   return rows;
 }
 
+/// The folder of PyTorch's side of the GPT-2 124M checks (TT_GPT2_124M_REF, with a trailing
+/// '/'), or "" when the variable is unset (the tests then skip with kGpt2RefHint).
+inline std::string gpt2_124m_ref_dir() {
+  const char* dir = std::getenv("TT_GPT2_124M_REF");
+  return dir == nullptr || *dir == '\0' ? std::string() : std::string(dir) + "/";
+}
+
+/// Why a GPT-2 124M check skipped.
+inline constexpr const char* kGpt2RefHint =
+    "TT_GPT2_124M_REF is not set: run reference_data/ch09/check_gpt2_124m.py --out DIR on the "
+    "GPU machine first (tools/device_check.sh 09 10 does)";
+
 /// Largest |a - b| over all elements (both moved to the CPU, compared in float64).
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   const Tensor x = a.to(Device::cpu()).to(DType::kFloat64).contiguous();

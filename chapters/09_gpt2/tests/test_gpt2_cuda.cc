@@ -102,12 +102,8 @@ constexpr double kLogitsAtol = 5e-5, kLossAtol = 1e-5, kGradAtol = 1e-7, kGradRt
 
 TEST(Ch09_GPT2Cuda, Gpt2_124MMatchesPyTorch) {
   TT_SKIP_IF_NO_CUDA();
-  const char* dir_env = std::getenv("TT_GPT2_124M_REF");
-  if (dir_env == nullptr || *dir_env == '\0') {
-    GTEST_SKIP() << "TT_GPT2_124M_REF is not set: run reference_data/ch09/check_gpt2_124m.py "
-                    "--out DIR on the GPU machine first (tools/device_check.sh does)";
-  }
-  const std::string dir = std::string(dir_env) + "/";
+  const std::string dir = test09::gpt2_124m_ref_dir();
+  if (dir.empty()) GTEST_SKIP() << test09::kGpt2RefHint;
   cuda::AllowTf32Guard exact(false);
   auto model = load_llmc(dir + "gpt2_124m.bin");
   ASSERT_EQ(model->config().n_layer, 12);

@@ -67,12 +67,8 @@ Outputs run(GPT2& model, const Tensor& idx, const Tensor& targets) {
 
 TEST(Ch10_FastGpt2Cuda, Gpt2_124MFastPathMatchesPyTorch) {
   TT_SKIP_IF_NO_CUDA();
-  const char* dir_env = std::getenv("TT_GPT2_124M_REF");
-  if (dir_env == nullptr || *dir_env == '\0') {
-    GTEST_SKIP() << "TT_GPT2_124M_REF is not set: run reference_data/ch09/check_gpt2_124m.py "
-                    "--out DIR on the GPU machine first (tools/device_check.sh 09 10 does)";
-  }
-  const std::string dir = std::string(dir_env) + "/";
+  const std::string dir = test09::gpt2_124m_ref_dir();
+  if (dir.empty()) GTEST_SKIP() << test09::kGpt2RefHint;
   ASSERT_TRUE(std::filesystem::exists(dir + "loss_tf32.npy"))
       << dir << " has no TF32 reference (loss_tf32.npy): re-run check_gpt2_124m.py";
   ASSERT_TRUE(has_model_ops("fast"));
