@@ -169,13 +169,15 @@ int main(int argc, char** argv) {
     }
     const auto state = static_cast<int64_t>(allocator.stats().allocated - before);
     if (r == 0) {
+      // "256-1024-4", or "256-8x2048-4" for 8 hidden layers.
+      const std::string widths =
+          "256-" + (layers > 1 ? std::to_string(layers) + "x" : "") + std::to_string(hidden) + "-4";
       std::printf(
-          "tt_ddp_demo: %d rank(s) (%s%s), %s, MLP 256-%lldx%lld-4 (%lld parameters, %.2f MiB), "
+          "tt_ddp_demo: %d rank(s) (%s%s), %s, MLP %s (%lld parameters, %.2f MiB), "
           "global batch %lld = %d x %lld rows\n",
           N, g.backend_name().c_str(), device.is_cuda() ? " + nccl on cuda" : "",
-          zero ? "ZeRO-1 AdamW" : "DDP + AdamW", static_cast<long long>(hidden),
-          static_cast<long long>(layers), static_cast<long long>(P), mib(4 * P),
-          static_cast<long long>(global_batch), N, static_cast<long long>(rows));
+          zero ? "ZeRO-1 AdamW" : "DDP + AdamW", widths.c_str(), static_cast<long long>(P),
+          mib(4 * P), static_cast<long long>(global_batch), N, static_cast<long long>(rows));
     }
     // Every rank's measured state, printed by rank 0.
     Tensor mine = full({1}, static_cast<double>(state), {.dtype = DType::kInt64});
