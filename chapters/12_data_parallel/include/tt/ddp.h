@@ -59,9 +59,11 @@ struct BucketTiming {
   std::chrono::steady_clock::time_point ready;     ///< its last gradient was marked ready
   std::chrono::steady_clock::time_point started;   ///< its all-reduce was started
   std::chrono::steady_clock::time_point finished;  ///< its all-reduce was first seen complete
-  /// On a GPU (NCCL): where its all-reduce began and ended in the device's own timeline (read
-  /// with DeviceMark::ms_since); nullptr on the CPU.
-  std::shared_ptr<DeviceMark> device_begin, device_end;
+  /// On a GPU (NCCL): where its all-reduce began in the device's own timeline (read with
+  /// DeviceMark::ms_since); nullptr on the CPU.
+  std::shared_ptr<DeviceMark> device_begin;
+  /// On a GPU (NCCL): where its all-reduce ended in the device's timeline; nullptr on the CPU.
+  std::shared_ptr<DeviceMark> device_end;
 };
 
 /// The fraction (0..1) of a communication running from `begin` to `end` that is hidden behind
