@@ -5,6 +5,9 @@
 // the bytes each rank sent; with DDP also the bucket timeline of the last step: when each
 // bucket's gradients were final and when its all-reduce started and finished, in ms from the
 // start of backward (--bucket-kb sets the bucket capacity; small values give several buckets).
+// On CUDA also the GPU's own timeline, from timing events: when each bucket's all-reduce ran on
+// the NCCL stream and when backward's kernels ended, and how much of each all-reduce was hidden
+// behind them. --layers/--hidden make a deeper, wider MLP (a backward of several ms on a GPU).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -71,23 +74,55 @@ void print_timeline(const dist::Reducer& reducer, Clock::time_point t0,
   }
 }
 
+/// The GPU timeline of the last backward (CUDA): ms of GPU time from `origin` (a mark queued
+/// just before backward) to the start and end of each bucket's all-reduce on the NCCL stream and
+/// to the end of backward's kernels; "hidden" is the part of each all-reduce before that end.
+void print_device_timeline(const dist::Reducer& reducer, const dist::DeviceMark& origin,
+                           Clock::time_point t0) {
+  const double end = reducer.backward_end_mark()->ms_since(origin);
+  std::printf(
+      "GPU timeline of the last step (CUDA events; ms of GPU time from the start of backward): "
+      "backward's kernels ended at %.3f ms\n",
+      end);
+  std::printf("bucket        bytes  ready(host)  comm start  comm end  hidden\n");
+  const auto& buckets = reducer.buckets();
+  const auto& timeline = reducer.timeline();
+  double hidden_ms = 0, comm_ms = 0;
+  for (std::size_t b = 0; b < timeline.size(); ++b) {
+    const dist::BucketTiming& t = timeline[b];
+    const double begin = t.device_begin->ms_since(origin), finish = t.device_end->ms_since(origin);
+    const double hidden = dist::hidden_fraction(begin, finish, end);
+    hidden_ms += hidden * (finish - begin);
+    comm_ms += finish - begin;
+    std::printf("%6zu  %11lld  %11.3f  %10.3f  %8.3f  %5.1f %%\n", b,
+                static_cast<long long>(buckets[b].numel * 4), ms_since(t0, t.ready), begin, finish,
+                100.0 * hidden);
+  }
+  std::printf("all-reduce GPU time %.3f ms, of which %.3f ms (%.1f %%) before backward ended\n",
+              comm_ms, hidden_ms, comm_ms > 0 ? 100.0 * hidden_ms / comm_ms : 100.0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int zero = 0;
   int64_t steps = 30, global_batch = 64, bucket_kb = dist::kDefaultBucketCapBytes / 1024;
+  int64_t hidden = 1024, layers = 1;
   std::string device_name = "cpu";
   ArgParser args("tt_ddp_demo",
                  "usage: [mpirun -np N] tt_ddp_demo [--zero 0|1] [--steps 30] [--batch 64] "
-                 "[--bucket-kb 25600] [--device cpu|cuda]\n"
+                 "[--bucket-kb 25600] [--device cpu|cuda] [--hidden 1024] [--layers 1]\n"
                  "  --batch is the GLOBAL batch (rows over all ranks); it must divide by N\n"
                  "  --bucket-kb is DDP's bucket capacity in KiB (the timeline shows the buckets)\n"
-                 "  --device cuda trains on GPU <local rank> (collectives through NCCL)\n");
+                 "  --device cuda trains on GPU <local rank> (collectives through NCCL)\n"
+                 "  --hidden H --layers L: 256-H-...-H-4 with L hidden layers (GELU)\n");
   args.option("--zero", &zero)
       .option("--steps", &steps)
       .option("--batch", &global_batch)
       .option("--bucket-kb", &bucket_kb)
-      .option("--device", &device_name);
+      .option("--device", &device_name)
+      .option("--hidden", &hidden)
+      .option("--layers", &layers);
   args.parse(argc, argv);
   try {
     dist::ProcessGroup& g = dist::world();
@@ -96,7 +131,20 @@ int main(int argc, char** argv) {
              " does not divide by the ", N, " ranks");
     const int64_t rows = global_batch / N;
     Generator init(static_cast<uint64_t>(r));  // different per rank: broadcast makes them equal
-    auto model = std::make_shared<nn::MLP>(256, 1024, 4, init);
+    TT_CHECK(hidden > 0 && layers > 0, "tt_ddp_demo: --hidden ", hidden, " and --layers ", layers,
+             " must be positive");
+    std::shared_ptr<nn::Module> model;
+    if (layers == 1) {
+      model = std::make_shared<nn::MLP>(256, hidden, 4, init);
+    } else {  // the same first and last layers with L - 1 hidden-to-hidden layers between
+      auto seq = std::make_shared<nn::Sequential>();
+      for (int64_t l = 0; l < layers; ++l) {
+        seq->push_back(std::make_shared<nn::Linear>(l == 0 ? 256 : hidden, hidden, true, init));
+        seq->push_back(std::make_shared<nn::GELU>());
+      }
+      seq->push_back(std::make_shared<nn::Linear>(hidden, 4, true, init));
+      model = seq;
+    }
     Device device = Device::parse(device_name);
     if (device.is_cuda()) device = Device::cuda(g.local_rank());  // one GPU per rank
     model->to(device);
@@ -121,12 +169,15 @@ int main(int argc, char** argv) {
     }
     const auto state = static_cast<int64_t>(allocator.stats().allocated - before);
     if (r == 0) {
+      // "256-1024-4", or "256-8x2048-4" for 8 hidden layers.
+      const std::string widths =
+          "256-" + (layers > 1 ? std::to_string(layers) + "x" : "") + std::to_string(hidden) + "-4";
       std::printf(
-          "tt_ddp_demo: %d rank(s) (%s%s), %s, MLP 256-1024-4 (%lld parameters, %.2f MiB), "
+          "tt_ddp_demo: %d rank(s) (%s%s), %s, MLP %s (%lld parameters, %.2f MiB), "
           "global batch %lld = %d x %lld rows\n",
           N, g.backend_name().c_str(), device.is_cuda() ? " + nccl on cuda" : "",
-          zero ? "ZeRO-1 AdamW" : "DDP + AdamW", static_cast<long long>(P), mib(4 * P),
-          static_cast<long long>(global_batch), N, static_cast<long long>(rows));
+          zero ? "ZeRO-1 AdamW" : "DDP + AdamW", widths.c_str(), static_cast<long long>(P),
+          mib(4 * P), static_cast<long long>(global_batch), N, static_cast<long long>(rows));
     }
     // Every rank's measured state, printed by rank 0.
     Tensor mine = full({1}, static_cast<double>(state), {.dtype = DType::kInt64});
@@ -142,10 +193,12 @@ int main(int argc, char** argv) {
 
     Timer timer;
     Clock::time_point backward_start, backward_end;
+    std::shared_ptr<dist::DeviceMark> backward_mark;  // CUDA: the GPU's start of backward
     for (int64_t step = 0; step < steps; ++step) {
       auto [x_cpu, y_cpu] = batch_rows(step, global_batch, r * rows, rows);
       const Tensor x = x_cpu.to(device), y = y_cpu.to(device);
       Tensor loss = cross_entropy(model->forward(x), y);
+      if (ddp) backward_mark = g.mark(loss);  // nullptr on the CPU
       backward_start = Clock::now();
       autograd::backward(loss);  // with DDP, the hooks start bucket all-reduces in here
       backward_end = Clock::now();
@@ -170,6 +223,8 @@ int main(int argc, char** argv) {
           "%.2f MiB sent with ring algorithms\n",
           static_cast<long long>(steps), ms, mib(g.bytes_communicated()), mib(g.ring_bytes()));
       if (ddp) print_timeline(ddp->reducer(), backward_start, backward_end, device.is_cuda());
+      if (ddp && backward_mark)
+        print_device_timeline(ddp->reducer(), *backward_mark, backward_start);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tt_ddp_demo: %s\n", e.what());

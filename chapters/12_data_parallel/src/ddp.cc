@@ -2,6 +2,7 @@
 // (assign_buckets, mark_grad_ready, reduce_bucket) are in buckets.cc and reducer.cc.
 #include "tt/ddp.h"
 
+#include <algorithm>
 #include <unordered_set>
 #include <utility>
 
@@ -78,6 +79,8 @@ void Reducer::finish_bucket(int64_t b) {
   works_[i]->wait();
   timeline_[i].started = works_[i]->started();
   timeline_[i].finished = works_[i]->finished();
+  timeline_[i].device_begin = works_[i]->device_begin();
+  timeline_[i].device_end = works_[i]->device_end();
   works_[i].reset();
   const Tensor& buffer = buffers_[i];
   for (const BucketEntry& e : buckets_[i].entries) {
@@ -89,6 +92,8 @@ void Reducer::finish_bucket(int64_t b) {
 void Reducer::finalize_backward() {
   if (!enabled_) return;
   finalize_called_ = std::chrono::steady_clock::now();
+  // Behind backward's kernels, before the packing of the buckets started below.
+  backward_end_mark_ = buffers_.empty() ? nullptr : group_.mark(buffers_.front());
   for (auto i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     if (!ready_[static_cast<std::size_t>(i)]) mark_grad_ready(i);
   }
@@ -99,6 +104,13 @@ void Reducer::finalize_backward() {
   last_timeline_ = std::move(timeline_);
   finalize_returned_ = std::chrono::steady_clock::now();
   reset();
+}
+
+double hidden_fraction(double begin, double end, double compute_end) {
+  TT_CHECK(end >= begin, "hidden_fraction: the communication ends (", end, ") before it begins (",
+           begin, ")");
+  if (end == begin) return end <= compute_end ? 1.0 : 0.0;
+  return std::clamp((compute_end - begin) / (end - begin), 0.0, 1.0);
 }
 
 void broadcast_tensors(ProcessGroup& group, const std::vector<Tensor>& tensors, int root) {

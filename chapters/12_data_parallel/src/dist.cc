@@ -419,6 +419,11 @@ void ProcessGroup::barrier() {
   if (cuda_backend_) cuda_backend_->barrier();
 }
 
+std::shared_ptr<DeviceMark> ProcessGroup::mark(const Tensor& t) {
+  TT_CHECK(t.defined(), "ProcessGroup::mark (", where(), "): undefined tensor");
+  return t.device().is_cuda() ? backend_for(t).mark() : nullptr;
+}
+
 void ProcessGroup::send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag) {
   check_tensor("send_recv", send, false, false);
   check_tensor("send_recv", recv, false, false);

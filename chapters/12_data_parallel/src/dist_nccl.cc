@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "tt/dist.h"
 
@@ -43,17 +44,38 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 constexpr int64_t kIdWords =
     static_cast<int64_t>((sizeof(ncclUniqueId) + sizeof(int64_t) - 1) / sizeof(int64_t));
 
-// A collective on the NCCL stream: done when its event has fired; wait() makes the compute
-// stream wait for it (the host does not block).
-class NcclWork final : public BackendWork {
+// A timing event recorded on a stream of `device` (DeviceMark).
+class CudaMark final : public DeviceMark {
  public:
-  NcclWork(int device, cudaEvent_t done) : device_(device), done_(done) {}
-  ~NcclWork() override { cudaEventDestroy(done_); }  // released once it has fired
-  NcclWork(const NcclWork&) = delete;
-  NcclWork& operator=(const NcclWork&) = delete;
-  bool test() override {
+  CudaMark(int device, cudaStream_t stream) : device_(device) {
     cuda::DeviceGuard guard(device_);
-    const cudaError_t rc = cudaEventQuery(done_);
+    TT_CUDA_CHECK(cudaEventCreate(&event_));  // with timing (unlike the ordering events)
+    TT_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+  ~CudaMark() override {
+    cuda::DeviceGuard guard(device_);
+    cudaEventDestroy(event_);  // released once it has been reached
+  }
+  CudaMark(const CudaMark&) = delete;
+  CudaMark& operator=(const CudaMark&) = delete;
+  double ms_since(const DeviceMark& origin) const override {
+    const auto* from = dynamic_cast<const CudaMark*>(&origin);
+    TT_CHECK(from != nullptr && from->device_ == device_,
+             "tt::dist DeviceMark::ms_since: the "
+             "origin is not a mark of cuda:",
+             device_);
+    cuda::DeviceGuard guard(device_);
+    cuda::count_host_sync();
+    TT_CUDA_CHECK(cudaEventSynchronize(from->event_));
+    TT_CUDA_CHECK(cudaEventSynchronize(event_));
+    float ms = 0;
+    TT_CUDA_CHECK(cudaEventElapsedTime(&ms, from->event_, event_));
+    return static_cast<double>(ms);
+  }
+  /// True once the device has reached the mark; never blocks.
+  bool reached() const {
+    cuda::DeviceGuard guard(device_);
+    const cudaError_t rc = cudaEventQuery(event_);
     if (rc == cudaErrorNotReady) {
       (void)cudaGetLastError();  // not an error: clear it
       return false;
@@ -61,14 +83,31 @@ class NcclWork final : public BackendWork {
     TT_CUDA_CHECK(rc);
     return true;
   }
-  void wait() override {
+  /// Makes `stream` wait until the device has reached the mark.
+  void order_before(cudaStream_t stream) const {
     cuda::DeviceGuard guard(device_);
-    TT_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(device_), done_, 0));
+    TT_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
   }
 
  private:
   int device_;
-  cudaEvent_t done_;
+  cudaEvent_t event_ = nullptr;
+};
+
+// A collective on the NCCL stream between two marks: done when `end` has been reached; wait()
+// makes the compute stream wait for it (the host does not block).
+class NcclWork final : public BackendWork {
+ public:
+  NcclWork(int device, std::shared_ptr<CudaMark> begin, std::shared_ptr<CudaMark> end)
+      : device_(device), begin_(std::move(begin)), end_(std::move(end)) {}
+  bool test() override { return end_->reached(); }
+  void wait() override { end_->order_before(cuda::stream(device_)); }
+  std::shared_ptr<DeviceMark> device_begin() const override { return begin_; }
+  std::shared_ptr<DeviceMark> device_end() const override { return end_; }
+
+ private:
+  int device_;
+  std::shared_ptr<CudaMark> begin_, end_;
 };
 
 class NcclBackend final : public Backend {
@@ -164,6 +203,9 @@ class NcclBackend final : public Backend {
     cuda::DeviceGuard guard(device_);
     TT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
+  std::shared_ptr<DeviceMark> mark() override {
+    return std::make_shared<CudaMark>(device_, cuda::stream(device_));
+  }
   void send_recv(const Tensor& send, int, const Tensor&, int, int) override { cpu_only(send); }
   void send(const Tensor& t, int, int) override { cpu_only(t); }
   void recv(const Tensor& t, int, int) override { cpu_only(t); }
@@ -191,12 +233,10 @@ class NcclBackend final : public Backend {
     cudaStream_t compute = cuda::stream(device_);
     TT_CUDA_CHECK(cudaEventRecord(inputs_ready_, compute));
     TT_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
+    auto begin = std::make_shared<CudaMark>(device_, stream_);  // reached when it can start
     check(launch(), call, what);
-    cudaEvent_t done = nullptr;
-    TT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    auto work = std::make_unique<NcclWork>(device_, done);
-    TT_CUDA_CHECK(cudaEventRecord(done, stream_));
-    return work;
+    return std::make_unique<NcclWork>(device_, std::move(begin),
+                                      std::make_shared<CudaMark>(device_, stream_));
   }
 
   Backend& bootstrap_;

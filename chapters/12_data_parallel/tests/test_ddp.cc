@@ -263,11 +263,24 @@ TEST(Ch12_3_DdpMpi, BucketsStartDuringBackwardThroughTheAutogradHook) {
     if (b > 0) {
       EXPECT_LE(timeline[b - 1].started, t.started) << "buckets start in order";
     }
+    // On the CPU there is no device timeline.
+    EXPECT_EQ(t.device_begin, nullptr);
+    EXPECT_EQ(t.device_end, nullptr);
   }
+  EXPECT_EQ(ddp.reducer().backward_end_mark(), nullptr);
   // A second backward without sync_gradients() in between marks parameters twice.
   ch12_test::forward_backward(ddp.module(), d);
   EXPECT_TT_ERROR(ch12_test::forward_backward(ddp.module(), d), "marked twice", "sync_gradients");
   ddp.sync_gradients();
+}
+
+TEST(Ch12_Timeline, HiddenFractionIsThePartBeforeTheEndOfCompute) {
+  EXPECT_DOUBLE_EQ(hidden_fraction(1.0, 3.0, 5.0), 1.0);   // ends before compute does
+  EXPECT_DOUBLE_EQ(hidden_fraction(1.0, 3.0, 2.5), 0.75);  // 1.5 of 2 ms before the end
+  EXPECT_DOUBLE_EQ(hidden_fraction(4.0, 6.0, 3.0), 0.0);   // starts after compute ended
+  EXPECT_DOUBLE_EQ(hidden_fraction(2.0, 2.0, 2.0), 1.0);   // zero length, in time
+  EXPECT_DOUBLE_EQ(hidden_fraction(2.0, 2.0, 1.0), 0.0);   // zero length, too late
+  EXPECT_TT_ERROR(hidden_fraction(3.0, 1.0, 5.0), "hidden_fraction", "before it begins");
 }
 
 TEST(Ch12_3_Ddp, DefaultBucketsHoldASmallModelInOne) {

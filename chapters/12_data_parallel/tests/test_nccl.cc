@@ -74,6 +74,39 @@ TEST(Ch12_ReducerCudaMpi, AveragesCudaGradientsThroughNccl) {
   }
 }
 
+TEST(Ch12_ReducerCudaMpi, DeviceTimelineOrdersTheBucketsOnTheGpu) {
+  ProcessGroup& g = world();
+  SKIP_WITHOUT_NCCL(g);
+  std::vector<Tensor> params;
+  for (int64_t n : {1 << 16, 1 << 16, 1 << 16}) {
+    Tensor p = zeros({n}, {.device = gpu(g)}).set_requires_grad(true);
+    p.set_grad(rank_values(n, g.rank(), DType::kFloat32, gpu(g)));
+    params.push_back(p);
+  }
+  Reducer reducer(params, assign_buckets(params, 4 << 16), g);  // one bucket per parameter
+  ASSERT_EQ(reducer.buckets().size(), 3u);
+  const std::shared_ptr<DeviceMark> origin = g.mark(params[0]);
+  ASSERT_NE(origin, nullptr);
+  reducer.mark_grad_ready(2);  // bucket 0 starts before "backward" ends
+  reducer.finalize_backward();
+  ASSERT_NE(reducer.backward_end_mark(), nullptr);
+  EXPECT_GE(reducer.backward_end_mark()->ms_since(*origin), 0.0);
+  const auto& timeline = reducer.timeline();
+  ASSERT_EQ(timeline.size(), 3u);
+  double previous_end = 0;
+  for (std::size_t b = 0; b < timeline.size(); ++b) {
+    ASSERT_NE(timeline[b].device_begin, nullptr) << "bucket " << b;
+    ASSERT_NE(timeline[b].device_end, nullptr) << "bucket " << b;
+    const double begin = timeline[b].device_begin->ms_since(*origin);
+    const double end = timeline[b].device_end->ms_since(*origin);
+    // One NCCL stream: each all-reduce runs after the previous one, after the origin.
+    EXPECT_GE(begin, previous_end) << "bucket " << b;
+    EXPECT_GE(end, begin) << "bucket " << b;
+    previous_end = end;
+  }
+  EXPECT_EQ(g.mark(zeros({1})), nullptr);  // no device timeline for CPU tensors
+}
+
 TEST(Ch12_ProcessGroupCuda, ErrorsNameTheCollectiveAndTheTensors) {
   ProcessGroup g(make_self_backend());
   SKIP_WITHOUT_NCCL(g);

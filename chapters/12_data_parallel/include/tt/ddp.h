@@ -59,7 +59,18 @@ struct BucketTiming {
   std::chrono::steady_clock::time_point ready;     ///< its last gradient was marked ready
   std::chrono::steady_clock::time_point started;   ///< its all-reduce was started
   std::chrono::steady_clock::time_point finished;  ///< its all-reduce was first seen complete
+  /// On a GPU (NCCL): where its all-reduce began in the device's own timeline (read with
+  /// DeviceMark::ms_since); nullptr on the CPU.
+  std::shared_ptr<DeviceMark> device_begin;
+  /// On a GPU (NCCL): where its all-reduce ended in the device's timeline; nullptr on the CPU.
+  std::shared_ptr<DeviceMark> device_end;
 };
+
+/// The fraction (0..1) of a communication running from `begin` to `end` that is hidden behind
+/// computation ending at `compute_end` (all in the same clock): the part of [begin, end] before
+/// compute_end, over end - begin. A communication of zero length counts as hidden (1) when it
+/// ends no later than compute_end, else 0. Throws tt::Error when end < begin.
+double hidden_fraction(double begin, double end, double compute_end);
 
 /// Averages gradients over a ProcessGroup, one all-reduce per bucket, in bucket order.
 ///
@@ -107,6 +118,10 @@ class Reducer {
   std::chrono::steady_clock::time_point finalize_called() const { return finalize_called_; }
   /// See finalize_called().
   std::chrono::steady_clock::time_point finalize_returned() const { return finalize_returned_; }
+  /// On a GPU: the DeviceMark recorded on the compute stream when finalize_backward() of the
+  /// last completed backward was called, before it queued anything: the GPU reaches it when
+  /// backward's kernels have run (the end of backward on the GPU). nullptr on the CPU.
+  const std::shared_ptr<DeviceMark>& backward_end_mark() const { return backward_end_mark_; }
 
  private:
   /// Starts bucket b's all-reduce (part of ch12.3): packs its gradients into the flat buffer
@@ -134,6 +149,7 @@ class Reducer {
   std::vector<BucketTiming> timeline_;        // this backward
   std::vector<BucketTiming> last_timeline_;   // the last completed backward
   std::chrono::steady_clock::time_point finalize_called_, finalize_returned_;
+  std::shared_ptr<DeviceMark> backward_end_mark_;
   int64_t num_reductions_ = 0;
   bool enabled_ = true;
 };

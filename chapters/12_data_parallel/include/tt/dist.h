@@ -55,6 +55,19 @@ enum class ReduceOp {
 /// "sum" or "avg".
 const char* reduce_op_name(ReduceOp op);
 
+/// A point in the queue of one device's work (CUDA: a timing event recorded on a stream). It is
+/// reached when the device has run everything queued before it on that stream; the GPU's own
+/// time between two marks of the same device can be read once both were reached. Made by
+/// ProcessGroup::mark() and by the NCCL backend's collectives (Work::device_begin/device_end).
+class DeviceMark {
+ public:
+  virtual ~DeviceMark() = default;
+  /// Milliseconds of device time from `origin` to this mark (negative when this one came
+  /// first); waits until both were reached (a host synchronization). Throws tt::Error when
+  /// `origin` is a mark of another kind or device.
+  virtual double ms_since(const DeviceMark& origin) const = 0;
+};
+
 /// A collective a Backend has started and not yet finished (Backend::all_reduce_async).
 class BackendWork {
  public:
@@ -64,6 +77,11 @@ class BackendWork {
   /// Returns when the result may be used: on the CPU when the data is there; on CUDA when the
   /// device's compute stream has been ordered after the collective.
   virtual void wait() = 0;
+  /// Where the collective began in the device's queue (when its inputs were ready and it could
+  /// start), or nullptr when it does not run on a device (MPI on the CPU).
+  virtual std::shared_ptr<DeviceMark> device_begin() const { return nullptr; }
+  /// Where the collective ended in the device's queue, or nullptr (see device_begin()).
+  virtual std::shared_ptr<DeviceMark> device_end() const { return nullptr; }
 };
 
 /// What a transport implements: the collectives on contiguous tensors of one device type, with
@@ -102,6 +120,9 @@ class Backend {
   virtual void all_gather(const Tensor& output, const Tensor& input) = 0;
   /// Returns when every rank has called it.
   virtual void barrier() = 0;
+  /// A mark recorded now at the end of the device's compute stream (the GPU reaches it when the
+  /// kernels queued so far have run), or nullptr when the backend has no device (the default).
+  virtual std::shared_ptr<DeviceMark> mark() { return nullptr; }
   /// Sends `send` to rank `dst` while receiving `recv` from rank `src` (deadlock-free pair);
   /// throws when the received message has another size than `recv`.
   virtual void send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag) = 0;
@@ -136,6 +157,10 @@ class Work {
   std::chrono::steady_clock::time_point started() const { return started_; }
   /// When it was first seen complete (by is_completed() or wait()).
   std::chrono::steady_clock::time_point finished() const { return finished_; }
+  /// On a device (NCCL): the mark where the collective began on the GPU, else nullptr.
+  std::shared_ptr<DeviceMark> device_begin() const { return work_->device_begin(); }
+  /// On a device (NCCL): the mark where the collective ended on the GPU, else nullptr.
+  std::shared_ptr<DeviceMark> device_end() const { return work_->device_end(); }
 
  private:
   ProcessGroup& group_;
@@ -193,6 +218,10 @@ class ProcessGroup {
   void all_gather(const Tensor& output, const Tensor& input);
   /// Waits for every rank (and, when the NCCL backend exists, for its queued collectives).
   void barrier();
+  /// A DeviceMark recorded now on the compute stream of `t`'s device when `t` is a CUDA tensor
+  /// (through the NCCL backend, created if needed); nullptr for a CPU tensor. Local: the other
+  /// ranks take no part. Times GPU work against collectives (Reducer's device timeline).
+  std::shared_ptr<DeviceMark> mark(const Tensor& t);
   /// Sends `send` to `dst` and receives `recv` from `src` at the same time (the ring step).
   void send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag = 0);
   /// Blocking point-to-point send.
