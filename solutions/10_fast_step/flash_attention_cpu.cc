@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tt/eigen.h"
 #include "tt/flash_attention.h"
 #include "tt/todo.h"
 
@@ -15,21 +16,22 @@ namespace tt::cpu {
 
 namespace {
 
-/// sum_c a[c] * b[c] over hs elements (vectorized: the SIMD lanes keep partial sums, added in
-/// a fixed order, so the result is the same on every run).
+/// A tile of T values, row-major (a row of scores is contiguous, as OnlineSoftmax::merge reads it).
 template <typename T>
-T dot(const T* a, const T* b, int64_t hs) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t c = 0; c < hs; ++c) s += a[c] * b[c];
-  return s;
-}
+using Tile = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+/// `rows` rows of hs values of q, k, v, o, ... in place: rows `ld` apart (no copy).
+template <typename T>
+using Rows = Eigen::Map<Tile<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename T>
+using ConstRows = Eigen::Map<const Tile<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-/// y[c] += w * x[c] over hs elements.
 template <typename T>
-void axpy(T* y, T w, const T* x, int64_t hs) {
-#pragma omp simd
-  for (int64_t c = 0; c < hs; ++c) y[c] += w * x[c];
+Rows<T> rows_of(T* p, int64_t rows, int64_t hs, int64_t ld) {
+  return Rows<T>(p, rows, hs, Eigen::OuterStride<>(ld));
+}
+template <typename T>
+ConstRows<T> rows_of(const T* p, int64_t rows, int64_t hs, int64_t ld) {
+  return ConstRows<T>(p, rows, hs, Eigen::OuterStride<>(ld));
 }
 
 }  // namespace
@@ -38,34 +40,36 @@ template <typename T>
 void flash_attention_forward_head(const T* q, const T* k, const T* v, T* o, T* lse, int64_t n,
                                   int64_t hs, int64_t ld_qkv, int64_t ld_o) {
 #if TT_SOLUTION
+  // The tile products S = Q K^T and O += P V are Eigen matrix products on views of the rows;
+  // the online softmax between them goes row by row.
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
-  std::vector<T> acc(static_cast<std::size_t>(kFlashBlockQ * hs));  // unnormalized O of the tile
+  Tile<T> s(kFlashBlockQ, kFlashBlockK);  // one tile's scores, then its weights
+  Tile<T> acc(kFlashBlockQ, hs);          // unnormalized O of the query tile
   std::vector<OnlineSoftmax<T>> rows(static_cast<std::size_t>(kFlashBlockQ));
-  std::vector<T> p(static_cast<std::size_t>(kFlashBlockK));  // one row's scores, then weights
   for (int64_t i0 = 0; i0 < n; i0 += kFlashBlockQ) {
-    const int64_t i1 = std::min(n, i0 + kFlashBlockQ);
-    std::fill(acc.begin(), acc.end(), T(0));
+    const int64_t i1 = std::min(n, i0 + kFlashBlockQ), bq = i1 - i0;
+    const ConstRows<T> qi = rows_of(q + i0 * ld_qkv, bq, hs, ld_qkv);
+    auto a = acc.topRows(bq);
+    a.setZero();
     std::fill(rows.begin(), rows.end(), OnlineSoftmax<T>{});
     // Causal: key tiles that start after the tile's last query row are skipped entirely.
     for (int64_t j0 = 0; j0 < i1; j0 += kFlashBlockK) {
-      const int64_t j1 = std::min(i1, j0 + kFlashBlockK);
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t m = std::min(j1, i + 1) - j0;  // keys j0 .. j0+m-1 are <= i
-        if (m <= 0) continue;                        // the whole tile is above row i's diagonal
-        for (int64_t j = 0; j < m; ++j) {
-          p[j] = dot(q + i * ld_qkv, k + (j0 + j) * ld_qkv, hs) * scale;
-        }
-        T* a = acc.data() + (i - i0) * hs;
-        const T alpha = rows[i - i0].merge(p.data(), m);
-        for (int64_t c = 0; c < hs; ++c) a[c] *= alpha;
-        for (int64_t j = 0; j < m; ++j) axpy(a, p[j], v + (j0 + j) * ld_qkv, hs);
+      const int64_t j1 = std::min(i1, j0 + kFlashBlockK), bk = j1 - j0;
+      const ConstRows<T> kj = rows_of(k + j0 * ld_qkv, bk, hs, ld_qkv);
+      auto p = s.topLeftCorner(bq, bk);
+      p.noalias() = (qi * scale) * kj.transpose();
+      for (int64_t r = 0; r < bq; ++r) {
+        const int64_t m = std::clamp<int64_t>(i0 + r + 1 - j0, 0, bk);  // keys j0 .. j0+m-1 <= i
+        if (m > 0) a.row(r) *= rows[r].merge(&p(r, 0), m);
+        p.row(r).tail(bk - m).setZero();  // keys above row i's diagonal: weight 0
       }
+      a.noalias() += p * rows_of(v + j0 * ld_qkv, bk, hs, ld_qkv);
     }
-    for (int64_t i = i0; i < i1; ++i) {
-      const OnlineSoftmax<T>& r = rows[i - i0];
-      const T inv = T(1) / r.sum;  // sum >= 1: row i always sees key i
-      for (int64_t c = 0; c < hs; ++c) o[i * ld_o + c] = acc[(i - i0) * hs + c] * inv;
-      lse[i] = r.logsumexp();
+    for (int64_t r = 0; r < bq; ++r) {
+      const OnlineSoftmax<T>& row = rows[r];
+      // sum >= 1: row i always sees key i.
+      rows_of(o + (i0 + r) * ld_o, 1, hs, ld_o) = a.row(r) * (T(1) / row.sum);
+      lse[i0 + r] = row.logsumexp();
     }
   }
 #else
@@ -83,34 +87,43 @@ void flash_attention_backward_head(T* dq, T* dk, T* dv, const T* dout, const T* 
                                    const T* v, const T* o, const T* lse, int64_t n, int64_t hs,
                                    int64_t ld_qkv, int64_t ld_o) {
 #if TT_SOLUTION
+  using Column = Eigen::Array<T, Eigen::Dynamic, 1>;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   // D_i = rowsum(dO o O): the softmax backward's sum_j P_ij dP_ij, without P.
-  std::vector<T> d(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    d[i] = dot(dout + i * ld_o, o + i * ld_o, hs);
-    std::fill_n(dq + i * ld_qkv, hs, T(0));
-    std::fill_n(dk + i * ld_qkv, hs, T(0));
-    std::fill_n(dv + i * ld_qkv, hs, T(0));
-  }
-  std::vector<T> p(static_cast<std::size_t>(kFlashBlockK));
-  // Outer loop over key tiles: their dK and dV rows stay hot while every query row i >= j0
-  // (causal: the rows that see at least one key of the tile) passes by.
+  const ConstRows<T> dout_all = rows_of(dout, n, hs, ld_o);
+  const Column d = dout_all.cwiseProduct(rows_of(o, n, hs, ld_o)).rowwise().sum();
+  rows_of(dq, n, hs, ld_qkv).setZero();
+  rows_of(dk, n, hs, ld_qkv).setZero();
+  rows_of(dv, n, hs, ld_qkv).setZero();
+  Tile<T> s(kFlashBlockQ, kFlashBlockK), ds(kFlashBlockQ, kFlashBlockK);
+  // Outer loop over key tiles: their dK and dV rows stay hot while every query tile with a row
+  // i >= j0 (causal: the rows that see at least one key of the tile) passes by. Every product
+  // is an Eigen matrix product of a tile.
   for (int64_t j0 = 0; j0 < n; j0 += kFlashBlockK) {
-    const int64_t j1 = std::min(n, j0 + kFlashBlockK);
-    for (int64_t i = j0; i < n; ++i) {
-      const int64_t m = std::min(j1, i + 1) - j0;
-      const T* qi = q + i * ld_qkv;
-      const T* doi = dout + i * ld_o;
-      for (int64_t j = 0; j < m; ++j) {
-        p[j] = std::exp(dot(qi, k + (j0 + j) * ld_qkv, hs) * scale - lse[i]);  // P recomputed
+    const int64_t j1 = std::min(n, j0 + kFlashBlockK), bk = j1 - j0;
+    const ConstRows<T> kj = rows_of(k + j0 * ld_qkv, bk, hs, ld_qkv);
+    const ConstRows<T> vj = rows_of(v + j0 * ld_qkv, bk, hs, ld_qkv);
+    Rows<T> dkj = rows_of(dk + j0 * ld_qkv, bk, hs, ld_qkv);
+    Rows<T> dvj = rows_of(dv + j0 * ld_qkv, bk, hs, ld_qkv);
+    for (int64_t i0 = j0 / kFlashBlockQ * kFlashBlockQ; i0 < n; i0 += kFlashBlockQ) {
+      const int64_t bq = std::min(n, i0 + kFlashBlockQ) - i0;
+      const ConstRows<T> qi = rows_of(q + i0 * ld_qkv, bq, hs, ld_qkv);
+      const ConstRows<T> doi = rows_of(dout + i0 * ld_o, bq, hs, ld_o);
+      auto p = s.topLeftCorner(bq, bk);
+      auto dsi = ds.topLeftCorner(bq, bk);
+      p.noalias() = (qi * scale) * kj.transpose();
+      for (int64_t r = 0; r < bq; ++r) {  // row by row: contiguous rows, SIMD exp
+        const int64_t i = i0 + r, m = std::clamp<int64_t>(i + 1 - j0, 0, bk);
+        p.row(r).head(m) = (p.row(r).head(m).array() - lse[i]).exp().matrix();  // P recomputed
+        p.row(r).tail(bk - m).setZero();  // keys above row i's diagonal: P = 0
       }
-      for (int64_t j = 0; j < m; ++j) {
-        const int64_t kj = (j0 + j) * ld_qkv;                       // row j0 + j of k, v, dk, dv
-        axpy(dv + kj, p[j], doi, hs);                               // dV = P^T dO
-        const T ds = p[j] * (dot(doi, v + kj, hs) - d[i]) * scale;  // dS = P o (dP - D)
-        axpy(dq + i * ld_qkv, ds, k + kj, hs);                      // dQ = dS K / sqrt
-        axpy(dk + kj, ds, qi, hs);                                  // dK = dS^T Q / sqrt
+      dvj.noalias() += p.transpose() * doi;  // dV = P^T dO
+      dsi.noalias() = doi * vj.transpose();  // dP = dO V^T
+      for (int64_t r = 0; r < bq; ++r) {     // dS = P o (dP - D) / sqrt(hs)
+        dsi.row(r) = (p.row(r).array() * (dsi.row(r).array() - d[i0 + r]) * scale).matrix();
       }
+      rows_of(dq + i0 * ld_qkv, bq, hs, ld_qkv).noalias() += dsi * kj;  // dQ = dS K / sqrt
+      dkj.noalias() += dsi.transpose() * qi;                            // dK = dS^T Q / sqrt
     }
   }
 #else

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "tt/eigen.h"
 #include "tt/flash_attention.h"
 #include "tt/todo.h"
 
@@ -12,22 +13,23 @@ namespace tt::cpu {
 template <typename T>
 T OnlineSoftmax<T>::merge(T* x, int64_t n) {
 #if TT_SOLUTION
-  T block_max = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < n; ++j) block_max = std::max(block_max, x[j]);
+  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  Eigen::Map<Array> xv(x, n);  // Eigen: the max, exp and sum below run on SIMD lanes
+  const T block_max = n > 0 ? xv.maxCoeff() : kNegInf;
   const T new_max = std::max(max, block_max);
-  if (new_max == -std::numeric_limits<T>::infinity()) {
+  if (new_max == kNegInf) {
     // Nothing finite yet: every probability so far is 0 and there is nothing to rescale.
-    std::fill(x, x + n, T(0));
+    xv.setZero();
     return T(1);
   }
   // exp(-inf - new_max) = 0: the first finite block discards the empty state.
   const T alpha = std::exp(max - new_max);
-  T block_sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    x[j] = std::exp(x[j] - new_max);
-    block_sum += x[j];
-  }
-  sum = sum * alpha + block_sum;
+  xv = (xv - new_max).exp();
+  // Eigen's SIMD exp clamps its argument, so exp(-inf) comes out as a tiny subnormal instead
+  // of 0: flush what is below the smallest normal number (< 1e-37 of the row's largest term).
+  for (int64_t j = 0; j < n; ++j) x[j] = x[j] < std::numeric_limits<T>::min() ? T(0) : x[j];
+  sum = sum * alpha + xv.sum();
   max = new_max;
   return alpha;
 #else

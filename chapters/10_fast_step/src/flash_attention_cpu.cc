@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tt/eigen.h"
 #include "tt/flash_attention.h"
 #include "tt/todo.h"
 
@@ -20,21 +21,22 @@ namespace tt::cpu {
 
 namespace {
 
-/// sum_c a[c] * b[c] over hs elements (vectorized: the SIMD lanes keep partial sums, added in
-/// a fixed order, so the result is the same on every run).
+/// A tile of T values, row-major (a row of scores is contiguous, as OnlineSoftmax::merge reads it).
 template <typename T>
-T dot(const T* a, const T* b, int64_t hs) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t c = 0; c < hs; ++c) s += a[c] * b[c];
-  return s;
-}
+using Tile = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+/// `rows` rows of hs values of q, k, v, o, ... in place: rows `ld` apart (no copy).
+template <typename T>
+using Rows = Eigen::Map<Tile<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename T>
+using ConstRows = Eigen::Map<const Tile<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-/// y[c] += w * x[c] over hs elements.
 template <typename T>
-void axpy(T* y, T w, const T* x, int64_t hs) {
-#pragma omp simd
-  for (int64_t c = 0; c < hs; ++c) y[c] += w * x[c];
+Rows<T> rows_of(T* p, int64_t rows, int64_t hs, int64_t ld) {
+  return Rows<T>(p, rows, hs, Eigen::OuterStride<>(ld));
+}
+template <typename T>
+ConstRows<T> rows_of(const T* p, int64_t rows, int64_t hs, int64_t ld) {
+  return ConstRows<T>(p, rows, hs, Eigen::OuterStride<>(ld));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "tt/eigen.h"
 #include "tt/flash_attention.h"
 #include "tt/todo.h"
 

@@ -91,7 +91,7 @@ struct Case {
   int64_t B, NH, T, hs;
 };
 
-// T not a multiple of the tiles (1, 17, 100, 257 around kFlashBlockQ/K = 32), B * NH > 1,
+// T not a multiple of the tiles (1, 17, 100, 257 around kFlashBlockQ/K = 64), B * NH > 1,
 // hs 64 (GPT-2) and an odd one.
 const std::vector<Case> kCases = {{1, 1, 1, 64},   {2, 3, 17, 64}, {2, 3, 100, 64},
                                   {1, 2, 257, 64}, {2, 2, 33, 24}, {1, 3, 100, 7}};

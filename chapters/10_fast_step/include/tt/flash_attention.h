@@ -83,9 +83,9 @@ FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Te
 namespace cpu {
 
 /// Query rows per tile of the CPU kernels (a tile of K and V is reused by that many rows).
-inline constexpr int64_t kFlashBlockQ = 32;
+inline constexpr int64_t kFlashBlockQ = 64;
 /// Keys per tile of the CPU kernels (the scores of one row and one key tile: kFlashBlockK values).
-inline constexpr int64_t kFlashBlockK = 32;
+inline constexpr int64_t kFlashBlockK = 64;
 
 /// The running state of a softmax over a row that arrives in blocks (exercise ch10.1): the
 /// largest score seen so far and the sum of \f$ e^{x_j - \mathrm{max}} \f$ over the scores seen.
