@@ -195,7 +195,7 @@ TEST(Ch09_TrainOps, FlagsChooseTheOpsAndTheLogSaysWhich) {
   ASSERT_EQ(naive.status, 0) << naive.output;
   EXPECT_TRUE(contains(naive.output,
                        "ops: attention naive, fused off (reference (chapter 09 compositions))"));
-  // auto on the CPU: the reference operations (chapter 10's measured slower there).
+  // auto on the CPU: the reference operations (chapter 10's are opt-in there).
   const RunResult dflt =
       run_program(app, base + "--out '" + dir.file("auto") + "'", dir.file("auto.log"));
   ASSERT_EQ(dflt.status, 0) << dflt.output;

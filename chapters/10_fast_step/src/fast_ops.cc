@@ -7,6 +7,7 @@
 
 #include "tt/flash_attention.h"
 #include "tt/fused_classifier.h"
+#include "tt/gpt2.h"
 #include "tt/profiler.h"
 
 namespace tt::fast {
@@ -16,7 +17,16 @@ void describe_piece(gpt2::ModelOps& ops, const std::string& piece) {
 }
 
 void install_attention(gpt2::ModelOps& ops) {
-  ops.attention = flash_attention_qkv;
+  // Head sizes the device's kernels do not take (e.g. hs = 16 on CUDA) run chapter 09's
+  // composition instead, as PyTorch's SDPA falls back to its math kernel.
+  ops.attention = [](const Tensor& qkv, int64_t n_head) {
+    const bool packed =
+        qkv.defined() && qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0;
+    if (packed && !flash_attention_supports(qkv.device().type, qkv.size(2) / (3 * n_head))) {
+      return gpt2::causal_self_attention(qkv, n_head);
+    }
+    return flash_attention_qkv(qkv, n_head);
+  };
   describe_piece(ops, "FlashAttention (packed qkv)");
 }
 

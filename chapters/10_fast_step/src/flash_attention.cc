@@ -218,4 +218,9 @@ Tensor causal_attention_naive(const Tensor& q, const Tensor& k, const Tensor& v)
   return matmul(att, v);
 }
 
+bool flash_attention_supports(DeviceType device, int64_t hs) {
+  if (device == DeviceType::kCUDA) return hs == 32 || hs == 64 || hs == 128;
+  return hs >= 1;
+}
+
 }  // namespace tt

@@ -380,7 +380,7 @@ FlashGeometry check_cuda_tensors(const char* op, std::initializer_list<const Ten
              ": strides must be multiples of 4 floats (16 bytes), got batch ", l.batch, ", head ",
              l.head, ", row ", l.row, " for q ", q.describe());
   }
-  TT_CHECK(g.hs == 32 || g.hs == 64 || g.hs == 128, "cuda::", op,
+  TT_CHECK(flash_attention_supports(DeviceType::kCUDA, g.hs), "cuda::", op,
            ": head size hs must be 32, 64 or 128 on CUDA, got hs = ", g.hs, " in q ", q.describe());
   TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24), "cuda::", op,
            ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());

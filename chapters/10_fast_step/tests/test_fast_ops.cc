@@ -8,6 +8,7 @@
 #include "../../09_gpt2/tests/ch09_test_util.h"
 #include "ch10_test_util.h"
 #include "tt/fast_ops.h"
+#include "tt/flash_attention.h"
 #include "tt/gpt2.h"
 #include "tt/optim.h"
 #include "tt/todo.h"
@@ -83,6 +84,34 @@ TEST(Ch10_FastOps, StepProfilerPrintsTheProfileOfAStep) {
   EXPECT_NE(report.find("by op and input shapes"), std::string::npos) << report;
   EXPECT_TT_ERROR(gpt2::register_step_profiler([](Device) { return nullptr; }),
                   "already registered");
+}
+
+TEST(Ch10_FastOps, FlashAttentionSupportsItsHeadSizes) {
+  EXPECT_TRUE(flash_attention_supports(DeviceType::kCPU, 16));
+  EXPECT_TRUE(flash_attention_supports(DeviceType::kCPU, 1));
+  EXPECT_FALSE(flash_attention_supports(DeviceType::kCPU, 0));
+  EXPECT_TRUE(flash_attention_supports(DeviceType::kCUDA, 64));
+  EXPECT_FALSE(flash_attention_supports(DeviceType::kCUDA, 16));
+  EXPECT_FALSE(flash_attention_supports(DeviceType::kCUDA, 96));
+}
+
+TEST(Ch10_FastOpsCuda, AnUnsupportedHeadSizeRunsTheReferenceAttention) {
+  TT_SKIP_IF_NO_CUDA();
+  // hs = 16: no CUDA FlashAttention kernel (flash_attention_qkv throws), so the "fast" set's
+  // attention is chapter 09's composition: the same values and gradients as calling it.
+  const Tensor host = test10::randn_t({2, 8, 3 * 32}, 3, DType::kFloat32);
+  const gpt2::ModelOps ops = gpt2::model_ops("fast");
+  Tensor a = host.to(Device::cuda(0)), b = host.to(Device::cuda(0));
+  a.set_requires_grad();
+  b.set_requires_grad();
+  EXPECT_TT_ERROR(flash_attention_qkv(a, 2), "head size");
+  const Tensor ya = ops.attention(a, 2);
+  const Tensor yb = gpt2::causal_self_attention(b, 2);
+  EXPECT_EQ(ya.to(Device::cpu()).to_vector<float>(), yb.to(Device::cpu()).to_vector<float>());
+  autograd::backward(sum(ya));
+  autograd::backward(sum(yb));
+  EXPECT_EQ(a.grad().to(Device::cpu()).to_vector<float>(),
+            b.grad().to(Device::cpu()).to_vector<float>());
 }
 
 }  // namespace

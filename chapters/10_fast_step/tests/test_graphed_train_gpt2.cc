@@ -23,7 +23,7 @@ using test09::RunResult;
 
 /// A tiny run of train_gpt2 (V = 257 from write_tiny_dataset) on `data`, one thread.
 std::string tiny_options(const std::string& data) {
-  return "--data '" + data + "' --threads 1 --layers 1 --heads 2 --channels 32 --B 2 --T 8 " +
+  return "--data '" + data + "' --threads 1 --layers 1 --heads 2 --channels 64 --B 2 --T 8 " +
          "--warmup 1 --eval-batches 1 --sample-tokens 2 ";
 }
 

@@ -163,6 +163,10 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 /// [B, NH, T, hs]; differentiable in q, k and v.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 
+/// Whether the FlashAttention kernels of `device` take head size `hs`: any hs >= 1 on the CPU;
+/// 32, 64 or 128 on CUDA (the tile shapes of the tensor-core kernels).
+bool flash_attention_supports(DeviceType device, int64_t hs);
+
 /// Causal self-attention of GPT-2's packed projection qkv [B, T, 3C] (q | k | v along the last
 /// dim, each C split into n_head heads of hs = C / n_head) -> y [B, T, C], through the
 /// FlashAttention kernels on strided views: no permute, no copy of q, k, v or y. Differentiable
