@@ -37,7 +37,9 @@ void Reducer::reduce_bucket(int64_t b) {
   for (const BucketEntry& e : bucket.entries) {
     const Tensor& p = params_[static_cast<std::size_t>(e.param)];
     if (!p.grad().defined()) p.set_grad(zeros_like(p));  // an unused parameter adds zeros
-    buffer.narrow(0, e.offset, e.numel).copy_(p.grad().reshape({e.numel}));
+    const Tensor slot = buffer.narrow(0, e.offset, e.numel);
+    // (A gradient that already is this view, as finish_bucket leaves it, needs no copy.)
+    if (p.grad().data_ptr() != slot.data_ptr()) slot.copy_(p.grad().reshape({e.numel}));
   }
   works_[static_cast<std::size_t>(b)] = group_.all_reduce_async(buffer, ReduceOp::kAvg);
   reduced_order_.push_back(b);
@@ -48,7 +50,7 @@ void Reducer::reduce_bucket(int64_t b) {
           "Reducer::reduce_bucket: buffers_[b] holds every gradient of bucket b at its entry's "
           "offset (an undefined gradient counts as zeros and becomes a zero tensor) and ONE "
           "nonblocking average of it over the ranks is started, kept in works_[b] "
-          "(finish_bucket copies it back); b is appended to reduced_order_ and counted in "
+          "(finish_bucket hands it to the gradients); b is appended to reduced_order_ and counted in "
           "num_reductions_");
 #endif
 }

@@ -82,10 +82,15 @@ void Reducer::finish_bucket(int64_t b) {
   timeline_[i].device_begin = works_[i]->device_begin();
   timeline_[i].device_end = works_[i]->device_end();
   works_[i].reset();
+  // The averaged gradients stay where the all-reduce left them: each parameter's .grad becomes
+  // its view of the bucket (PyTorch's gradient_as_bucket_view), so nothing is copied back on
+  // the critical path after backward. A later backward that accumulates into these views (no
+  // zero_grad(set_to_none) in between) fills the bucket in place, and reduce_bucket then has
+  // nothing to copy in either.
   const Tensor& buffer = buffers_[i];
   for (const BucketEntry& e : buckets_[i].entries) {
-    const Tensor& g = params_[static_cast<std::size_t>(e.param)].grad();
-    g.copy_(buffer.narrow(0, e.offset, e.numel).view(g.shape()));
+    const Tensor& p = params_[static_cast<std::size_t>(e.param)];
+    p.set_grad(buffer.narrow(0, e.offset, e.numel).view(p.shape()));
   }
 }
 

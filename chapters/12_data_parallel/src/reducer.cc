@@ -34,7 +34,7 @@ void Reducer::reduce_bucket(int64_t b) {
           "Reducer::reduce_bucket: buffers_[b] holds every gradient of bucket b at its entry's "
           "offset (an undefined gradient counts as zeros and becomes a zero tensor) and ONE "
           "nonblocking average of it over the ranks is started, kept in works_[b] "
-          "(finish_bucket copies it back); b is appended to reduced_order_ and counted in "
+          "(finish_bucket hands it to the gradients); b is appended to reduced_order_ and counted in "
           "num_reductions_");
 }
 

@@ -127,9 +127,11 @@ class Reducer {
   /// Starts bucket b's all-reduce (part of ch12.3): packs its gradients into the flat buffer
   /// (an undefined gradient counts as zeros and becomes a zero tensor) and starts one
   /// nonblocking average of the buffer over the group, kept in works_[b]; finish_bucket(b)
-  /// copies the result back.
+  /// hands the result to the gradients. A gradient that already is its view of the buffer
+  /// (left so by finish_bucket and accumulated into in place since) is not copied.
   void reduce_bucket(int64_t b);
-  /// Waits for bucket b's all-reduce and copies the averages into its gradients (given).
+  /// Waits for bucket b's all-reduce and makes each parameter's .grad its view of the bucket,
+  /// which now holds the averages (given; no copy back: PyTorch's gradient_as_bucket_view).
   void finish_bucket(int64_t b);
   /// Polls the all-reduces in flight (records their finish time; lets MPI progress them).
   void poll();
