@@ -17,12 +17,17 @@ cuda_nowaste_tf32, cuda_fast_tf32 and their _graph variants) also get a table of
 ms/step, tok/s, the speed-up over cuda_tf32, the caching allocator's peak, host
 synchronizations and cudaMallocs per step.
 
+Data-parallel scaling (chapter 12) is not a Google Benchmark: tools/scaling_gpu measures it on
+a machine with several GPUs and writes chapters/12_data_parallel/scaling_gpu.csv (its first
+line says where and when); when that file exists the report shows it as a section of its own.
+
 The header (date, GPU, CPU, commit) comes from the JSON contexts and, when present, the files
 that tools/run_benchmarks writes next to them in OUT_DIR: gpu.txt, cpu.txt and commit.txt.
 Writes OUT_DIR/report.md and, when gnuplot is installed, OUT_DIR/*.png.
 """
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -239,6 +244,30 @@ def step_table(order, groups, skips) -> list[str]:
     return md
 
 
+SCALING_CSV = Path(__file__).resolve().parent.parent / "chapters" / "12_data_parallel" / \
+    "scaling_gpu.csv"
+
+
+def scaling_section(path: Path = SCALING_CSV) -> list[str]:
+    """The data-parallel scaling table from tools/scaling_gpu's CSV, or nothing."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    note = " ".join(l[1:].strip() for l in lines if l.startswith("#"))
+    rows = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+    md = ["## Data-parallel scaling (chapter 12)", "",
+          f"Measured by `tools/scaling_gpu` (not part of this run): {note}. Weak scaling: every "
+          "GPU keeps B=8 rows of T=1024 tokens; efficiency = tok/s on N GPUs / (N x tok/s of "
+          "the one-GPU baseline).", "",
+          "| system | GPUs | ms/step | tok/s | efficiency | peak GiB per GPU | optimizer state GiB |",
+          "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        eff = f"{100 * float(r['efficiency']):.1f}%" if r.get("efficiency") else ""
+        md.append(f"| {r['system']} | {r['gpus']} | {r['ms_per_step']} | {r['tok_s']} | {eff} | "
+                  f"{r['peak_mem_gib']} | {r.get('opt_state_gib') or ''} |")
+    return md
+
+
 def gnuplot(script: str) -> None:
     subprocess.run(["gnuplot", "-e", script], check=True)
 
@@ -325,6 +354,8 @@ def main() -> int:
     md += ([""] if variants else []) + variants
     steps = step_table(order, groups, skips)
     md += ([""] if steps else []) + steps
+    scaling = scaling_section()
+    md += ([""] if scaling else []) + scaling
     if skipped:
         by_reason = defaultdict(list)
         for s in skipped:
