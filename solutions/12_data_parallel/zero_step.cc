@@ -1,5 +1,6 @@
 // Chapter 12 exercise ch12.4: one ZeRO-1 step in two halves: reduce_gradients (flatten, then
-// reduce-scatter) and update (AdamW on this rank's shard, then all-gather).
+// reduce-scatter) and update (AdamW on this rank's shard, then all-gather), on the parameters'
+// device (device(): the CPU, or this rank's GPU).
 #include <map>
 
 #include "tt/dispatcher.h"
@@ -9,18 +10,21 @@
 namespace tt::dist {
 
 void ZeroAdamW::reduce_gradients() {
-  const int64_t n = group_.world_size();
-  // The flattened, zero-padded vector of N*S elements (a temporary: only the moments persist).
-  Tensor flat = zeros({n * shard_});
-  grad_shard_ = empty({shard_});
+  // The step's buffers on device(), allocated once and reused: flat_ (N*S elements, still
+  // holding the last step's values) and grad_shard_'s S elements.
+  if (!flat_.defined()) {
+    flat_ = empty({group_.world_size() * shard_}, {.device = device_});
+    shard_buffer_ = empty({shard_}, {.device = device_});
+  }
+  grad_shard_ = shard_buffer_;
 #if TT_SOLUTION
+  flat_.fill_(0.0);  // the padding, and the parameters without a gradient
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].grad();
-    if (g.defined()) flat.narrow(0, offsets_[i], g.numel()).copy_(g.reshape({g.numel()}));
+    if (g.defined()) flat_.narrow(0, offsets_[i], g.numel()).copy_(g.reshape({g.numel()}));
   }
-  group_.reduce_scatter(grad_shard_, flat, ReduceOp::kAvg);
+  group_.reduce_scatter(grad_shard_, flat_, ReduceOp::kAvg);
 #else
-  (void)flat;
   TT_TODO("ch12.4",
           "ZeroAdamW::reduce_gradients: grad_shard_ (S elements) = this rank's slice of the "
           "flattened, zero-padded gradients averaged over the ranks (one reduce_scatter)");
@@ -30,16 +34,13 @@ void ZeroAdamW::reduce_gradients() {
 void ZeroAdamW::update() {
   TT_CHECK(grad_shard_.defined(), "ZeroAdamW::update (", group_.where(),
            "): call reduce_gradients() first");
-  const int64_t n = group_.world_size();
   const int64_t t = step_ + 1;
-  Tensor flat = zeros({n * shard_});
 #if TT_SOLUTION
   // One "adamw_step" call per weight decay over this shard's pieces of the parameters.
   struct Lists {
     std::vector<Tensor> params, grads, m, v;
   };
   std::map<double, Lists> by_decay;
-  const Tensor mine = zeros({shard_});
   for (const ShardSegment& s : segments_) {
     const Tensor& p = params_[static_cast<std::size_t>(s.param)];
     Lists& l = by_decay[weight_decay_[static_cast<std::size_t>(s.param)]];
@@ -50,21 +51,21 @@ void ZeroAdamW::update() {
   }
   for (const auto& [decay, l] : by_decay) {
     const optim::AdamWStepArgs args{lr_, options_.beta1, options_.beta2, options_.eps, decay, t};
-    call_kernel<optim::AdamWStepKernel>("adamw_step", Device::cpu(), l.params, l.grads, l.m, l.v,
-                                        args);
+    call_kernel<optim::AdamWStepKernel>("adamw_step", device_, l.params, l.grads, l.m, l.v, args);
   }
+  // The gradient shard is spent: its buffer carries the updated shard to the all_gather (its
+  // padding, past the last segment, is never copied back).
   for (const ShardSegment& s : segments_) {
     const Tensor& p = params_[static_cast<std::size_t>(s.param)];
-    mine.narrow(0, s.shard_offset, s.numel)
+    grad_shard_.narrow(0, s.shard_offset, s.numel)
         .copy_(p.detach().view({p.numel()}).narrow(0, s.param_offset, s.numel));
   }
-  group_.all_gather(flat, mine);
+  group_.all_gather(flat_, grad_shard_);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
-    p.detach().copy_(flat.narrow(0, offsets_[i], p.numel()).view(p.shape()));
+    p.detach().copy_(flat_.narrow(0, offsets_[i], p.numel()).view(p.shape()));
   }
 #else
-  (void)flat;
   TT_TODO("ch12.4",
           "ZeroAdamW::update: every parameter ends as after torch AdamW (step t) on the "
           "averaged gradient, identical on all ranks; this rank updates only segments() with "

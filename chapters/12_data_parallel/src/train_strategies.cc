@@ -38,20 +38,18 @@ class WorldStrategy : public gpt2::ParallelStrategy {
     group_.all_reduce(t, op);
     return t.item();
   }
-  /// Throws unless every parameter is on the CPU (ZeroAdamW keeps its shards and runs its
-  /// update on the CPU).
-  void check_cpu(const nn::Module& model) const {
-    for (const Tensor& p : model.parameters()) {
-      TT_CHECK(p.device().is_cpu(), name(), " (", group_.where(), "): parameter ", p.describe(),
-               " is not on the CPU; ZeRO-1 (ZeroAdamW) shards and updates on the CPU only "
-               "(use --device cpu, or DDP: --zero 0, which also runs on GPUs)");
-    }
-  }
   /// Throws unless every parameter is on the CPU (collectives through MPI) or every parameter
   /// is on this rank's GPU, cuda:local_rank (collectives through NCCL, one GPU per rank).
   void check_cpu_or_own_gpu(const nn::Module& model) const {
     const std::vector<Tensor> params = model.parameters();
-    if (params.empty() || params[0].device().is_cpu()) return check_cpu(model);
+    if (params.empty() || params[0].device().is_cpu()) {
+      for (const Tensor& p : params) {
+        TT_CHECK(p.device().is_cpu(), name(), " (", group_.where(), "): parameter ", p.describe(),
+                 " is not on the CPU like parameter 0 (", params[0].describe(),
+                 "); the parameters must all be on the CPU or all on this rank's GPU");
+      }
+      return;
+    }
     const Device gpu = Device::cuda(group_.local_rank());
     TT_CHECK(ProcessGroup::built_with_nccl(), name(), " (", group_.where(), "): parameter ",
              params[0].describe(),
@@ -136,7 +134,7 @@ class Zero1Strategy final : public WorldStrategy {
   std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
                                                    std::vector<optim::ParamGroup> groups,
                                                    const optim::AdamWOptions& options) override {
-    check_cpu(model);
+    check_cpu_or_own_gpu(model);  // ZeroAdamW's shards and buffers live on the parameters' device
     groups_ = groups;
     options_ = options;
     zero_ = std::make_unique<ZeroAdamW>(groups, options, group_);  // broadcasts the parameters
@@ -188,8 +186,11 @@ class Zero1Strategy final : public WorldStrategy {
                        optim::Optimizer& optimizer) override {
     optim::AdamW full_state(groups_, options_);
     ckpt::load_checkpoint(path, model, &full_state);  // every rank reads the file
-    // The full moments, flattened in ZeroAdamW's order (parameters over the groups).
-    const Tensor moments[2] = {empty({zero_->total_numel()}), empty({zero_->total_numel()})};
+    // The full moments, flattened in ZeroAdamW's order (parameters over the groups), on the
+    // parameters' device like full_state's.
+    const TensorOptions on_device{.device = zero_->device()};
+    const Tensor moments[2] = {empty({zero_->total_numel()}, on_device),
+                               empty({zero_->total_numel()}, on_device)};
     nn::StateDict counters;
     for (const auto& [key, t] : full_state.state_dict()) {
       if (key == "step" || key == "lr") {

@@ -41,10 +41,13 @@ ZeroAdamW::ZeroAdamW(std::vector<optim::ParamGroup> groups, optim::AdamWOptions 
              "ZeroAdamW: weight_decay must be finite and >= 0, got ", g.weight_decay);
     for (const Tensor& p : g.params) {
       const std::size_t i = params_.size();
-      TT_CHECK(p.defined() && p.dtype() == DType::kFloat32 && p.device().is_cpu() &&
-                   p.is_contiguous() && p.is_leaf(),
-               "ZeroAdamW: parameter ", i, " must be a contiguous float32 CPU leaf, got ",
+      TT_CHECK(p.defined() && p.dtype() == DType::kFloat32 && p.is_contiguous() && p.is_leaf(),
+               "ZeroAdamW: parameter ", i, " must be a contiguous float32 leaf, got ",
                p.defined() ? p.describe() : std::string("an undefined tensor"));
+      if (params_.empty()) device_ = p.device();
+      TT_CHECK(p.device() == device_, "ZeroAdamW: parameter ", i, " (", p.describe(), ") is on ",
+               p.device().str(), " but parameter 0 is on ", device_.str(),
+               ": all parameters must be on one device (the CPU, or this rank's GPU)");
       TT_CHECK(seen.insert(p.impl().get()).second, "ZeroAdamW: parameter ", i, " (", p.describe(),
                ") appears twice");
       params_.push_back(p);
@@ -59,8 +62,8 @@ ZeroAdamW::ZeroAdamW(std::vector<optim::ParamGroup> groups, optim::AdamWOptions 
   for (const Tensor& p : params_) numels.push_back(p.numel());
   const int64_t begin = shard_ * group_.rank();
   segments_ = shard_segments(numels, begin, begin + shard_);
-  exp_avg_ = zeros({shard_});
-  exp_avg_sq_ = zeros({shard_});
+  exp_avg_ = zeros({shard_}, {.device = device_});
+  exp_avg_sq_ = zeros({shard_}, {.device = device_});
   broadcast_tensors(group_, params_);
 }
 
@@ -84,14 +87,18 @@ double ZeroAdamW::clip_grad_norm(double max_norm) {
            "): call reduce_gradients() first");
   TT_CHECK(max_norm > 0, "ZeroAdamW::clip_grad_norm: max_norm must be > 0, got ", max_norm);
   const std::vector<Tensor> shard{grad_shard_};
+  // "sum_of_squares" returns the shard's sum on the host (on a GPU it waits for the kernel),
+  // and the norm is needed on the host anyway (the return value, the clipping decision): so
+  // the one scalar all-reduce is of a CPU float64 tensor, through the CPU backend (MPI), on
+  // every device. (A device tensor through NCCL would cost the same wait, plus a copy.)
   const Tensor sum_sq =
-      full({1}, call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", Device::cpu(), shard),
+      full({1}, call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", device_, shard),
            {.dtype = DType::kFloat64});
   group_.all_reduce(sum_sq, ReduceOp::kSum);
   const double norm = std::sqrt(sum_sq.item());
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1) {
-    call_kernel<optim::ScaleInplaceKernel>("scale_", Device::cpu(), shard, coef);
+    call_kernel<optim::ScaleInplaceKernel>("scale_", device_, shard, coef);
   }
   return norm;
 }
@@ -105,7 +112,7 @@ std::vector<Tensor> ZeroAdamW::gather_state() {
   const int64_t n = group_.world_size();
   std::vector<Tensor> out;
   for (const Tensor& shard : {exp_avg_, exp_avg_sq_}) {
-    const Tensor full_state = empty({n * shard_});
+    const Tensor full_state = empty({n * shard_}, {.device = device_});
     group_.all_gather(full_state, shard);
     out.push_back(full_state.narrow(0, 0, total_));
   }
@@ -119,11 +126,11 @@ void ZeroAdamW::set_state_from_full(const Tensor& exp_avg, const Tensor& exp_avg
   const Tensor* fulls[] = {&exp_avg, &exp_avg_sq};
   for (int k = 0; k < 2; ++k) {
     const Tensor& f = *fulls[k];
-    TT_CHECK(
-        f.defined() && f.device().is_cpu() && f.dtype() == DType::kFloat32 && f.numel() == total_,
-        "ZeroAdamW::set_state_from_full: expected ", total_, " float32 CPU elements, got ",
-        f.defined() ? f.describe() : std::string("an undefined tensor"));
+    TT_CHECK(f.defined() && f.dtype() == DType::kFloat32 && f.numel() == total_,
+             "ZeroAdamW::set_state_from_full: expected ", total_, " float32 elements, got ",
+             f.defined() ? f.describe() : std::string("an undefined tensor"));
     shards[k]->fill_(0.0);
+    // copy_ crosses devices when f is not on device_ (e.g. moments read from a file).
     if (len > 0) shards[k]->narrow(0, 0, len).copy_(f.reshape({total_}).narrow(0, begin, len));
   }
 }

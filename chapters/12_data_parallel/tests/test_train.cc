@@ -113,6 +113,13 @@ TrainRun trained(ParallelStrategy& par, int64_t accum, double clip, uint64_t see
   return run;
 }
 
+/// The parameters of `run`, copied to the host (expect_identical_across_ranks compares bytes).
+std::vector<Tensor> host_parameters(const TrainRun& run) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : run.model->parameters()) out.push_back(p.detach().to(Device::cpu()));
+  return out;
+}
+
 /// Bit-for-bit equality of two parameter lists.
 void expect_bit_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -174,9 +181,7 @@ TEST(Ch12_TrainCudaMpi, DdpOnGpusEqualsOneProcessOnAGpu) {
   auto ddp = gpt2::make_parallel_strategy("ddp");
   const TrainRun dist = trained(*ddp, 2, 1.0, 7 + 100 * static_cast<uint64_t>(g.rank()), gpu);
   EXPECT_EQ(dist.model->device(), gpu);
-  std::vector<Tensor> on_cpu;  // (the check compares host bytes)
-  for (const Tensor& p : dist.model->parameters()) on_cpu.push_back(p.detach().to(Device::cpu()));
-  ch12_test::expect_identical_across_ranks(g, on_cpu);
+  ch12_test::expect_identical_across_ranks(g, host_parameters(dist));
   const TrainRun one = trained(gpt2::single_process(), 2, 1.0, 7, gpu);
   if (g.world_size() == 1) {
     expect_bit_equal(dist.model->parameters(), one.model->parameters());
@@ -189,15 +194,6 @@ TEST(Ch12_TrainCudaMpi, DdpOnGpusEqualsOneProcessOnAGpu) {
           << "step " << s;
     }
   }
-}
-
-TEST(Ch12_TrainCuda, Zero1RefusesGpuParametersAndNamesDdp) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: no GPU parameter to refuse";
-  auto zero = gpt2::make_parallel_strategy("zero1");
-  gpt2::GPT2 model(tiny_config(), 7);
-  model.to(Device::cuda(0));
-  EXPECT_TT_ERROR(zero->make_optimizer(model, gpt2::param_groups(model, 0.1), {}), "zero1",
-                  "not on the CPU", "--zero 0");
 }
 
 TEST(Ch12_TrainMpi, AccumulationUnderNoSyncEqualsTheLargeBatch) {
@@ -214,15 +210,17 @@ TEST(Ch12_TrainMpi, AccumulationUnderNoSyncEqualsTheLargeBatch) {
   EXPECT_EQ(large.bytes, kSteps * (P * 4 + 8)) << "one gradient and one loss all-reduce per step";
 }
 
-TEST(Ch12_TrainMpi, Zero1EqualsDdp) {
-  ProcessGroup& g = world();
+/// "zero1" trains like "ddp" on `device` (the CPU, or this rank's GPU), with and without
+/// clipping; its optimizer state is 1/N of DDP's.
+void expect_zero1_equals_ddp(ProcessGroup& g, Device device) {
   auto ddp = gpt2::make_parallel_strategy("ddp");
   auto zero = gpt2::make_parallel_strategy("zero1");
   for (double clip : {0.0, 1.0}) {
-    SCOPED_TRACE("max_grad_norm " + std::to_string(clip));
-    const TrainRun d = trained(*ddp, 2, clip);
-    const TrainRun z = trained(*zero, 2, clip, 7 + 100 * static_cast<uint64_t>(g.rank()));
-    ch12_test::expect_identical_across_ranks(g, z.model->parameters());
+    SCOPED_TRACE("max_grad_norm " + std::to_string(clip) + " on " + device.str());
+    const TrainRun d = trained(*ddp, 2, clip, 7, device);
+    const TrainRun z = trained(*zero, 2, clip, 7 + 100 * static_cast<uint64_t>(g.rank()), device);
+    EXPECT_EQ(z.model->device(), device);
+    ch12_test::expect_identical_across_ranks(g, host_parameters(z));
     if (clip == 0.0 && g.world_size() <= 2) {
       expect_bit_equal(z.model->parameters(), d.model->parameters());
     } else {
@@ -235,25 +233,38 @@ TEST(Ch12_TrainMpi, Zero1EqualsDdp) {
   }
 }
 
-TEST(Ch12_TrainMpi, Zero1CheckpointResumesExactlyAlsoAsDdp) {
+TEST(Ch12_TrainMpi, Zero1EqualsDdp) {
+  expect_zero1_equals_ddp(world(), Device::cpu());
+}
+
+// ZeRO-1 on GPUs (ZeroAdamW's shards on cuda:local_rank, NCCL): the same as on the CPU.
+TEST(Ch12_TrainCudaMpi, Zero1OnGpusEqualsDdpOnGpus) {
   ProcessGroup& g = world();
+  SKIP_WITHOUT_NCCL(g);
+  expect_zero1_equals_ddp(g, Device::cuda(g.local_rank()));
+}
+
+/// A "zero1" run on `device` saved after 2 steps and resumed (as "zero1", and as "ddp") takes
+/// the last step exactly like the uninterrupted run.
+void expect_zero1_checkpoint_resumes_exactly(ProcessGroup& g, Device device) {
   // One file name for every rank: rank 0's pid.
   const Tensor pid = full({1}, static_cast<double>(::getpid()), {.dtype = DType::kInt64});
   g.broadcast(pid, 0);
   const fs::path dir =
-      fs::temp_directory_path() / ("tt_ch12_train_" + std::to_string(pid.at<int64_t>({0})));
+      fs::temp_directory_path() /
+      ("tt_ch12_train_" + std::to_string(pid.at<int64_t>({0})) + "_" + device.str());
   if (g.rank() == 0) fs::create_directories(dir);
   g.barrier();
   const std::string path = (dir / "zero1.ttckpt").string();
 
   auto zero = gpt2::make_parallel_strategy("zero1");
-  const TrainRun full_run = trained(*zero, 1, 0.0);
-  TrainRun first = start(*zero, 7);
+  const TrainRun full_run = trained(*zero, 1, 0.0, 7, device);
+  TrainRun first = start(*zero, 7, device);
   train(*zero, first, 1, 0.0, 0, 2);
   zero->save_checkpoint(path, *first.model, *first.opt);  // gathers the shards to rank 0
 
   // A fresh ZeRO-1 run (another init) resumes from the file and takes the last step.
-  TrainRun resumed = start(*zero, 99);
+  TrainRun resumed = start(*zero, 99, device);
   zero->load_checkpoint(path, *resumed.model, *resumed.opt);
   EXPECT_EQ(resumed.opt->step_count(), 2);
   train(*zero, resumed, 1, 0.0, 2, kSteps);
@@ -261,7 +272,7 @@ TEST(Ch12_TrainMpi, Zero1CheckpointResumesExactlyAlsoAsDdp) {
 
   // The file is AdamW's format with the full moments: DDP resumes from it too.
   auto ddp = gpt2::make_parallel_strategy("ddp");
-  TrainRun as_ddp = start(*ddp, 99);
+  TrainRun as_ddp = start(*ddp, 99, device);
   ddp->load_checkpoint(path, *as_ddp.model, *as_ddp.opt);
   train(*ddp, as_ddp, 1, 0.0, 2, kSteps);
   if (g.world_size() <= 2) {  // clipping off: see the file comment
@@ -271,6 +282,18 @@ TEST(Ch12_TrainMpi, Zero1CheckpointResumesExactlyAlsoAsDdp) {
   }
   g.barrier();
   if (g.rank() == 0) fs::remove_all(dir);
+}
+
+TEST(Ch12_TrainMpi, Zero1CheckpointResumesExactlyAlsoAsDdp) {
+  expect_zero1_checkpoint_resumes_exactly(world(), Device::cpu());
+}
+
+// On GPUs the moments are gathered on the GPU, written from rank 0 and read back into the
+// shards on each rank's GPU.
+TEST(Ch12_TrainCudaMpi, Zero1CheckpointOnGpusResumesExactlyAlsoAsDdp) {
+  ProcessGroup& g = world();
+  SKIP_WITHOUT_NCCL(g);
+  expect_zero1_checkpoint_resumes_exactly(g, Device::cuda(g.local_rank()));
 }
 
 TEST(Ch12_Train, StrategiesAreRegisteredByName) {
