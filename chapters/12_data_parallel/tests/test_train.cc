@@ -247,12 +247,13 @@ TEST(Ch12_TrainCudaMpi, Zero1OnGpusEqualsDdpOnGpus) {
 /// A "zero1" run on `device` saved after 2 steps and resumed (as "zero1", and as "ddp") takes
 /// the last step exactly like the uninterrupted run.
 void expect_zero1_checkpoint_resumes_exactly(ProcessGroup& g, Device device) {
-  // One file name for every rank: rank 0's pid.
+  // One file name for every rank: rank 0's pid and the device type (not device.str(): the
+  // ranks' GPUs differ, cuda:0, cuda:1, ..., and every rank must read rank 0's file).
   const Tensor pid = full({1}, static_cast<double>(::getpid()), {.dtype = DType::kInt64});
   g.broadcast(pid, 0);
-  const fs::path dir =
-      fs::temp_directory_path() /
-      ("tt_ch12_train_" + std::to_string(pid.at<int64_t>({0})) + "_" + device.str());
+  const fs::path dir = fs::temp_directory_path() /
+                       ("tt_ch12_train_" + std::to_string(pid.at<int64_t>({0})) + "_" +
+                        (device.is_cuda() ? "cuda" : "cpu"));
   if (g.rank() == 0) fs::create_directories(dir);
   g.barrier();
   const std::string path = (dir / "zero1.ttckpt").string();
