@@ -97,6 +97,7 @@ TEST(Ch11_1_CastCuda, StridesBroadcastCreationAndOtherDtypes) {
             h.to(DType::kFloat64).to_vector<double>());
   // Across devices: bfloat16 bits travel unchanged.
   EXPECT_EQ(bits(h.to(kCuda)), bits(h));
+  EXPECT_EQ(bits(h.to(kCuda).clone()), bits(h));  // contiguous bfloat16 -> bfloat16 on the GPU
   EXPECT_EQ(bits(x.to(bf16_cuda.dtype).to(kCuda)), bits(xd.to(DType::kBFloat16)));
 }
 
