@@ -273,6 +273,11 @@ TEST_F(Ch05_Checkpoint, SaveCheckpointRefusesNonFiniteValues) {
   EXPECT_TRUE(ckpt::read_file(p) == good_bytes);  // the good checkpoint is untouched
   ckpt::load_checkpoint(p, model, &opt);
   EXPECT_EQ(model.weight.to_vector<float>(), good_weight);
+  // bfloat16 state is checked too (its values read exactly, without chapter 11's cast).
+  nn::Module half("Half");
+  half.register_buffer("b", from_vector<bfloat16>({{0x3F80}, {0xFF80}}, {2}));  // 1, -inf
+  EXPECT_TT_ERROR(ckpt::save_checkpoint(path("half.ckpt"), half), "'model.b'", "bfloat16", "-inf",
+                  "flat index 1");
   // The generic ckpt::save stores any values, NaN included.
   ckpt::save(path("raw.ckpt"), {{"x", from_vector<float>({NAN}, {1})}});
   EXPECT_TRUE(std::isnan(ckpt::load(path("raw.ckpt"))[0].second.item()));
