@@ -71,7 +71,7 @@ TEST(Ch11_1_TensorCast, AnyStridesAndBroadcast) {
 TEST(Ch11_1_TensorCast, Float64AndInt64GoThroughFloat32) {
   // 1 + 2^-8 + 2^-30 as float64 lies just above the tie between 1 and 1 + 2^-7; float32 cannot
   // hold 2^-30 and rounds it to the tie 1 + 2^-8, which then rounds to the even 1. This double
-  // rounding is the documented (and PyTorch's) behaviour.
+  // rounding is the documented behaviour (chapter 11 README, Design).
   const double v = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
   const Tensor d = from_vector(std::vector<double>{v, -1e300, 0.1});
   EXPECT_EQ(bits(d.to(DType::kBFloat16)), (std::vector<uint16_t>{0x3F80, 0xFF80, 0x3DCD}));

@@ -165,8 +165,8 @@ class Tensor {
   /// Copies `src` (same shape, or broadcastable by expand) into this tensor, converting dtype
   /// and crossing devices as needed. Returns *this. A conversion to or from bfloat16 is done by
   /// the bfloat16 cast that chapter 11 installs (set_bfloat16_cast in tt/backend.h), through
-  /// float32 for the float64 and int64 side (as PyTorch, a float64 is rounded to float32 first);
-  /// without chapter 11 it throws tt::Error saying so.
+  /// float32 for the float64 and int64 side (a float64 is rounded to float32 first, then to
+  /// bfloat16); without chapter 11 it throws tt::Error saying so.
   const Tensor& copy_(const Tensor& src) const;
   /// Sets every element to `value`. Returns *this. A bfloat16 tensor receives
   /// float32(value) rounded to bfloat16 by the bfloat16 cast (chapter 11), as copy_.
