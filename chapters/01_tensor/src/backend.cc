@@ -39,6 +39,34 @@ DeviceBackend& backend_for(DeviceType type) {
   return *b;
 }
 
+// ----- the bfloat16 cast slot -------------------------------------------------------------
+
+namespace {
+std::atomic<BFloat16Cast>& bfloat16_cast_slot() {
+  static std::atomic<BFloat16Cast> slot{nullptr};
+  return slot;
+}
+}  // namespace
+
+void set_bfloat16_cast(BFloat16Cast cast) {
+  TT_CHECK(cast != nullptr, "set_bfloat16_cast: null cast");
+  BFloat16Cast expected = nullptr;
+  TT_CHECK(bfloat16_cast_slot().compare_exchange_strong(expected, cast) || expected == cast,
+           "set_bfloat16_cast: another bfloat16 cast is already installed");
+}
+
+bool has_bfloat16_cast() {
+  return bfloat16_cast_slot().load() != nullptr;
+}
+
+BFloat16Cast bfloat16_cast(const char* op, DType dst, DType src, Device device) {
+  BFloat16Cast cast = bfloat16_cast_slot().load();
+  TT_CHECK(cast != nullptr, op, ": ", dtype_name(src), " -> ", dtype_name(dst), " on ", device,
+           " needs the bfloat16 cast of chapter 11 (rounding to nearest even, exercise ch11.1), ",
+           "which this program does not link (link tt_ch11 or a later chapter)");
+  return cast;
+}
+
 // ----- CPU allocator ---------------------------------------------------------------------
 
 struct CpuAllocator::Counters {
@@ -90,23 +118,13 @@ void cpu_copy_strided(const Tensor& dst, const Tensor& src) {
            src.shape());
   TT_CHECK(dst.device().is_cpu() && src.device().is_cpu(),
            "cpu_copy_strided: expected CPU tensors, got ", dst.device(), " and ", src.device());
-  const int64_t n = dst.numel();
-  if (n == 0) return;
+  if (dst.dtype() == DType::kBFloat16 && src.dtype() == DType::kBFloat16) {  // the bits
+    cpu_map_strided<bfloat16, bfloat16>(dst, src, "copy_", [](bfloat16 v) { return v; });
+    return;
+  }
   dispatch_dtype(dst.dtype(), "copy_", [&]<typename D>() {
     dispatch_dtype(src.dtype(), "copy_", [&]<typename S>() {
-      D* out = static_cast<D*>(dst.data_ptr());
-      const S* in = static_cast<const S*>(src.data_ptr());
-      if (dst.is_contiguous() && src.is_contiguous()) {
-        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<D>(in[i]);
-        return;
-      }
-      constexpr int64_t kChunk = 256;
-      int64_t od[kChunk], os[kChunk];
-      for (int64_t begin = 0; begin < n; begin += kChunk) {
-        const int64_t count = std::min(kChunk, n - begin);
-        strided_offsets(dst.shape(), dst.strides(), src.strides(), begin, count, od, os);
-        for (int64_t i = 0; i < count; ++i) out[od[i]] = static_cast<D>(in[os[i]]);
-      }
+      cpu_map_strided<D, S>(dst, src, "copy_", [](S v) { return static_cast<D>(v); });
     });
   });
 }

@@ -49,8 +49,15 @@ const char* dtype_name(DType dtype) {
       return "float64";
     case DType::kInt64:
       return "int64";
+    case DType::kBFloat16:
+      return "bfloat16";
   }
   return "unknown";
+}
+
+void throw_no_bfloat16_kernel(const char* op) {
+  TT_THROW(op, ": no bfloat16 kernel (dtype bfloat16 is not supported by this op; compute in ",
+           "float32 with .to(DType::kFloat32))");
 }
 
 std::ostream& operator<<(std::ostream& os, DType dtype) {

@@ -24,6 +24,8 @@ NpyDType to_npy_dtype(DType d) {
       return NpyDType::kFloat64;
     case DType::kInt64:
       return NpyDType::kInt64;
+    case DType::kBFloat16:
+      return NpyDType::kFloat32;  // numpy has no bfloat16: its exact float32 values
   }
   TT_THROW("npy: unknown dtype");
 }
@@ -44,6 +46,15 @@ NpyArray tensor_to_npy(const Tensor& t) {
   NpyArray a;
   a.dtype = to_npy_dtype(t.dtype());
   a.shape = t.shape();
+  if (t.dtype() == DType::kBFloat16) {  // widened exactly, element by element
+    a.data.resize(static_cast<std::size_t>(t.numel()) * sizeof(float));
+    const bfloat16* p = host.data<bfloat16>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const float v = bfloat16_to_float(p[i]);
+      std::memcpy(a.data.data() + static_cast<std::size_t>(i) * sizeof(float), &v, sizeof v);
+    }
+    return a;
+  }
   a.data.resize(static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
   if (!a.data.empty()) std::memcpy(a.data.data(), host.data_ptr(), a.data.size());
   return a;

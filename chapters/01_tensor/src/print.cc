@@ -135,7 +135,10 @@ std::string Tensor::to_string() const {
     if (host.numel() == 0 || summarize) s += ", size=" + shape_str(shape());
   }
   if (!device().is_cpu()) s += ", device='" + device().str() + "'";
-  if (dtype() == DType::kFloat64) s += ", dtype=float64";
+  if (dtype() == DType::kFloat64 || dtype() == DType::kBFloat16) {
+    s += ", dtype=";
+    s += dtype_name(dtype());
+  }
   if (requires_grad()) s += is_leaf() ? ", requires_grad=True" : ", grad_fn=<node>";
   s += ')';
   return s;

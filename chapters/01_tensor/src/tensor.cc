@@ -299,12 +299,42 @@ Tensor Tensor::clone() const {
   return out;
 }
 
+namespace {
+
+// dst = src for two tensors of one device type (the backend's copy), except that a copy with a
+// bfloat16 side goes to chapter 11's bfloat16 cast: all of them but a CPU bfloat16 -> bfloat16
+// copy (bits unchanged, chapter 01 does it). float64 and int64 meet bfloat16 through float32.
+void copy_on_device(const Tensor& dst, const Tensor& src, const char* op) {
+  const DType dt = dst.dtype(), st = src.dtype();
+  const bool bf_dst = dt == DType::kBFloat16, bf_src = st == DType::kBFloat16;
+  const DeviceType type = dst.device().type;
+  if ((!bf_dst && !bf_src) || (bf_dst && bf_src && type == DeviceType::kCPU)) {
+    backend_for(type).copy(dst, src);
+    return;
+  }
+  if (bf_dst && st != DType::kFloat32 && !bf_src) {  // float64/int64 -> float32 -> bfloat16
+    const Tensor f32 = empty(src.shape(), {DType::kFloat32, src.device()});
+    backend_for(type).copy(f32, src);
+    copy_on_device(dst, f32, op);
+    return;
+  }
+  if (bf_src && dt != DType::kFloat32 && !bf_dst) {  // bfloat16 -> float32 -> float64/int64
+    const Tensor f32 = empty(src.shape(), {DType::kFloat32, src.device()});
+    copy_on_device(f32, src, op);
+    backend_for(type).copy(dst, f32);
+    return;
+  }
+  bfloat16_cast(op, dt, st, dst.device())(dst, src);
+}
+
+}  // namespace
+
 const Tensor& Tensor::copy_(const Tensor& src_in) const {
   TT_CHECK(src_in.defined(), "Tensor::copy_: source is undefined");
   const Tensor src = src_in.shape() == shape() ? src_in : src_in.expand(shape());
   const Device dd = device(), sd = src.device();
   if (dd.type == sd.type && (dd == sd || dd.is_cpu())) {
-    backend_for(dd.type).copy(*this, src);
+    copy_on_device(*this, src, "Tensor::copy_");
     return *this;
   }
   // Crossing devices: stage through contiguous buffers of the source dtype.
@@ -315,7 +345,7 @@ const Tensor& Tensor::copy_(const Tensor& src_in) const {
     backend_for(dd.type).copy_from_host(staged.data_ptr(), host.data_ptr(),
                                         static_cast<std::size_t>(numel()) * dtype_size(src.dtype()),
                                         dd.index);
-    if (!staged.is_same(*this)) backend_for(dd.type).copy(*this, staged);
+    if (!staged.is_same(*this)) copy_on_device(*this, staged, "Tensor::copy_");
     return *this;
   }
   if (dd.is_cpu()) {
@@ -325,7 +355,7 @@ const Tensor& Tensor::copy_(const Tensor& src_in) const {
     backend_for(sd.type).copy_to_host(host.data_ptr(), dev.data_ptr(),
                                       static_cast<std::size_t>(numel()) * dtype_size(src.dtype()),
                                       sd.index);
-    if (!host.is_same(*this)) backend_for(DeviceType::kCPU).copy(*this, host);
+    if (!host.is_same(*this)) copy_on_device(*this, host, "Tensor::copy_");
     return *this;
   }
   // Device to another device: go through the host.
@@ -334,6 +364,11 @@ const Tensor& Tensor::copy_(const Tensor& src_in) const {
 }
 
 const Tensor& Tensor::fill_(double value) const {
+  if (dtype() == DType::kBFloat16) {  // float32(value), rounded by the bfloat16 cast
+    const Tensor v = scalar_tensor(value, {DType::kFloat32, device()});
+    copy_on_device(*this, v.expand(shape()), "Tensor::fill_");
+    return *this;
+  }
   backend_for(device().type).fill(*this, value);
   return *this;
 }
@@ -354,6 +389,9 @@ Tensor Tensor::to(DType dtype_) const {
 
 double Tensor::item() const {
   TT_CHECK(numel() == 1, "Tensor::item: expected one element, got shape ", shape());
+  if (dtype() == DType::kBFloat16) {  // exact: no cast needed to read a bfloat16
+    return bfloat16_to_float(*to(Device::cpu()).data<bfloat16>());
+  }
   const Tensor host = to(Device::cpu()).to(DType::kFloat64).contiguous();
   return *static_cast<const double*>(host.data_ptr());
 }
@@ -369,6 +407,7 @@ std::vector<T> Tensor::to_vector() const {
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
 
 // ----- Tensor: autograd state -------------------------------------------------------------
 
@@ -470,6 +509,9 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
   const double count = std::ceil((end - start) / step);
   TT_CHECK(count < 0x1p62, "arange: [", start, ", ", end, ") with step ", step, " has ", count,
            " elements (too many)");
+  if (options.dtype == DType::kBFloat16) {  // the float32 values, rounded by the bfloat16 cast
+    return arange(start, end, step, {DType::kFloat32, options.device}).to(DType::kBFloat16);
+  }
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   Tensor host = empty({n}, {options.dtype});
   dispatch_dtype(options.dtype, "arange", [&]<typename T>() {
@@ -482,6 +524,9 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
 namespace {
 template <typename Sample>
 Tensor sample(const Shape& shape, TensorOptions options, const char* op, Sample&& next) {
+  if (options.dtype == DType::kBFloat16) {  // float32 samples, rounded by the bfloat16 cast
+    return sample(shape, {DType::kFloat32, options.device}, op, next).to(DType::kBFloat16);
+  }
   Tensor host = empty(shape, {options.dtype});
   dispatch_floating(options.dtype, op, [&]<typename T>() {
     T* p = host.data<T>();
@@ -514,6 +559,7 @@ Tensor from_vector(const std::vector<T>& values, Shape shape) {
 template Tensor from_vector<float>(const std::vector<float>&, Shape);
 template Tensor from_vector<double>(const std::vector<double>&, Shape);
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, Shape);
+template Tensor from_vector<bfloat16>(const std::vector<bfloat16>&, Shape);
 
 Tensor tensor(std::initializer_list<float> values) {
   return from_vector(std::vector<float>(values), {static_cast<int64_t>(values.size())});

@@ -77,6 +77,8 @@ uint8_t dtype_code(DType dtype) {
       return 1;
     case DType::kInt64:
       return 2;
+    case DType::kBFloat16:
+      return 3;
   }
   TT_THROW("checkpoint: unsupported dtype ", static_cast<int>(dtype));
 }
@@ -109,14 +111,20 @@ void check_finite(const StateDict& state, const std::vector<Tensor>& host,
   for (std::size_t i = 0; i < host.size(); ++i) {
     const Tensor& t = host[i];
     if (!is_floating(t.dtype())) continue;
+    const auto check = [&](double v, int64_t j) {
+      TT_CHECK(std::isfinite(v), "save_checkpoint: refusing to write '", path, "': '",
+               state[i].first, "' (shape ", t.shape(), ", ", dtype_name(t.dtype()), ") holds ", v,
+               " at flat index ", j, " (the run diverged); the file on disk, if any, is left ",
+               "unchanged");
+    };
+    if (t.dtype() == DType::kBFloat16) {  // read exactly, as float
+      const bfloat16* p = t.data<bfloat16>();
+      for (int64_t j = 0, n = t.numel(); j < n; ++j) check(bfloat16_to_float(p[j]), j);
+      continue;
+    }
     dispatch_floating(t.dtype(), "save_checkpoint", [&]<typename T>() {
       const T* p = static_cast<const T*>(t.data_ptr());
-      for (int64_t j = 0, n = t.numel(); j < n; ++j) {
-        TT_CHECK(std::isfinite(p[j]), "save_checkpoint: refusing to write '", path, "': '",
-                 state[i].first, "' (shape ", t.shape(), ", ", dtype_name(t.dtype()), ") holds ",
-                 p[j], " at flat index ", j,
-                 " (the run diverged); the file on disk, if any, is left unchanged");
-      }
+      for (int64_t j = 0, n = t.numel(); j < n; ++j) check(static_cast<double>(p[j]), j);
     });
   }
 }
@@ -244,9 +252,10 @@ StateDict parse(const std::vector<std::byte>& bytes, const std::string& source) 
     TT_CHECK(!e.name.empty() && names.insert(e.name).second, "checkpoint ", source,
              ": empty or duplicate key '", e.name, "'");
     const auto code = r.get<uint8_t>("a dtype");
-    TT_CHECK(code <= 2, "checkpoint ", source, ": key '", e.name, "' has unknown dtype code ",
+    TT_CHECK(code <= 3, "checkpoint ", source, ": key '", e.name, "' has unknown dtype code ",
              static_cast<int>(code));
-    e.dtype = code == 0 ? DType::kFloat32 : code == 1 ? DType::kFloat64 : DType::kInt64;
+    constexpr DType kByCode[] = {DType::kFloat32, DType::kFloat64, DType::kInt64, DType::kBFloat16};
+    e.dtype = kByCode[code];
     const auto ndim = r.get<uint8_t>("a rank");
     TT_CHECK(ndim <= kMaxDims, "checkpoint ", source, ": key '", e.name, "' has ",
              static_cast<int>(ndim), " dims");

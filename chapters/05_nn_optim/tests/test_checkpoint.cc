@@ -119,7 +119,8 @@ TEST_F(Ch05_Checkpoint, RoundTripEveryDtypeAndLayout) {
                            {"f64", from_vector<double>({1e-300, -2.5}, {2})},
                            {"i64", tensor_i64({-1, 1LL << 40})},
                            {"scalar", scalar_tensor(7, {.dtype = DType::kInt64})},
-                           {"empty", zeros({0, 3})}};
+                           {"empty", zeros({0, 3})},
+                           {"bf16", from_vector<bfloat16>({{0x3F80}, {0xC020}, {0x0001}}, {3})}};
   const std::string p = path("all.ckpt");
   ckpt::save(p, state);
   const StateDict back = ckpt::load(p);
@@ -133,6 +134,11 @@ TEST_F(Ch05_Checkpoint, RoundTripEveryDtypeAndLayout) {
   EXPECT_EQ(back[1].second.to_vector<double>(), (std::vector<double>{1e-300, -2.5}));
   EXPECT_EQ(back[2].second.to_vector<int64_t>(), (std::vector<int64_t>{-1, 1LL << 40}));
   EXPECT_EQ(back[3].second.item(), 7);
+  const std::vector<bfloat16> bf16 = back[5].second.to_vector<bfloat16>();  // bits unchanged
+  ASSERT_EQ(bf16.size(), 3u);
+  EXPECT_EQ(bf16[0].bits, 0x3F80);
+  EXPECT_EQ(bf16[1].bits, 0xC020);
+  EXPECT_EQ(bf16[2].bits, 0x0001);
   // The layout of the header (see checkpoint.h).
   const auto bytes = ckpt::read_file(p);
   EXPECT_EQ(std::memcmp(bytes.data(), "TTCKPT\r\n", 8), 0);
@@ -267,6 +273,11 @@ TEST_F(Ch05_Checkpoint, SaveCheckpointRefusesNonFiniteValues) {
   EXPECT_TRUE(ckpt::read_file(p) == good_bytes);  // the good checkpoint is untouched
   ckpt::load_checkpoint(p, model, &opt);
   EXPECT_EQ(model.weight.to_vector<float>(), good_weight);
+  // bfloat16 state is checked too (its values read exactly, without chapter 11's cast).
+  nn::Module half("Half");
+  half.register_buffer("b", from_vector<bfloat16>({{0x3F80}, {0xFF80}}, {2}));  // 1, -inf
+  EXPECT_TT_ERROR(ckpt::save_checkpoint(path("half.ckpt"), half), "'model.b'", "bfloat16", "-inf",
+                  "flat index 1");
   // The generic ckpt::save stores any values, NaN included.
   ckpt::save(path("raw.ckpt"), {{"x", from_vector<float>({NAN}, {1})}});
   EXPECT_TRUE(std::isnan(ckpt::load(path("raw.ckpt"))[0].second.item()));

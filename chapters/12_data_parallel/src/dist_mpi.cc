@@ -37,6 +37,8 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_DOUBLE;
     case DType::kInt64:
       return MPI_INT64_T;
+    case DType::kBFloat16:
+      break;  // MPI has no bfloat16 datatype (and no reduction on it)
   }
   TT_THROW("tt::dist: no MPI datatype for ", dtype_name(dtype));
 }

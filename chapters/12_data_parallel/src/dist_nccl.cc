@@ -32,6 +32,8 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclFloat64;
     case DType::kInt64:
       return ncclInt64;
+    case DType::kBFloat16:
+      return ncclBfloat16;
   }
   TT_THROW("tt::dist nccl: no NCCL datatype for ", dtype_name(dtype));
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "tt/device.h"
+#include "tt/dtype.h"
 
 namespace tt {
 
@@ -63,7 +64,9 @@ class DeviceBackend {
   /// The allocator of device number `index` of this type.
   virtual Allocator& allocator(int index) = 0;
   /// Element-wise copy between two tensors of this device type with the same shape (dtypes may
-  /// differ: values are converted; either side may be non-contiguous or broadcast).
+  /// differ: values are converted; either side may be non-contiguous or broadcast). Tensor::copy_
+  /// never sends bfloat16 here except for a CPU bfloat16-to-bfloat16 copy: every other copy with
+  /// a bfloat16 side goes to the bfloat16 cast (set_bfloat16_cast).
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
   /// Copies `nbytes` of contiguous memory from the host to this device (`device_index`). The
   /// host buffer may be reused or freed as soon as the call returns; the copy itself may still
@@ -87,5 +90,23 @@ DeviceBackend& backend_for(DeviceType type);
 
 /// True when a backend for `type` is registered.
 bool has_backend(DeviceType type);
+
+/// A bfloat16 cast: `dst = src` element by element for two tensors of one device and one shape,
+/// any strides (src may be broadcast), where one side is bfloat16 and the other float32 or
+/// bfloat16. float32 -> bfloat16 rounds to nearest even; bfloat16 -> float32 is exact.
+using BFloat16Cast = void (*)(const Tensor& dst, const Tensor& src);
+
+/// Installs the bfloat16 cast used by Tensor::copy_, to(), fill_ and the creation functions for
+/// every conversion to or from bfloat16 (and every bfloat16 copy off the CPU). Chapter 11
+/// installs it (the rounding is its exercise ch11.1); chapter 01 holds only this slot, so that
+/// it does not depend on a later chapter. Installing a second, different cast throws tt::Error.
+void set_bfloat16_cast(BFloat16Cast cast);
+
+/// The installed bfloat16 cast; throws tt::Error naming `op`, both dtypes and the device when
+/// none is installed (a program that does not link chapter 11).
+BFloat16Cast bfloat16_cast(const char* op, DType dst, DType src, Device device);
+
+/// True when a bfloat16 cast is installed (chapter 11 is linked).
+bool has_bfloat16_cast();
 
 }  // namespace tt

@@ -163,9 +163,13 @@ class Tensor {
   /// A deep, contiguous copy.
   Tensor clone() const;
   /// Copies `src` (same shape, or broadcastable by expand) into this tensor, converting dtype
-  /// and crossing devices as needed. Returns *this.
+  /// and crossing devices as needed. Returns *this. A conversion to or from bfloat16 is done by
+  /// the bfloat16 cast that chapter 11 installs (set_bfloat16_cast in tt/backend.h), through
+  /// float32 for the float64 and int64 side (a float64 is rounded to float32 first, then to
+  /// bfloat16); without chapter 11 it throws tt::Error saying so.
   const Tensor& copy_(const Tensor& src) const;
-  /// Sets every element to `value`. Returns *this.
+  /// Sets every element to `value`. Returns *this. A bfloat16 tensor receives
+  /// float32(value) rounded to bfloat16 by the bfloat16 cast (chapter 11), as copy_.
   const Tensor& fill_(double value) const;
   /// This tensor on `device` (itself when already there).
   Tensor to(Device device) const;
@@ -180,7 +184,8 @@ class Tensor {
              dtype_name(dtype()));
     return static_cast<T*>(storage()->data())[element_offset(index)];
   }
-  /// The value of a one-element tensor, converted to double (any device).
+  /// The value of a one-element tensor, converted to double (any device; a bfloat16 value is
+  /// read exactly with bfloat16_to_float, without chapter 11).
   double item() const;
   /// The elements in row-major order (any device; T must match dtype()).
   template <typename T>
@@ -284,8 +289,37 @@ void strided_offsets(const Shape& shape, const Strides& sa, const Strides& sb, i
                      int64_t count, int64_t* off_a, int64_t* off_b);
 
 /// Copies src into dst element by element on the CPU (same shape; any strides; dtypes may
-/// differ), using strided_offsets for non-contiguous layouts.
+/// differ), using strided_offsets for non-contiguous layouts. bfloat16 is copied to bfloat16
+/// only (bits unchanged); a conversion to or from bfloat16 throws (Tensor::copy_ sends those to
+/// the bfloat16 cast, see set_bfloat16_cast in tt/backend.h).
 void cpu_copy_strided(const Tensor& dst, const Tensor& src);
+
+/// The loop of every CPU copy: `dst[i] = f(src[i])` for each element i of dst (row-major order
+/// of its shape), with D and S the C++ element types of dst and src (checked: throws tt::Error
+/// naming `op` on a mismatch), any strides of dst and src (src may be broadcast with stride 0).
+/// cpu_copy_strided is `f = static_cast<D>`; chapter 11's bfloat16 cast passes its rounding.
+template <typename D, typename S, typename F>
+void cpu_map_strided(const Tensor& dst, const Tensor& src, const char* op, F&& f) {
+  TT_CHECK(dst.shape() == src.shape() && dst.device().is_cpu() && src.device().is_cpu() &&
+               dst.dtype() == dtype_of<D> && src.dtype() == dtype_of<S>,
+           op, ": expected CPU tensors of one shape, dst ", dtype_name(dtype_of<D>), " and src ",
+           dtype_name(dtype_of<S>), ", got dst ", dst.describe(), " and src ", src.describe());
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  D* out = static_cast<D*>(dst.data_ptr());
+  const S* in = static_cast<const S*>(src.data_ptr());
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    return;
+  }
+  constexpr int64_t kChunk = 256;
+  int64_t od[kChunk], os[kChunk];
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t count = n - begin < kChunk ? n - begin : kChunk;
+    strided_offsets(dst.shape(), dst.strides(), src.strides(), begin, count, od, os);
+    for (int64_t i = 0; i < count; ++i) out[od[i]] = f(in[os[i]]);
+  }
+}
 
 // ----- creation ---------------------------------------------------------------------------
 
@@ -330,9 +364,11 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 extern template Tensor from_vector<float>(const std::vector<float>&, Shape);
 extern template Tensor from_vector<double>(const std::vector<double>&, Shape);
 extern template Tensor from_vector<int64_t>(const std::vector<int64_t>&, Shape);
+extern template Tensor from_vector<bfloat16>(const std::vector<bfloat16>&, Shape);
 extern template std::vector<float> Tensor::to_vector<float>() const;
 extern template std::vector<double> Tensor::to_vector<double>() const;
 extern template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+extern template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
 /// @endcond
 
 }  // namespace tt

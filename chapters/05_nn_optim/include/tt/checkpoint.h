@@ -13,7 +13,7 @@
 ///  24      8     file size F (uint64), trailer included (detects truncation)
 ///  32      ...   N table entries:
 ///                  name length L (uint32), name (L bytes UTF-8),
-///                  dtype (uint8: 0 float32, 1 float64, 2 int64), ndim (uint8),
+///                  dtype (uint8: 0 float32, 1 float64, 2 int64, 3 bfloat16), ndim (uint8),
 ///                  shape (ndim x int64),
 ///                  offset (uint64, from D, a multiple of 64), nbytes (uint64)
 ///  ...           zero padding up to D
