@@ -74,9 +74,9 @@ struct MatmulDesc {
     if (d != nullptr) (void)cublasLtMatmulDescDestroy(d);
   }
 };
-struct MatrixLayout {
+struct LtLayout {
   cublasLtMatrixLayout_t l = nullptr;
-  ~MatrixLayout() {
+  ~LtLayout() {
     if (l != nullptr) (void)cublasLtMatrixLayoutDestroy(l);
   }
 };
@@ -169,7 +169,7 @@ bool run_lt(const LtGemm& g, int dev) {
     set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
     set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ldd);
   }
-  MatrixLayout la, lb, ld;
+  LtLayout la, lb, ld;
   const auto rows = [](cublasOperation_t t, int64_t r, int64_t c) {
     return t == CUBLAS_OP_N ? r : c;
   };
