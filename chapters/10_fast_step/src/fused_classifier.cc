@@ -26,10 +26,12 @@ int64_t check_inputs(const Tensor& x, const Tensor& wte, int64_t vocab_size,
                      const Tensor& targets) {
   TT_CHECK(x.defined() && wte.defined() && targets.defined(), kOp,
            ": x, wte and targets must be defined tensors");
-  TT_CHECK(x.dim() >= 1 && is_floating(x.dtype()) && wte.dim() == 2 && wte.dtype() == x.dtype() &&
+  // float32 or float64 x with wte of its dtype; or bfloat16 x with float32 wte (mixed precision).
+  const DType wte_dtype = x.dtype() == DType::kBFloat16 ? DType::kFloat32 : x.dtype();
+  TT_CHECK(x.dim() >= 1 && is_floating(x.dtype()) && wte.dim() == 2 && wte.dtype() == wte_dtype &&
                wte.size(1) == x.size(-1),
-           kOp, ": expected x [..., C] and wte [Vp, C] of one float dtype, got x ", x.describe(),
-           ", wte ", wte.describe());
+           kOp, ": expected x [..., C] and wte [Vp, C] of one float dtype (or bfloat16 x and ",
+           "float32 wte), got x ", x.describe(), ", wte ", wte.describe());
   TT_CHECK(vocab_size >= 1 && vocab_size <= wte.size(0), kOp, ": vocab_size ", vocab_size,
            " must be in [1, Vp] for wte ", wte.describe());
   const Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
@@ -68,34 +70,40 @@ struct FusedClassifierFn : autograd::Function {
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor& x_in = in[0];
     const int64_t V = vocab_size_, C = x_in.size(-1), N = targets_.numel();
+    // Mixed precision (bfloat16 x): logits and dx in bfloat16 GEMMs with float32 accumulation,
+    // the loss and dW in float32; wte is cast to bfloat16 once per call.
+    const bool mixed = x_in.dtype() == DType::kBFloat16;
     const TensorOptions opts{x_in.dtype(), x_in.device()};
+    const TensorOptions acc_opts{mixed ? DType::kFloat32 : x_in.dtype(), x_in.device()};
     const Tensor x = x_in.reshape({N, C}).contiguous();
-    const Tensor wte = in[1].contiguous();
+    const Tensor wte = mixed ? in[1].to(DType::kBFloat16) : in[1].contiguous();
     // G >= V columns: all of the padded row when wte has the rows (see Alignment in the header).
     const int64_t ld = classifier_padded_stride(V), G = std::min(wte.size(0), ld);
     const Tensor w = wte.narrow(0, 0, G);  // the rows that are multiplied (>= V predicted)
     const Tensor w_t = w.transpose(0, 1);  // [C, G], column-major: no copy
-    const Tensor row_loss = empty({N}, opts);
+    const Tensor row_loss = empty({N}, acc_opts);
     if (need_grad_) {
-      dx_ = empty({N, C}, opts);
-      dw_ = zeros(wte.shape(), opts);  // rows >= V keep a zero gradient
+      dx_ = empty({N, C}, acc_opts);       // scaled in backward, then rounded (mixed)
+      dw_ = zeros(wte.shape(), acc_opts);  // rows >= V keep a zero gradient
     }
     const int64_t R = classifier_chunk_rows(N, V, x.dtype(), options_);
     const Tensor buffer = empty({std::min(R, N), ld}, opts);
     const double scale = 1.0 / static_cast<double>(N);
     const Device dev = x.device();
+    // "gemm" (one dtype) or, mixed, cuBLASLt's bfloat16 GEMM into bfloat16 or float32.
+    const char* gemm = mixed ? "matmul_lt_gemm" : "gemm";
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       const int64_t rows = std::min(R, N - r0);
       const Tensor xr = x.narrow(0, r0, rows);
       const Tensor z = buffer.narrow(0, 0, rows).narrow(1, 0, G);  // [rows, G], padded rows
-      call_kernel<GemmKernel>("gemm", dev, z, xr, w_t, 1.0, 0.0);
+      call_kernel<GemmKernel>(gemm, dev, z, xr, w_t, 1.0, 0.0);
       call_kernel<ClassifierXentKernel>("classifier_xent_rows", dev, z,
                                         row_loss.narrow(0, r0, rows), targets_.narrow(0, r0, rows),
                                         V, scale);
       if (!need_grad_) continue;
       // z now holds dL/dz of these rows (for dL = 1), zero in the columns [V, G).
-      call_kernel<GemmKernel>("gemm", dev, dx_.narrow(0, r0, rows), z, w, 1.0, 0.0);
-      call_kernel<GemmKernel>("gemm", dev, dw_.narrow(0, 0, G), z.transpose(0, 1), xr, 1.0, 1.0);
+      call_kernel<GemmKernel>(gemm, dev, dx_.narrow(0, r0, rows), z, w, 1.0, 0.0);
+      call_kernel<GemmKernel>(gemm, dev, dw_.narrow(0, 0, G), z.transpose(0, 1), xr, 1.0, 1.0);
     }
     return {div(sum(row_loss), static_cast<double>(N))};  // fixed-order sum; NaN for N = 0
   }
@@ -104,13 +112,14 @@ struct FusedClassifierFn : autograd::Function {
     TT_CHECK(dx_.defined() && dw_.defined(), "FusedClassifierBackward: no saved gradients");
     const Tensor& g = grads[0];  // 0-d, on the device: the multiply broadcasts it, no sync
     Tensor dx, dw;
-    if (needs_input_grad(0)) dx = mul(dx_, g).view(x_shape_);
+    if (needs_input_grad(0)) dx = mul(dx_, g).view(x_shape_).to(x_dtype_);
     if (needs_input_grad(1)) dw = mul(dw_, g);
     return {dx, dw};
   }
 
   void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
     x_shape_ = in[0].shape();
+    x_dtype_ = in[0].dtype();
   }
 
   void release_saved() override {
@@ -124,6 +133,7 @@ struct FusedClassifierFn : autograd::Function {
   FusedClassifierOptions options_;
   bool need_grad_;
   Shape x_shape_;
+  DType x_dtype_ = DType::kFloat32;
   Tensor dx_, dw_;  // plain tensors without history: no reference cycle
 };
 
@@ -131,17 +141,21 @@ struct FusedClassifierFn : autograd::Function {
 
 void check_classifier_xent_args(const char* op, const Tensor& logits, const Tensor& row_loss,
                                 const Tensor& targets, int64_t vocab_size) {
-  TT_CHECK(logits.defined() && row_loss.defined() && targets.defined() && logits.dim() == 2 &&
-               logits.stride(1) == 1 && logits.stride(0) >= logits.size(1) && vocab_size >= 1 &&
-               vocab_size <= logits.size(1) && row_loss.is_contiguous() &&
-               row_loss.shape() == Shape{logits.size(0)} && row_loss.dtype() == logits.dtype() &&
-               row_loss.device() == logits.device() && targets.is_contiguous() &&
-               targets.dtype() == DType::kInt64 && targets.shape() == Shape{logits.size(0)} &&
-               targets.device() == logits.device(),
-           op, ": expected logits [R, G >= V = ", vocab_size,
-           "] with padded rows, row_loss [R] of their dtype and int64 targets [R] on one device, "
-           "got ",
-           logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
+  TT_CHECK(
+      logits.defined() && row_loss.defined() && targets.defined() && logits.dim() == 2 &&
+          logits.stride(1) == 1 && logits.stride(0) >= logits.size(1) && vocab_size >= 1 &&
+          vocab_size <= logits.size(1) && row_loss.is_contiguous() &&
+          row_loss.shape() == Shape{logits.size(0)} &&
+          row_loss.dtype() ==
+              (logits.dtype() == DType::kBFloat16 ? DType::kFloat32 : logits.dtype()) &&
+          row_loss.device() == logits.device() && targets.is_contiguous() &&
+          targets.dtype() == DType::kInt64 && targets.shape() == Shape{logits.size(0)} &&
+          targets.device() == logits.device(),
+      op, ": expected logits [R, G >= V = ", vocab_size,
+      "] with padded rows, row_loss [R] of their dtype (float32 for bfloat16) and int64 targets ",
+      "[R] on one device, "
+      "got ",
+      logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
 }
 
 int64_t classifier_padded_stride(int64_t vocab_size) {
@@ -195,6 +209,13 @@ void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Te
   for (int64_t r = 0; r < R; ++r) {
     TT_CHECK(t[r] >= 0 && t[r] < V, "cpu::classifier_xent_rows: targets[", r, "] = ", t[r],
              " is out of range [0, ", V, ")");
+  }
+  if (logits.dtype() == DType::kBFloat16) {
+    // Widened exactly to float32, the float32 rows, then rounded back (the bfloat16 cast).
+    const Tensor wide = logits.to(DType::kFloat32);
+    classifier_xent_rows(wide, row_loss, targets, vocab_size, scale);
+    logits.copy_(wide);
+    return;
   }
   dispatch_floating(logits.dtype(), "cpu::classifier_xent_rows", [&]<typename T>() {
     T* z = logits.data<T>();

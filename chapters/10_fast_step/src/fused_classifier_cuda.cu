@@ -8,6 +8,10 @@
 // the maximum M, then the sum of s_t exp(m_t - M). Pass 2 reads the row again (mostly from L2)
 // and overwrites it with the gradient. The order of every operation depends only on V and
 // blockDim.x, so the results are bitwise reproducible; nothing is atomic.
+//
+// bfloat16 logits (chapter 11's mixed precision) are stored as bfloat16 and computed in float32:
+// the row loss is float32, the gradient is rounded to nearest even when written back.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -22,19 +26,37 @@ namespace tt::cuda {
 
 namespace {
 
+// Storage S -> compute T: bfloat16 is the upper half of a float32 (exact); others as they are.
+__device__ inline float widen(bfloat16 v) {
+  return __uint_as_float(static_cast<uint32_t>(v.bits) << 16);
+}
 template <typename T>
-__global__ void classifier_xent_rows_kernel(T* logits, int64_t ld, T* row_loss,
+__device__ inline T widen(T v) {
+  return v;
+}
+// Compute T -> storage S: to nearest even for bfloat16 (the GPU's conversion).
+__device__ inline void store(bfloat16* p, float v) {
+  p->bits = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+template <typename T>
+__device__ inline void store(T* p, T v) {
+  *p = v;
+}
+
+template <typename S, typename T>
+__global__ void classifier_xent_rows_kernel(S* logits, int64_t ld, T* row_loss,
                                             const int64_t* targets, int64_t R, int64_t V, int64_t G,
                                             T scale) {
   __shared__ T scratch[kWarpThreads];
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
-    T* z = logits + r * ld;
+    S* z = logits + r * ld;
     const int64_t t = targets[r];
     const bool valid = t >= 0 && t < V;
     // The target logit, read before anyone overwrites the row (the barrier below).
-    const T zt = (threadIdx.x == 0 && valid) ? z[t] : T(NAN);
+    const T zt = (threadIdx.x == 0 && valid) ? widen(z[t]) : T(NAN);
     T m = -INFINITY, s = 0;
-    for_each_in_row(static_cast<const T*>(z), V, [&](int64_t, T v) {
+    for_each_in_row(static_cast<const S*>(z), V, [&](int64_t, S sv) {
+      const T v = widen(sv);
       if (v > m) {  // a new maximum: rescale what was summed relative to the old one
         s = s * std::exp(m - v) + T(1);
         m = v;
@@ -43,17 +65,31 @@ __global__ void classifier_xent_rows_kernel(T* logits, int64_t ld, T* row_loss,
       }
     });
     const T M = block_allreduce(m, MaxOp{}, scratch);
-    const T S = block_allreduce(m == -INFINITY ? T(0) : s * std::exp(m - M), SumOp{}, scratch);
+    const T total = block_allreduce(m == -INFINITY ? T(0) : s * std::exp(m - M), SumOp{}, scratch);
     // loss = lse - z_t with lse = M + log S, kept as (M - z_t) + log S: z - M is exact for
     // nearby values, a rounded lse of |z| ~ 1e4 is not.
-    if (threadIdx.x == 0) row_loss[r] = (M - zt) + std::log(S);  // NaN for a target out of range
+    if (threadIdx.x == 0)
+      row_loss[r] = (M - zt) + std::log(total);  // NaN for a target out of range
     __syncthreads();  // z[t] has been read (even when one warp skips block_allreduce's barriers)
-    const T p_scale = scale / S;
-    for_each_in_row(static_cast<const T*>(z), V, [&](int64_t i, T v) {
-      z[i] = std::exp(v - M) * p_scale - (i == t ? scale : T(0));
+    const T p_scale = scale / total;
+    for_each_in_row(static_cast<const S*>(z), V, [&](int64_t i, S sv) {
+      store(z + i, std::exp(widen(sv) - M) * p_scale - (i == t ? scale : T(0)));
     });
-    for (int64_t i = V + threadIdx.x; i < G; i += blockDim.x) z[i] = T(0);  // padding columns
+    for (int64_t i = V + threadIdx.x; i < G; i += blockDim.x) store(z + i, T(0));  // padding
   }
+}
+
+// Launches the kernel for storage S and compute T.
+template <typename S, typename T>
+void launch_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
+                      int64_t V, double scale, int dev) {
+  const int64_t R = logits.size(0), G = logits.size(1);
+  const int threads = row_block_threads(V, sizeof(S));
+  classifier_xent_rows_kernel<S, T>
+      <<<grid_size(R * threads, threads, dev), threads, 0, stream(dev)>>>(
+          logits.data<S>(), logits.stride(0), row_loss.data<T>(), targets.data<int64_t>(), R, V, G,
+          static_cast<T>(scale));
+  TT_CUDA_CHECK_LAUNCH("classifier_xent_rows_kernel");
 }
 
 }  // namespace
@@ -63,16 +99,15 @@ void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Te
   check_classifier_xent_args("cuda::classifier_xent_rows", logits, row_loss, targets, vocab_size);
   TT_CHECK(logits.device().is_cuda(), "cuda::classifier_xent_rows: expected CUDA tensors, got ",
            logits.describe());
-  const int64_t R = logits.size(0), V = vocab_size, G = logits.size(1);
-  if (R == 0) return;
+  if (logits.size(0) == 0) return;
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
+  if (logits.dtype() == DType::kBFloat16) {
+    launch_xent_rows<bfloat16, float>(logits, row_loss, targets, vocab_size, scale, dev);
+    return;
+  }
   dispatch_floating(logits.dtype(), "cuda::classifier_xent_rows", [&]<typename T>() {
-    const int threads = row_block_threads(V, sizeof(T));
-    classifier_xent_rows_kernel<<<grid_size(R * threads, threads, dev), threads, 0, stream(dev)>>>(
-        logits.data<T>(), logits.stride(0), row_loss.data<T>(), targets.data<int64_t>(), R, V, G,
-        static_cast<T>(scale));
-    TT_CUDA_CHECK_LAUNCH("classifier_xent_rows_kernel");
+    launch_xent_rows<T, T>(logits, row_loss, targets, vocab_size, scale, dev);
   });
 }
 

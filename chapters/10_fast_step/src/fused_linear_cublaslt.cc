@@ -2,13 +2,9 @@
 // "matmul_lt_forward" (bias, or bias + GELU storing the pre-activation) and "matmul_lt_wgrad"
 // (the weight gradient and, in the same GEMM, the bias gradient).
 //
-// Row-major tensors are column-major transposes (chapter 07's trick): y [M, N] row-major is the
-// column-major N x M matrix y^T = W x^T, so the forward is D (N x M) = op(A) op(B) with A = W
-// (stored K x N column-major, transposed), B = x^T (K x M, as stored), and the bias runs along
-// D's rows (N of them), which is what CUBLASLT_EPILOGUE_BIAS broadcasts. The weight gradient
-// dW [N, K] row-major is the column-major K x N matrix x^T dy: A = x^T (K x M, as stored),
-// B = dy (stored N x M, transposed to M x N), and CUBLASLT_EPILOGUE_BGRADB sums op(B) over the
-// GEMM's k = M dimension: db = the column sums of dy.
+// The GEMMs are described by tt::LtGemm (tt/lt_gemm.h, lt_gemm.cc: the row-major trick and the
+// descriptors of the linear layer's GEMMs); cuda::run_lt here turns a description into
+// cuBLASLt calls, for float32 (chapter 10) and bfloat16 (chapter 11) operands.
 //
 // Host code only (cuBLASLt launches its own kernels), compiled in CUDA builds.
 #if TT_WITH_CUDA
@@ -25,6 +21,7 @@
 #include "tt/cuda_matmul.h"
 #include "tt/dispatcher.h"
 #include "tt/fused_ops.h"
+#include "tt/lt_gemm.h"
 
 namespace tt::cuda {
 
@@ -77,9 +74,9 @@ struct MatmulDesc {
     if (d != nullptr) (void)cublasLtMatmulDescDestroy(d);
   }
 };
-struct MatrixLayout {
+struct LtLayout {
   cublasLtMatrixLayout_t l = nullptr;
-  ~MatrixLayout() {
+  ~LtLayout() {
     if (l != nullptr) (void)cublasLtMatrixLayoutDestroy(l);
   }
 };
@@ -99,36 +96,45 @@ uint32_t alignment(const void* p) {
   return align;
 }
 
-// One float32 GEMM D (m x n, column-major, ldd) = op(A) op(B) with an epilogue.
-struct LtGemm {
-  cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
-  int64_t m = 0, n = 0, k = 0;
-  const float* a = nullptr;
-  int64_t lda = 0;
-  const float* b = nullptr;
-  int64_t ldb = 0;
-  float* d = nullptr;
-  int64_t ldd = 0;
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  void* bias = nullptr;  // bias (forward) or bias gradient (BGRAD*) vector
-  void* aux = nullptr;   // GELU pre-activation, ld = ldd
-};
+cudaDataType_t cuda_type(DType t) {
+  return t == DType::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
+}
 
-using AlgoKey = std::tuple<int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int,
-                           bool, uint32_t, uint32_t, uint32_t, uint32_t>;
+cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
+  switch (e) {
+    case LtEpilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case LtEpilogue::kGeluAuxBias:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case LtEpilogue::kBGradB:
+      return CUBLASLT_EPILOGUE_BGRADB;
+    case LtEpilogue::kDefault:
+      break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
 
-// Runs `g` on device `dev`'s stream; false (nothing launched) when cuBLASLt has no algorithm.
-// The heuristic's answer is cached per problem (shape, epilogue, TF32, alignments): asking costs
-// tens of microseconds of host time.
+using AlgoKey =
+    std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int,
+               bool, bool, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
+
+}  // namespace
+
+// The heuristic's answer is cached per problem (shape, types, epilogue, beta != 0, TF32,
+// alignments): asking costs tens of microseconds of host time.
 bool run_lt(const LtGemm& g, int dev) {
+  if (g.m == 0 || g.n == 0 || g.k == 0) return false;    // callers handle empty problems
+  if (g.aux != nullptr && g.ldd % 8 != 0) return false;  // cuBLASLt: aux ld a multiple of 8
+  DeviceGuard guard(dev);
   static std::mutex cache_mutex;
   static std::map<AlgoKey, std::vector<cublasLtMatmulHeuristicResult_t>> cache;
-  const bool tf32 = allow_tf32();
+  // TF32 applies to float32 operands only; bfloat16 ones always accumulate in float32.
+  const bool tf32 = g.ab_type == DType::kFloat32 && allow_tf32();
   const uint32_t al_a = alignment(g.a), al_b = alignment(g.b), al_d = alignment(g.d),
                  al_bias = alignment(g.bias);
   const AlgoKey key{dev,
-                    static_cast<int>(g.ta),
-                    static_cast<int>(g.tb),
+                    g.trans_a,
+                    g.trans_b,
                     g.m,
                     g.n,
                     g.k,
@@ -136,11 +142,15 @@ bool run_lt(const LtGemm& g, int dev) {
                     g.ldb,
                     g.ldd,
                     static_cast<int>(g.epilogue),
+                    static_cast<int>(g.ab_type),
+                    static_cast<int>(g.d_type),
+                    g.beta != 0.0f,
                     tf32,
                     al_a,
                     al_b,
                     al_d,
-                    al_bias};
+                    al_bias,
+                    alignment(g.aux)};
   auto [lt, workspace] = lt_pool(dev).get(dev);
 
   MatmulDesc desc;
@@ -149,23 +159,26 @@ bool run_lt(const LtGemm& g, int dev) {
   const auto set = [&](cublasLtMatmulDescAttributes_t attr, const auto& value) {
     TT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, attr, &value, sizeof(value)));
   };
-  set(CUBLASLT_MATMUL_DESC_TRANSA, g.ta);
-  set(CUBLASLT_MATMUL_DESC_TRANSB, g.tb);
-  set(CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set(CUBLASLT_MATMUL_DESC_TRANSA, ta);
+  set(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+  set(CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(g.epilogue));
   if (g.bias != nullptr) set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
   if (g.aux != nullptr) {
     set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
     set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ldd);
   }
-  MatrixLayout la, lb, ld;
+  LtLayout la, lb, ld;
   const auto rows = [](cublasOperation_t t, int64_t r, int64_t c) {
     return t == CUBLAS_OP_N ? r : c;
   };
-  TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la.l, CUDA_R_32F, rows(g.ta, g.m, g.k),
-                                             rows(g.ta, g.k, g.m), g.lda));
-  TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.l, CUDA_R_32F, rows(g.tb, g.k, g.n),
-                                             rows(g.tb, g.n, g.k), g.ldb));
-  TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld.l, CUDA_R_32F, g.m, g.n, g.ldd));
+  const cudaDataType_t ab = cuda_type(g.ab_type), dt = cuda_type(g.d_type);
+  TT_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&la.l, ab, rows(ta, g.m, g.k), rows(ta, g.k, g.m), g.lda));
+  TT_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&lb.l, ab, rows(tb, g.k, g.n), rows(tb, g.n, g.k), g.ldb));
+  TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld.l, dt, g.m, g.n, g.ldd));
 
   std::vector<cublasLtMatmulHeuristicResult_t>* algos = nullptr;
   {
@@ -193,94 +206,45 @@ bool run_lt(const LtGemm& g, int dev) {
     algos = &it->second;
   }
   if (algos->empty()) return false;
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = g.beta;
   TT_CUBLAS_CHECK(cublasLtMatmul(lt, desc.d, &alpha, g.a, la.l, g.b, lb.l, &beta, g.d, ld.l, g.d,
                                  ld.l, &algos->front().algo, workspace, kLtWorkspaceBytes,
                                  stream(dev)));
   return true;
 }
 
-// x [M, K], w [N, K], y and pre [M, N], b and db [N]: contiguous float32 tensors on one CUDA
-// device. Returns {M, N, K}.
-std::tuple<int64_t, int64_t, int64_t> check_lt(const char* op, const Tensor& x, const Tensor& w,
-                                               const Tensor& y, const Tensor& vec,
-                                               const Tensor& pre) {
-  const int64_t M = x.dim() == 2 ? x.size(0) : -1, K = x.dim() == 2 ? x.size(1) : -1;
-  const int64_t N = w.dim() == 2 ? w.size(0) : -1;
-  bool ok = M >= 0 && N >= 0 && w.size(1) == K && y.shape() == Shape{M, N} &&
-            (!vec.defined() || vec.shape() == Shape{N}) &&
-            (!pre.defined() || pre.shape() == Shape{M, N});
-  for (const Tensor* t : {&x, &w, &y, &vec, &pre}) {
-    if (!t->defined()) continue;
-    ok = ok && t->dtype() == DType::kFloat32 && t->device() == x.device() &&
-         t->device().is_cuda() && t->is_contiguous();
-  }
-  TT_CHECK(ok, "cuda::", op, ": expected contiguous float32 CUDA tensors x [M, K], w [N, K], ",
-           "out [M, N] and optional [N] and [M, N] on one device, got x ", x.describe(), ", w ",
-           w.describe(), ", out ", y.describe(), vec.defined() ? ", vector " + vec.describe() : "",
-           pre.defined() ? ", pre-activation " + pre.describe() : "");
-  return {M, N, K};
+namespace {
+
+// The kernels' tensors must be on a CUDA device (the builders check the rest).
+void check_cuda(const char* op, const Tensor& t) {
+  TT_CHECK(t.device().is_cuda(), "cuda::", op, ": expected CUDA tensors, got ", t.describe());
 }
 
 }  // namespace
 
 bool matmul_lt_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                        const Tensor& pre) {
-  const auto [M, N, K] = check_lt("matmul_lt_forward", x, w, y, b, pre);
-  if (M == 0 || N == 0 || K == 0) return false;  // the composition handles empty problems
-  // The pre-activation's leading dimension must be a multiple of 8 (cuBLASLt).
-  if (pre.defined() && N % 8 != 0) return false;
-  const int dev = x.device().index;
-  DeviceGuard guard(dev);
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  if (b.defined()) {
-    epilogue = pre.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  } else if (pre.defined()) {
-    epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
-  }
-  // D (N x M) = W (stored K x N, transposed) x^T (K x M, as stored).
-  const LtGemm g{.ta = CUBLAS_OP_T,
-                 .tb = CUBLAS_OP_N,
-                 .m = N,
-                 .n = M,
-                 .k = K,
-                 .a = w.data<float>(),
-                 .lda = K,
-                 .b = x.data<float>(),
-                 .ldb = K,
-                 .d = y.data<float>(),
-                 .ldd = N,
-                 .epilogue = epilogue,
-                 .bias = b.defined() ? b.data<float>() : nullptr,
-                 .aux = pre.defined() ? pre.data<float>() : nullptr};
-  return run_lt(g, dev);
+  check_cuda("matmul_lt_forward", x);
+  return run_lt(lt_linear_forward_gemm(y, x, w, b, pre), x.device().index);
 }
 
 bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db) {
-  TT_CHECK(dy.dim() == 2, "cuda::matmul_lt_wgrad: dy must be [M, N], got ", dy.describe());
-  const auto [M, N, K] = check_lt("matmul_lt_wgrad", x, dw, dy, db, Tensor());
-  if (M == 0 || N == 0 || K == 0) return false;
-  const int dev = x.device().index;
-  DeviceGuard guard(dev);
-  // D (K x N) = x^T (K x M, as stored) dy (stored N x M, transposed); BGRADB sums op(B) = dy
-  // over k = M.
-  const LtGemm g{.ta = CUBLAS_OP_N,
-                 .tb = CUBLAS_OP_T,
-                 .m = K,
-                 .n = N,
-                 .k = M,
-                 .a = x.data<float>(),
-                 .lda = K,
-                 .b = dy.data<float>(),
-                 .ldb = N,
-                 .d = dw.data<float>(),
-                 .ldd = K,
-                 .epilogue = db.defined() ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT,
-                 .bias = db.defined() ? db.data<float>() : nullptr};
-  return run_lt(g, dev);
+  check_cuda("matmul_lt_wgrad", x);
+  return run_lt(lt_linear_wgrad_gemm(dw, dy, x, db), x.device().index);
+}
+
+void matmul_lt_gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
+                    double beta) {
+  check_cuda("matmul_lt_gemm", out);
+  TT_CHECK(alpha == 1.0, "cuda::matmul_lt_gemm: alpha must be 1, got ", alpha);
+  const LtGemm g = lt_rowmajor_gemm(out, a, b, beta);
+  if (out.numel() == 0) return;
+  TT_CHECK(run_lt(g, out.device().index), "cuda::matmul_lt_gemm: no cuBLASLt algorithm for out ",
+           out.describe(), " = a ", a.describe(), " b ", b.describe());
 }
 
 TT_REGISTER_KERNEL("matmul_lt_forward", DeviceType::kCUDA, matmul_lt_forward);
+TT_REGISTER_KERNEL("matmul_lt_gemm", DeviceType::kCUDA, matmul_lt_gemm);
 TT_REGISTER_KERNEL("matmul_lt_wgrad", DeviceType::kCUDA, matmul_lt_wgrad);
 
 }  // namespace tt::cuda

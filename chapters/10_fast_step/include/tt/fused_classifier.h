@@ -55,7 +55,8 @@ namespace tt {
 
 /// Row kernel "classifier_xent_rows": for logits [R, G] (a 2-D view whose rows may be padded:
 /// stride(1) == 1, stride(0) >= G) whose first V <= G columns are the logits, contiguous int64
-/// targets [R] and a contiguous row_loss [R] of the logits' dtype, writes row_loss[r] =
+/// targets [R] and a contiguous row_loss [R] of the logits' dtype (float32 for bfloat16 logits,
+/// which are read and computed in float32 and written back rounded), writes row_loss[r] =
 /// logsumexp(z_r[0, V)) - z_{r, t_r}, overwrites columns [0, V) of each row in place with
 /// scale * (softmax(z_r) - onehot(t_r)) and columns [V, G) with 0 (never reading them). The
 /// targets must lie in [0, V) (checked by the front-end); the CUDA kernel writes a NaN loss for
@@ -108,7 +109,10 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_size, DType dtype,
 /// above (fastest when Vp is a multiple of 64). x [B, T, C] (or any [..., C]), wte [Vp, C] with
 /// Vp >= V >= 1, targets int64 with x's
 /// leading shape; x and wte float32 or float64 of one dtype on one device (CPU or CUDA), targets
-/// on the same device. Returns a 0-d tensor, differentiable in x and wte (the gradient of wte
+/// on the same device. Mixed precision (chapter 11, tt/classifier_bf16.h): x bfloat16 with a
+/// float32 wte, cast to bfloat16 once per call; the logits chunks are bfloat16 GEMMs with float32
+/// accumulation (kernel "matmul_lt_gemm"), the loss, dx and dW are float32, and the gradient of
+/// x is returned in bfloat16. Returns a 0-d tensor, differentiable in x and wte (the gradient of wte
 /// adds to whatever else uses it, e.g. the token embedding). Throws tt::Error naming
 /// "fused_classifier_loss", the shapes, dtypes and devices on bad inputs, and the position and
 /// value of a target outside [0, V).
@@ -151,7 +155,7 @@ namespace cuda {
 /// The CUDA kernel "classifier_xent_rows" (CUDA builds only): one block per row; each thread
 /// keeps an online (max, sum of exponentials) over its strided share of the row, the block
 /// combines them in a fixed tree, then every thread rewrites its share with the gradient.
-/// float32 and float64.
+/// float32, float64, and bfloat16 logits (computed in float32, float32 row_loss).
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
                           int64_t vocab_size, double scale);
 

@@ -60,16 +60,19 @@ using ResidualLayerNormBackwardKernel = void(const Tensor& dr, const Tensor& dw,
                                              const Tensor& w, const Tensor& mean,
                                              const Tensor& rstd);
 
-/// CUDA kernel "matmul_lt_forward" (float32): y [M, N] = x [M, K] W^T + b (W [N, K], b [N]),
-/// and with `pre` defined ([M, N]) y = gelu(x W^T + b) with pre = x W^T + b. Returns false,
-/// without writing anything, when cuBLASLt offers no algorithm for the problem. Named "matmul_*"
-/// so that the profiler counts its 2MNK FLOPs.
+/// CUDA kernel "matmul_lt_forward": y [M, N] = x [M, K] W^T + b (W [N, K], b [N]), and with
+/// `pre` defined ([M, N]) y = gelu(x W^T + b) with pre = x W^T + b (lt_linear_forward_gemm,
+/// tt/lt_gemm.h). float32 here; x and W may also be bfloat16 with y, b and pre bfloat16 or
+/// float32 (chapter 11, which also registers a CPU emulation). Returns false, without writing
+/// anything, when cuBLASLt offers no algorithm for the problem. Named "matmul_*" so that the
+/// profiler counts its 2MNK FLOPs.
 using MatmulLtForwardKernel = bool(const Tensor& y, const Tensor& x, const Tensor& w,
                                    const Tensor& b, const Tensor& pre);
 
-/// CUDA kernel "matmul_lt_wgrad" (float32): dw [N, K] = dy^T x for dy [M, N], x [M, K], and with
-/// `db` defined ([N]) db = the column sums of dy in the same GEMM. Returns false, without writing
-/// anything, when cuBLASLt offers no algorithm.
+/// CUDA kernel "matmul_lt_wgrad": dw [N, K] = dy^T x for dy [M, N], x [M, K], and with `db`
+/// defined ([N]) db = the column sums of dy in the same GEMM (lt_linear_wgrad_gemm). float32
+/// here; dy and x may also be bfloat16 with dw and db float32 (chapter 11). Returns false,
+/// without writing anything, when cuBLASLt offers no algorithm.
 using MatmulLtWgradKernel = bool(const Tensor& dw, const Tensor& dy, const Tensor& x,
                                  const Tensor& db);
 

@@ -1,0 +1,245 @@
+// bfloat16 linear layers (tt/linear_bf16.h): the front-ends and their autograd Function, the
+// CPU emulation of cuBLASLt (cpu::run_lt) and the CPU kernels "matmul_lt_forward",
+// "matmul_lt_wgrad" and "matmul_lt_dgrad" built on it. The descriptor of the input-gradient
+// GEMM is exercise ch11.2 (linear_bf16_gemm.cc); the CUDA "matmul_lt_dgrad" is in
+// linear_bf16_cuda.cc, the other two CUDA kernels are chapter 10's.
+#include "tt/linear_bf16.h"
+
+#include <string>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/bfloat16_cast.h"
+#include "tt/dispatcher.h"
+#include "tt/functional.h"
+#include "tt/fused_ops.h"
+#include "tt/parallel.h"
+
+namespace tt {
+
+namespace {
+
+constexpr DType kBf16 = DType::kBFloat16;
+
+// ----- the CPU emulation of cuBLASLt -----------------------------------------------------------
+
+float load(const void* p, DType t, int64_t i) {
+  return t == kBf16 ? bfloat16_to_float(static_cast<const bfloat16*>(p)[i])
+                    : static_cast<const float*>(p)[i];
+}
+
+void store(void* p, DType t, int64_t i, float v) {
+  if (t == kBf16) {
+    static_cast<bfloat16*>(p)[i] = float_to_bfloat16_rne(v);
+  } else {
+    static_cast<float*>(p)[i] = v;
+  }
+}
+
+// op(M) of a column-major matrix stored with leading dimension ld, as a row-major float tensor
+// [rows, cols] (rows of op(A) for A; columns of op(B), i.e. op(B)^T, for B), widened exactly.
+Tensor widen(const void* p, DType t, bool trans, int64_t rows, int64_t cols, int64_t ld) {
+  Tensor out = empty({rows, cols});
+  float* o = out.data<float>();
+  parallel_for(0, rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c = 0; c < cols; ++c)
+        o[r * cols + c] = load(p, t, trans ? c + r * ld : r + c * ld);
+    }
+  });
+  return out;
+}
+
+// ----- the autograd Function -------------------------------------------------------------------
+
+// Inputs {x [M, K] (float32 or bfloat16), w [N, K] float32} or {x, w, b [N] float32}; output
+// y [M, N] bfloat16 (gelu of it with gelu_). Keeps the bfloat16 x and W for backward.
+struct LinearBf16Fn : autograd::Function {
+  explicit LinearBf16Fn(bool gelu) : gelu_(gelu) {}
+  std::string name() const override {
+    return gelu_ ? "LinearGeluBf16Backward" : "LinearBf16Backward";
+  }
+
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor& x = in[0];
+    x_dtype_ = x.dtype();
+    x_ = x.to(kBf16).contiguous();  // no copy when x is already contiguous bfloat16
+    w_ = in[1].to(kBf16);           // the master weight cast on use
+    const Tensor b = in.size() > 2 ? in[2].to(kBf16) : Tensor();
+    const Device dev = x.device();
+    Tensor y = empty({x.size(0), w_.size(0)}, {kBf16, dev});
+    if (gelu_) pre_ = empty(y.shape(), {kBf16, dev});
+    if (y.numel() == 0) return {y};  // no rows (or no outputs): nothing to compute
+    if (call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", dev, y, x_, w_, b, pre_)) {
+      return {y};
+    }
+    // cuBLASLt's GELU epilogue needs out % 8 == 0: the bias epilogue into pre, then GELU.
+    TT_CHECK(gelu_ && call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", dev, pre_, x_, w_, b,
+                                                         Tensor()),
+             name(), ": no GEMM algorithm for x ", x_.describe(), ", W ", w_.describe());
+    Tensor g = empty(y.shape(), {DType::kFloat32, dev});
+    call_kernel<UnaryForwardKernel>("gelu_forward", dev, g, pre_.to(DType::kFloat32));
+    return {g.to(kBf16)};
+  }
+  void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
+    has_bias_ = in.size() > 2;
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& grads) override {
+    TT_CHECK(x_.defined() && w_.defined(), name(), ": the saved tensors were released");
+    const Device dev = x_.device();
+    Tensor dh = grads[0].to(kBf16).contiguous();
+    if (gelu_) {  // dh = dy gelu'(pre) in float32, rounded to bfloat16
+      Tensor g = empty(dh.shape(), {DType::kFloat32, dev});
+      call_kernel<UnaryBackwardKernel>("gelu_backward", dev, g, dh.to(DType::kFloat32),
+                                       pre_.to(DType::kFloat32));
+      dh = g.to(kBf16);
+    }
+    const bool empty_problem = dh.numel() == 0;  // no rows: zero gradients
+    std::vector<Tensor> out(has_bias_ ? 3 : 2);
+    if (needs_input_grad(0)) {
+      Tensor dx = empty(x_.shape(), {kBf16, dev});
+      if (empty_problem) {
+        dx.fill_(0.0);
+      } else {
+        TT_CHECK(call_kernel<MatmulLtDgradKernel>("matmul_lt_dgrad", dev, dx, dh, w_), name(),
+                 ": no GEMM algorithm for dy ", dh.describe(), ", W ", w_.describe());
+      }
+      out[0] = dx.to(x_dtype_);
+    }
+    const bool need_db = has_bias_ && needs_input_grad(2);
+    if (needs_input_grad(1) || need_db) {
+      const TensorOptions f32{DType::kFloat32, dev};
+      Tensor dw = empty(w_.shape(), f32);
+      Tensor db = need_db ? empty({w_.size(0)}, f32) : Tensor();
+      if (empty_problem) {
+        dw.fill_(0.0);
+        if (need_db) db.fill_(0.0);
+      } else {
+        TT_CHECK(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", dev, dw, dh, x_, db), name(),
+                 ": no GEMM algorithm for dy ", dh.describe(), ", x ", x_.describe());
+      }
+      out[1] = dw;
+      if (need_db) out[2] = db;
+    }
+    return out;
+  }
+  void release_saved() override {
+    Function::release_saved();
+    x_ = w_ = pre_ = Tensor();
+  }
+
+  bool gelu_;
+  bool has_bias_ = false;
+  DType x_dtype_ = DType::kFloat32;
+  Tensor x_, w_, pre_;  // bfloat16 x, W and pre-activation: no history, no reference cycle
+};
+
+Tensor linear_bf16_impl(const char* op, const Tensor& x, nn::Linear& layer, bool gelu) {
+  TT_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == layer.in_features &&
+               (x.dtype() == DType::kFloat32 || x.dtype() == kBf16),
+           op, ": expected a float32 or bfloat16 input [..., ", layer.in_features, "], got ",
+           x.defined() ? x.describe() : std::string("an undefined tensor"));
+  TT_CHECK(layer.weight.dtype() == DType::kFloat32 &&
+               (!layer.bias.defined() || layer.bias.dtype() == DType::kFloat32) &&
+               x.device() == layer.weight.device(),
+           op, ": expects float32 parameters (the master weights) on the input's device, got ",
+           "input ", x.describe(), ", weight ", layer.weight.describe());
+  TT_CHECK(!gelu || layer.bias.defined(), op, ": the layer must have a bias (", layer.extra_repr(),
+           ")");
+  Shape out_shape = x.shape();
+  out_shape.back() = layer.out_features;
+  // The free (differentiable) view functions: Tensor's own methods carry no gradient.
+  const Tensor x2 = reshape(contiguous(x), {x.numel() / layer.in_features, layer.in_features});
+  std::vector<Tensor> in{x2, layer.weight};
+  if (layer.bias.defined()) in.push_back(layer.bias);
+  return reshape(autograd::Function::apply<LinearBf16Fn>(in, gelu)[0], out_shape);
+}
+
+}  // namespace
+
+Tensor linear_bf16(const Tensor& x, nn::Linear& layer) {
+  return linear_bf16_impl("linear_bf16", x, layer, false);
+}
+
+Tensor linear_gelu_bf16(const Tensor& x, nn::Linear& layer) {
+  return linear_bf16_impl("linear_gelu_bf16", x, layer, true);
+}
+
+LtGemm checked_lt_linear_dgrad_gemm(const char* op, const Tensor& dx, const Tensor& dy,
+                                    const Tensor& w) {
+  // dx [M, K] and w [N, K] are a linear layer's x and W, dy [M, N] its y.
+  check_lt_operands(op, dx, w, dy, Tensor(), Tensor());
+  TT_CHECK(dy.dtype() == w.dtype(), op, ": dy and w must share a dtype, got dy ", dy.describe(),
+           ", w ", w.describe());
+  return lt_linear_dgrad_gemm(dx, dy, w);
+}
+
+namespace cpu {
+
+bool run_lt(const LtGemm& g) {
+  if (g.m == 0 || g.n == 0 || g.k == 0) return false;
+  if (g.aux != nullptr && g.ldd % 8 != 0) return false;                 // as cuBLASLt
+  const Tensor a = widen(g.a, g.ab_type, g.trans_a, g.m, g.k, g.lda);   // op(A) [m, k]
+  const Tensor b = widen(g.b, g.ab_type, !g.trans_b, g.n, g.k, g.ldb);  // op(B)^T [n, k]
+  const bool bias = g.epilogue == LtEpilogue::kBias || g.epilogue == LtEpilogue::kGeluAuxBias;
+  // h [n, m] = D^T before rounding: D[i, j] is h[j, i].
+  Tensor h = empty({g.n, g.m});
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* ph = h.data<float>();
+  parallel_for(0, g.n, 4, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      for (int64_t i = 0; i < g.m; ++i) {
+        float acc = 0.0f;
+        for (int64_t l = 0; l < g.k; ++l) acc += pa[i * g.k + l] * pb[j * g.k + l];
+        if (g.beta != 0.0f) acc += g.beta * load(g.d, g.d_type, i + j * g.ldd);
+        if (bias) acc += load(g.bias, g.d_type, i);
+        ph[j * g.m + i] = acc;
+      }
+    }
+  });
+  if (g.epilogue == LtEpilogue::kGeluAuxBias) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      for (int64_t i = 0; i < g.m; ++i) store(g.aux, g.d_type, i + j * g.ldd, ph[j * g.m + i]);
+    }
+    Tensor y = empty(h.shape());
+    call_kernel<UnaryForwardKernel>("gelu_forward", Device::cpu(), y, h);
+    h = y;
+    ph = h.data<float>();
+  }
+  for (int64_t j = 0; j < g.n; ++j) {
+    for (int64_t i = 0; i < g.m; ++i) store(g.d, g.d_type, i + j * g.ldd, ph[j * g.m + i]);
+  }
+  if (g.epilogue == LtEpilogue::kBGradB) {  // the sums of op(B) over k, per column j
+    for (int64_t j = 0; j < g.n; ++j) {
+      float acc = 0.0f;
+      for (int64_t l = 0; l < g.k; ++l) acc += pb[j * g.k + l];
+      store(g.bias, g.d_type, j, acc);
+    }
+  }
+  return true;
+}
+
+bool matmul_lt_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                       const Tensor& pre) {
+  TT_CHECK(x.device().is_cpu(), "cpu::matmul_lt_forward: expected CPU tensors, got ", x.describe());
+  return run_lt(lt_linear_forward_gemm(y, x, w, b, pre));
+}
+
+bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db) {
+  TT_CHECK(x.device().is_cpu(), "cpu::matmul_lt_wgrad: expected CPU tensors, got ", x.describe());
+  return run_lt(lt_linear_wgrad_gemm(dw, dy, x, db));
+}
+
+bool matmul_lt_dgrad(const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  TT_CHECK(dx.device().is_cpu(), "cpu::matmul_lt_dgrad: expected CPU tensors, got ", dx.describe());
+  return run_lt(checked_lt_linear_dgrad_gemm("cpu::matmul_lt_dgrad", dx, dy, w));
+}
+
+}  // namespace cpu
+
+TT_REGISTER_KERNEL("matmul_lt_forward", DeviceType::kCPU, cpu::matmul_lt_forward);
+TT_REGISTER_KERNEL("matmul_lt_wgrad", DeviceType::kCPU, cpu::matmul_lt_wgrad);
+TT_REGISTER_KERNEL("matmul_lt_dgrad", DeviceType::kCPU, cpu::matmul_lt_dgrad);
+
+}  // namespace tt

@@ -1,0 +1,194 @@
+// Shared by the CPU and CUDA tests of the bfloat16 linear layers: seeded inputs, the float64
+// reference (chapter 04's matmul, add and gelu with autograd) on the bfloat16-rounded inputs,
+// weights and output gradient, and the element-wise tolerances derived from bfloat16's 8-bit
+// significand.
+//
+// Tolerances. A bfloat16 keeps 8 significant bits, so rounding a value v to bfloat16 changes it
+// by at most 2^-9 |v| (half a unit in the last place). With S = the sum of the absolute values
+// of the products a dot product adds (the usual GEMM error bound; computed here from |x|, |W|,
+// |b|, |dy|), every check below is |got - ref| <= c * S element-wise:
+// - y = x W^T + b (bfloat16): one rounding of the float32 sum: c = 2^-8 (2x the bound).
+// - gelu: the stored pre-activation h is rounded (2^-9 S), gelu is 1.13-Lipschitz, then y is
+//   rounded: c = 2^-7.
+// - dx = dy W (bfloat16) without GELU: one rounding: c = 2^-8 with S = |dy| |W|. With GELU, dh =
+//   dy gelu'(h~) is off by |dy| 2^-9 (1.13 + 0.8 |h|) (gelu'' <= 0.8, then dh's rounding), so S
+//   uses |dy| (1.13 + 0.8 Hs) with Hs = |x| |W|^T + |b| and c = 2^-8.
+// - dW, db (float32) without GELU: exact bfloat16 products summed in float32, never rounded to
+//   bfloat16: c = 2^-14 (bfloat16 rounding would be caught: it is 2^-9). With GELU they inherit
+//   dh's error: c = 2^-8 with S as for dx.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/functional.h"
+#include "tt/fused_ops.h"
+#include "tt/layers.h"
+#include "tt/linear_bf16.h"
+#include "tt/testing.h"
+
+namespace tt::test11 {
+
+/// Seeded N(0, 1) float32 values of `shape` (CPU).
+inline Tensor randn_f32(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  return randn(shape, gen);
+}
+
+/// t rounded to bfloat16 and widened to float64, on the CPU.
+inline Tensor bf16_rounded64(const Tensor& t) {
+  return t.to(DType::kBFloat16).to(Device::cpu()).to(DType::kFloat64);
+}
+
+/// Element-wise |a| of a float64 CPU tensor.
+inline Tensor abs64(const Tensor& t) {
+  std::vector<double> v = t.contiguous().to_vector<double>();
+  for (double& e : v) e = std::fabs(e);
+  return from_vector(v, t.shape());
+}
+
+/// Checks |got - ref| <= c * bound element-wise (got any float dtype and device; ref and bound
+/// float64 CPU tensors of got's shape); reports the first violation and the largest ratio.
+inline ::testing::AssertionResult within_bound(const Tensor& got, const Tensor& ref,
+                                               const Tensor& bound, double c) {
+  if (got.shape() != ref.shape()) {
+    return ::testing::AssertionFailure() << "shape " << got.describe() << " vs " << ref.describe();
+  }
+  const std::vector<double> g = got.to(Device::cpu()).to(DType::kFloat64).to_vector<double>();
+  const std::vector<double> r = ref.contiguous().to_vector<double>();
+  const std::vector<double> b = bound.contiguous().to_vector<double>();
+  double worst = 0;
+  int64_t bad = -1, n_bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double err = std::fabs(g[i] - r[i]), tol = c * b[i] + 1e-30;
+    worst = std::max(worst, err / tol);
+    if (!(err <= tol)) {
+      if (bad < 0) bad = static_cast<int64_t>(i);
+      ++n_bad;
+    }
+  }
+  if (n_bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << n_bad << " of " << g.size() << " elements of " << got.describe()
+         << " outside c * bound with c = " << c << "; first at flat index " << bad << ": got "
+         << g[bad] << ", expected " << r[bad] << ", bound " << c * b[bad] << "; worst ratio "
+         << worst;
+}
+
+/// One case: x [rows..., K] -> y [rows..., N] through a Linear(K, N, bias).
+struct LinearCase {
+  Shape x_shape;
+  int64_t out;
+  bool bias;
+  bool gelu;
+  DType x_dtype;  ///< float32 (cast by the op) or bfloat16
+};
+
+inline std::string describe(const LinearCase& c) {
+  std::ostringstream os;
+  os << "x " << c.x_shape << " " << dtype_name(c.x_dtype) << ", out " << c.out
+     << (c.bias ? ", bias" : ", no bias") << (c.gelu ? ", gelu" : "");
+  return os.str();
+}
+
+/// Runs linear_bf16 / linear_gelu_bf16 on `device` forward and backward, and checks y, dx, dW
+/// and db against the float64 reference on the bfloat16-rounded x, W, b and dy, with the
+/// tolerances of the file comment.
+inline void check_linear_case(const LinearCase& c, Device device, uint64_t seed) {
+  SCOPED_TRACE(describe(c) + " on " + device.str());
+  const int64_t K = c.x_shape.back(), N = c.out;
+  Generator gen(seed);
+  nn::Linear layer(K, N, c.bias, gen);
+  // Larger weights than PyTorch's default, so that the pre-activations span GELU's curve.
+  {
+    autograd::NoGradGuard no_grad;
+    layer.weight.copy_(mul(layer.weight, 3.0));
+  }
+  layer.to(device);
+  const Tensor x_host = randn_f32(c.x_shape, seed + 1);
+  Shape y_shape = c.x_shape;
+  y_shape.back() = N;
+  const Tensor dy = randn_f32(y_shape, seed + 2).to(DType::kBFloat16);
+  const Tensor x = x_host.to(c.x_dtype).to(device).set_requires_grad(true);
+
+  const Tensor y = c.gelu ? linear_gelu_bf16(x, layer) : linear_bf16(x, layer);
+  ASSERT_EQ(y.dtype(), DType::kBFloat16);
+  ASSERT_EQ(y.shape(), y_shape);
+  autograd::backward(y, dy.to(device));
+
+  // The reference: float64 on the rounded values, [M, K] x [N, K]^T.
+  const int64_t M = x_host.numel() / K;
+  const Tensor xr = bf16_rounded64(x_host).reshape({M, K}).set_requires_grad(true);
+  const Tensor wr = bf16_rounded64(layer.weight).set_requires_grad(true);
+  const Tensor br = c.bias ? bf16_rounded64(layer.bias).set_requires_grad(true) : Tensor();
+  const Tensor dyr = bf16_rounded64(dy).reshape({M, N});
+  Tensor h = matmul(xr, transpose(wr, 0, 1));
+  if (c.bias) h = add(h, br);
+  const Tensor yr = c.gelu ? gelu(h) : h;
+  autograd::backward(yr, dyr);
+
+  // The bounds S of the file comment.
+  const Tensor wa = abs64(wr.detach()), xa = abs64(xr.detach());
+  Tensor hs = matmul(xa, transpose(wa, 0, 1));
+  if (c.bias) hs = add(hs, abs64(br.detach()));
+  Tensor dya = abs64(dyr);
+  if (c.gelu) dya = mul(dya, add(mul(hs, 0.8), 1.13));
+  const Tensor dx_bound = matmul(dya, wa);
+  const Tensor dw_bound = matmul(transpose(dya, 0, 1), xa);
+  const Tensor db_bound = sum(dya, {0});
+  const double c_grad = c.gelu ? std::ldexp(1.0, -8) : std::ldexp(1.0, -14);
+
+  EXPECT_TRUE(within_bound(y.reshape({M, N}), yr.detach(), hs,
+                           c.gelu ? std::ldexp(1.0, -7) : std::ldexp(1.0, -8)))
+      << "y";
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(x.grad().dtype(), c.x_dtype);
+  EXPECT_TRUE(within_bound(x.grad().reshape({M, K}), xr.grad(), dx_bound, std::ldexp(1.0, -8)))
+      << "dx";
+  ASSERT_TRUE(layer.weight.grad().defined());
+  EXPECT_EQ(layer.weight.grad().dtype(), DType::kFloat32);
+  EXPECT_TRUE(within_bound(layer.weight.grad(), wr.grad(), dw_bound, c_grad)) << "dW";
+  if (c.bias) {
+    ASSERT_TRUE(layer.bias.grad().defined());
+    EXPECT_EQ(layer.bias.grad().dtype(), DType::kFloat32);
+    EXPECT_TRUE(within_bound(layer.bias.grad(), br.grad(), db_bound, c_grad)) << "db";
+  }
+}
+
+/// The cases both devices run: GPT-2-like multiples of 8, odd sizes (GELU then runs outside
+/// the epilogue), 3-D inputs, float32 and bfloat16 inputs, with and without bias.
+inline std::vector<LinearCase> linear_cases() {
+  return {{{16, 32}, 48, true, false, DType::kBFloat16},
+          {{2, 5, 24}, 40, true, true, DType::kBFloat16},
+          {{7, 5}, 3, true, false, DType::kFloat32},
+          {{3, 9, 13}, 7, true, true, DType::kFloat32},
+          {{33, 64}, 16, false, false, DType::kBFloat16},
+          {{4, 8, 72}, 96, true, true, DType::kFloat32}};
+}
+
+/// Checks kernel "matmul_lt_dgrad" (exercise ch11.2) on `device`: dx = dy W for bfloat16 dy and
+/// W into a bfloat16 and a float32 dx, against float64 on the same values.
+inline void check_dgrad_kernel(Device device, int64_t M, int64_t N, int64_t K, uint64_t seed) {
+  SCOPED_TRACE("M " + std::to_string(M) + ", N " + std::to_string(N) + ", K " + std::to_string(K) +
+               " on " + device.str());
+  const Tensor dy = randn_f32({M, N}, seed).to(DType::kBFloat16).to(device);
+  const Tensor w = randn_f32({N, K}, seed + 1).to(DType::kBFloat16).to(device);
+  const Tensor dy64 = bf16_rounded64(dy), w64 = bf16_rounded64(w);
+  const Tensor ref = matmul(dy64, w64), bound = matmul(abs64(dy64), abs64(w64));
+  for (DType dt : {DType::kBFloat16, DType::kFloat32}) {
+    Tensor dx = full({M, K}, NAN, {dt, device});
+    ASSERT_TRUE(call_kernel<MatmulLtDgradKernel>("matmul_lt_dgrad", device, dx, dy, w));
+    // bfloat16: one rounding (c = 2^-8); float32: float32 sums only (c = 2^-14).
+    EXPECT_TRUE(within_bound(dx, ref, bound,
+                             dt == DType::kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -14)))
+        << dtype_name(dt) << " dx";
+  }
+}
+
+}  // namespace tt::test11

@@ -1,0 +1,100 @@
+// The bfloat16 linear layers on the CPU (the cuBLASLt emulation), against float64 on the
+// bfloat16-rounded values; the tolerances are derived in linear_bf16_test_util.h.
+#include "linear_bf16_test_util.h"
+
+namespace tt {
+namespace {
+
+using test11::check_dgrad_kernel;
+using test11::check_linear_case;
+using test11::linear_cases;
+
+TEST(Ch11_2_DgradGemm, BFloat16AndFloat32Outputs) {
+  check_dgrad_kernel(Device::cpu(), 16, 24, 32, 2100);
+  check_dgrad_kernel(Device::cpu(), 5, 7, 3, 2110);  // not multiples of 8
+}
+
+TEST(Ch11_2_DgradGemm, DescriptorIsColumnMajorTransposeOfRowMajor) {
+  const Tensor dx = empty({6, 4}, {DType::kBFloat16});
+  const Tensor dy = empty({6, 10}, {DType::kBFloat16});
+  const Tensor w = empty({10, 4}, {DType::kBFloat16});
+  const LtGemm g = lt_linear_dgrad_gemm(dx, dy, w);
+  // D = dx^T (4 x 6, ld 4) = W^T (4 x 10, W as stored) dy^T (10 x 6, dy as stored).
+  EXPECT_EQ(g.m, 4);
+  EXPECT_EQ(g.n, 6);
+  EXPECT_EQ(g.k, 10);
+  EXPECT_EQ(g.ldd, 4);
+  EXPECT_EQ(g.d, dx.data_ptr());
+  EXPECT_EQ(g.ab_type, DType::kBFloat16);
+  EXPECT_EQ(g.d_type, DType::kBFloat16);
+  EXPECT_EQ(g.epilogue, LtEpilogue::kDefault);
+  EXPECT_EQ(g.beta, 0.0f);
+}
+
+TEST(Ch11_2_DgradGemm, ChecksOperands) {
+  const Tensor dx = empty({6, 4}, {DType::kBFloat16});
+  const Tensor dy = empty({6, 10}, {DType::kBFloat16});
+  EXPECT_THROW(call_kernel<MatmulLtDgradKernel>("matmul_lt_dgrad", Device::cpu(), dx, dy,
+                                                empty({9, 4}, {DType::kBFloat16})),
+               Error);  // W [9, 4]: N differs
+  EXPECT_THROW(call_kernel<MatmulLtDgradKernel>("matmul_lt_dgrad", Device::cpu(), dx, dy,
+                                                empty({10, 4}, {DType::kFloat32})),
+               Error);  // dy and W of two dtypes
+  EXPECT_THROW(call_kernel<MatmulLtDgradKernel>("matmul_lt_dgrad", Device::cpu(), dx, dy,
+                                                empty({10, 4}, {DType::kFloat64})),
+               Error);  // float64
+}
+
+TEST(Ch11_LinearBf16, ValuesAndGradientsMatchFloat64OnRoundedInputs) {
+  uint64_t seed = 2200;
+  for (const auto& c : linear_cases()) check_linear_case(c, Device::cpu(), seed += 10);
+}
+
+TEST(Ch11_LinearBf16, EmulatedGemmRoundsToBFloat16AndKeepsFloat32Sums) {
+  // 1 + 2^-8 is a tie between two bfloat16 (1 and 1 + 2^-7): it rounds to the even one, 1. A
+  // float32 D keeps it.
+  const Tensor x = from_vector(std::vector<float>{1.0f, 1.0f}, {1, 2}).to(DType::kBFloat16);
+  const Tensor w = from_vector(std::vector<float>{1.0f, 0.00390625f}, {1, 2}).to(DType::kBFloat16);
+  Tensor y = empty({1, 1}, {DType::kBFloat16});
+  ASSERT_TRUE(call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", Device::cpu(), y, x, w,
+                                                 Tensor(), Tensor()));
+  EXPECT_EQ(y.to(DType::kFloat32).item(), 1.0f);
+  Tensor y32 = empty({1, 1});
+  ASSERT_TRUE(call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", Device::cpu(), y32, x, w,
+                                                 Tensor(), Tensor()));
+  EXPECT_EQ(y32.item(), 1.00390625f);
+}
+
+TEST(Ch11_LinearBf16, GeluEpilogueNeedsOutMultipleOf8LikeCublasLt) {
+  const Tensor x = ones({2, 4}, {DType::kBFloat16}), w = ones({6, 4}, {DType::kBFloat16});
+  const Tensor b = zeros({6}, {DType::kBFloat16});
+  Tensor y = empty({2, 6}, {DType::kBFloat16}), pre = empty({2, 6}, {DType::kBFloat16});
+  EXPECT_FALSE(
+      call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", Device::cpu(), y, x, w, b, pre));
+  EXPECT_TRUE(
+      call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", Device::cpu(), y, x, w, b, Tensor()));
+}
+
+TEST(Ch11_LinearBf16, RejectsBadInputs) {
+  Generator gen(7);
+  nn::Linear layer(4, 8, true, gen);
+  EXPECT_THROW(linear_bf16(zeros({2, 5}), layer), Error);                     // in_features
+  EXPECT_THROW(linear_bf16(zeros({2, 4}, {DType::kFloat64}), layer), Error);  // float64
+  nn::Linear no_bias(4, 8, false, gen);
+  EXPECT_THROW(linear_gelu_bf16(zeros({2, 4}), no_bias), Error);  // GELU needs b
+  nn::Linear f64(4, 8, true, gen, {DType::kFloat64});
+  EXPECT_THROW(linear_bf16(zeros({2, 4}), f64), Error);  // master weights must be float32
+}
+
+TEST(Ch11_LinearBf16, NoRowsGivesEmptyOutputAndZeroGradients) {
+  Generator gen(8);
+  nn::Linear layer(4, 8, true, gen);
+  const Tensor x = zeros({0, 4}, {DType::kBFloat16}).set_requires_grad(true);
+  const Tensor y = linear_bf16(x, layer);
+  EXPECT_EQ(y.shape(), (Shape{0, 8}));
+  autograd::backward(y, zeros({0, 8}, {DType::kBFloat16}));
+  EXPECT_EQ(sum(layer.weight.grad().to(DType::kFloat64).reshape({-1})).item(), 0.0);
+}
+
+}  // namespace
+}  // namespace tt
