@@ -36,9 +36,9 @@ struct FlashAttentionFn : autograd::Function {
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor q = in[0].contiguous(), k = in[1].contiguous(), v = in[2].contiguous();
     Tensor out = empty(q.shape(), {q.dtype(), q.device()});
-    lse_ = empty({q.size(0), q.size(1), q.size(2)}, {q.dtype(), q.device()});
-    call_kernel<FlashAttentionForwardKernel>("flash_attention_forward", q.device(), out, lse_, q, k,
-                                             v);
+    const FlashKernels kernels = flash_kernels(q.dtype());
+    lse_ = empty({q.size(0), q.size(1), q.size(2)}, {kernels.lse_dtype, q.device()});
+    call_kernel<FlashAttentionForwardKernel>(kernels.forward, q.device(), out, lse_, q, k, v);
     return {out};
   }
   void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
@@ -49,8 +49,8 @@ struct FlashAttentionFn : autograd::Function {
     const Tensor& q = s[0];
     const TensorOptions opts{q.dtype(), q.device()};
     Tensor dq = empty(q.shape(), opts), dk = empty(q.shape(), opts), dv = empty(q.shape(), opts);
-    call_kernel<FlashAttentionBackwardKernel>("flash_attention_backward", q.device(), dq, dk, dv,
-                                              grads[0].contiguous(), q, s[1], s[2], s[3], lse_);
+    call_kernel<FlashAttentionBackwardKernel>(flash_kernels(q.dtype()).backward, q.device(), dq, dk,
+                                              dv, grads[0].contiguous(), q, s[1], s[2], s[3], lse_);
     return {dq, dk, dv};
   }
   void release_saved() override {
@@ -79,9 +79,10 @@ struct FlashAttentionQkvFn : autograd::Function {
     const Tensor qkv = in[0].contiguous();
     const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
     Tensor y = empty({B, T, C}, {qkv.dtype(), qkv.device()});
-    lse_ = empty({B, n_head_, T}, {qkv.dtype(), qkv.device()});
+    const FlashKernels kernels = flash_kernels(qkv.dtype());
+    lse_ = empty({B, n_head_, T}, {kernels.lse_dtype, qkv.device()});
     call_kernel<FlashAttentionForwardKernel>(
-        "flash_attention_forward", qkv.device(), head_view(y, 0, C, n_head_), lse_,
+        kernels.forward, qkv.device(), head_view(y, 0, C, n_head_), lse_,
         head_view(qkv, 0, C, n_head_), head_view(qkv, C, C, n_head_),
         head_view(qkv, 2 * C, C, n_head_));
     return {y};
@@ -96,7 +97,7 @@ struct FlashAttentionQkvFn : autograd::Function {
     const Tensor dy = grads[0].contiguous();
     Tensor dqkv = empty(qkv.shape(), {qkv.dtype(), qkv.device()});
     auto heads = [&](const Tensor& t, int64_t first) { return head_view(t, first, C, n_head_); };
-    call_kernel<FlashAttentionBackwardKernel>("flash_attention_backward", qkv.device(),
+    call_kernel<FlashAttentionBackwardKernel>(flash_kernels(qkv.dtype()).backward, qkv.device(),
                                               heads(dqkv, 0), heads(dqkv, C), heads(dqkv, 2 * C),
                                               heads(dy, 0), heads(qkv, 0), heads(qkv, C),
                                               heads(qkv, 2 * C), heads(y, 0), lse_);
@@ -123,6 +124,13 @@ FlashGeometry check_cpu_tensors(const char* op, std::initializer_list<const Tens
 
 }  // namespace
 
+FlashKernels flash_kernels(DType dtype) {
+  if (dtype == DType::kBFloat16) {
+    return {"flash_attention_bf16_forward", "flash_attention_bf16_backward", DType::kFloat32};
+  }
+  return {"flash_attention_forward", "flash_attention_backward", dtype};
+}
+
 FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                   std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
   const Tensor& q = **inputs.begin();
@@ -147,10 +155,11 @@ FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Te
   g.qkv = layout_of(inputs, "inputs (q, k, v, dq, dk, dv)");
   g.out = layout_of(outputs, "outputs (out, dout)");
   const Shape rows{g.B, g.NH, g.T};
+  const DType lse_dtype = flash_kernels(q.dtype()).lse_dtype;
   TT_CHECK(lse.defined() && lse.device() == q.device() && lse.is_contiguous() &&
-               lse.dtype() == q.dtype() && lse.shape() == rows,
-           op, ": lse must be a contiguous tensor ", rows, " of q's dtype on ", q.device().str(),
-           ", got ", lse.defined() ? lse.describe() : std::string("(undefined)"));
+               lse.dtype() == lse_dtype && lse.shape() == rows,
+           op, ": lse must be a contiguous ", dtype_name(lse_dtype), " tensor ", rows, " on ",
+           q.device().str(), ", got ", lse.defined() ? lse.describe() : std::string("(undefined)"));
   return g;
 }
 
