@@ -2,6 +2,7 @@
 // (tt/flash_attention.h). The per-head algorithms are the exercises ch10.2 and ch10.3
 // (flash_attention_cpu.cc); the online softmax they use is ch10.1 (online_softmax.cc).
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,35 @@ FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Te
                lse.dtype() == lse_dtype && lse.shape() == rows,
            op, ": lse must be a contiguous ", dtype_name(lse_dtype), " tensor ", rows, " on ",
            q.device().str(), ", got ", lse.defined() ? lse.describe() : std::string("(undefined)"));
+  return g;
+}
+
+FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*supports_hs)(int64_t),
+                                       const char* head_sizes,
+                                       std::initializer_list<const Tensor*> inputs,
+                                       std::initializer_list<const Tensor*> outputs,
+                                       const Tensor& lse) {
+  const Tensor& q = **inputs.begin();
+  TT_CHECK(q.defined() && q.device().is_cuda() && q.dtype() == dtype, "cuda::", op, ": expected ",
+           dtype_name(dtype), " CUDA tensors [B, NH, T, hs], got ",
+           q.defined() ? q.describe() : std::string("(undefined)"));
+  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse);
+  TT_CHECK(supports_hs(g.hs), "cuda::", op, ": head size hs must be ", head_sizes, " for ",
+           dtype_name(dtype), " on CUDA, got hs = ", g.hs, " in q ", q.describe());
+  for (const auto group : {inputs, outputs}) {
+    for (const Tensor* t : group) {
+      TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
+               ": tensor data must be 16-byte aligned (take a clone()), got ", t->describe());
+    }
+  }
+  const int64_t per16 = 16 / static_cast<int64_t>(dtype_size(dtype));  // elements in 16 bytes
+  for (const FlashLayout& l : {g.qkv, g.out}) {
+    TT_CHECK(l.batch % per16 == 0 && l.head % per16 == 0 && l.row % per16 == 0, "cuda::", op,
+             ": strides must be multiples of 16 bytes (", per16, " ", dtype_name(dtype),
+             "), got batch ", l.batch, ", head ", l.head, ", row ", l.row, " for q ", q.describe());
+  }
+  TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24), "cuda::", op,
+           ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());
   return g;
 }
 

@@ -169,6 +169,25 @@ __device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* src, int 
   }
 }
 
+/// The double buffering of the K, V tiles that the forward and the dQ kernel stream: starts the
+/// copy of key tile kt + 1 into buffer (kt + 1) % 2 of sk and sv (each two tiles of kTileElems)
+/// when kt < last, then waits for this thread's copies of tile kt (and anything before). The
+/// caller syncs the block before reading, and after reading before the next call.
+template <int D>
+__device__ __forceinline__ void prefetch_kv(bf16* sk, bf16* sv, const bf16* k, const bf16* v,
+                                            int kt, int last, int n, int64_t ld) {
+  constexpr int kTileElems = kTile * (D + kPad);
+  if (kt < last) {
+    const int nb = (kt + 1) % 2;
+    load_tile_async<D>(sk + nb * kTileElems, k, (kt + 1) * kTile, n, ld);
+    load_tile_async<D>(sv + nb * kTileElems, v, (kt + 1) * kTile, n, ld);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+}
+
 /// Writes a warp's 16 x D fp32 accumulator c, times `scale`, as bf16 rows `ld` apart at dst,
 /// for the rows below n; `row0` is the warp's first row.
 template <int D>
@@ -216,15 +235,7 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (base-2 scores)
   float l[2] = {0.f, 0.f};              // this lane's part of their running sums
   for (int kt = 0; kt <= tile; ++kt) {  // causal: key tiles 0 .. diagonal
-    if (kt < tile) {                    // prefetch the next K, V tiles into the other buffer
-      const int nb = (kt + 1) % 2;
-      load_tile_async<D>(sk + nb * kTileElems, k + head, (kt + 1) * kTile, n, in.row);
-      load_tile_async<D>(sv + nb * kTileElems, v + head, (kt + 1) * kTile, n, in.row);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    prefetch_kv<D>(sk, sv, k + head, v + head, kt, tile, n, in.row);
     __syncthreads();
     if (kt == 0) load_a<D>(qf, sq + warp * 16 * kLd, kLd);
     const bf16* ck = sk + kt % 2 * kTileElems;
@@ -345,15 +356,7 @@ __global__ void __launch_bounds__(kThreads)
   uint32_t qf[D / 16][4], dof[D / 16][4];
   float acc[D / 8][4] = {};  // dQ * sqrt(hs) of rows g, g+8
   for (int kt = 0; kt <= tile; ++kt) {
-    if (kt < tile) {
-      const int nb = (kt + 1) % 2;
-      load_tile_async<D>(sk + nb * kTileElems, k + head, (kt + 1) * kTile, n, in.row);
-      load_tile_async<D>(sv + nb * kTileElems, v + head, (kt + 1) * kTile, n, in.row);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    prefetch_kv<D>(sk, sv, k + head, v + head, kt, tile, n, in.row);
     __syncthreads();
     if (kt == 0) {
       load_a<D>(qf, sq + warp * 16 * kLd, kLd);
@@ -462,33 +465,12 @@ __global__ void __launch_bounds__(kThreads)
 
 // ----- host side ---------------------------------------------------------------------------------
 
-/// Checks the kernels' tensors (check_flash_tensors, then what these kernels need: bfloat16 on
-/// one CUDA device, lse float32, hs supported, every data address and stride a multiple of 16
-/// bytes for cp.async) and returns their geometry.
+/// Checks the kernels' tensors (check_flash_cuda_tensors: bfloat16, hs 32 or 64, 16-byte
+/// addresses and strides for cp.async) and returns their geometry.
 FlashGeometry check_bf16_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
-  const Tensor& q = **inputs.begin();
-  TT_CHECK(q.defined() && q.device().is_cuda() && q.dtype() == DType::kBFloat16, "cuda::", op,
-           ": expected bfloat16 CUDA tensors [B, NH, T, hs], got ",
-           q.defined() ? q.describe() : std::string("(undefined)"));
-  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse);
-  TT_CHECK(flash_attention_bf16_supports(g.hs), "cuda::", op,
-           ": head size hs must be 32 or 64 for the bf16 kernels, got hs = ", g.hs, " in q ",
-           q.describe());
-  for (const auto group : {inputs, outputs}) {
-    for (const Tensor* t : group) {
-      TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
-               ": tensor data must be 16-byte aligned (take a clone()), got ", t->describe());
-    }
-  }
-  for (const FlashLayout& l : {g.qkv, g.out}) {
-    TT_CHECK(l.batch % 8 == 0 && l.head % 8 == 0 && l.row % 8 == 0, "cuda::", op,
-             ": strides must be multiples of 8 bf16 (16 bytes), got batch ", l.batch, ", head ",
-             l.head, ", row ", l.row, " for q ", q.describe());
-  }
-  TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24), "cuda::", op,
-           ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());
-  return g;
+  return check_flash_cuda_tensors(op, DType::kBFloat16, &flash_attention_bf16_supports, "32 or 64",
+                                  inputs, outputs, lse);
 }
 
 /// Calls f.template operator()<D>() for the head size (one of flash_attention_bf16_supports).

@@ -94,6 +94,17 @@ FlashKernels flash_kernels(DType dtype);
 FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                   std::initializer_list<const Tensor*> outputs, const Tensor& lse);
 
+/// check_flash_tensors() and what the CUDA FlashAttention kernels (chapter 10's float32 ones,
+/// chapter 11's bfloat16 ones) need: q of `dtype` on a CUDA device, a head size that
+/// `supports_hs` accepts (`head_sizes` lists them for the error, e.g. "32, 64 or 128"), every
+/// data address and stride a multiple of 16 bytes (their 16-byte loads), at most 65535 heads
+/// B * NH and 2^24 positions. Throws tt::Error naming "cuda::" `op` otherwise.
+FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*supports_hs)(int64_t),
+                                       const char* head_sizes,
+                                       std::initializer_list<const Tensor*> inputs,
+                                       std::initializer_list<const Tensor*> outputs,
+                                       const Tensor& lse);
+
 namespace cpu {
 
 /// Query rows per tile of the CPU kernels (a tile of K and V is reused by that many rows).
