@@ -198,7 +198,8 @@ bool flash_attention_supports(DeviceType device, int64_t hs);
 /// FlashAttention kernels on strided views: no permute, no copy of q, k, v or y. Differentiable
 /// in qkv; the backward writes dqkv [B, T, 3C] in place of the three head gradients. Equals
 /// gpt2::causal_self_attention (chapter 09) up to rounding. Throws tt::Error naming the shapes
-/// when qkv is not [B, T, 3C] with C divisible by n_head (and, on CUDA, hs in {32, 64, 128}).
+/// when qkv is not [B, T, 3C] with C divisible by n_head (and, on CUDA, hs in {32, 64, 128};
+/// for a bfloat16 qkv, chapter 11's kernels: hs in {32, 64}).
 Tensor flash_attention_qkv(const Tensor& qkv, int64_t n_head);
 
 /// The same function composed from chapter 04's ops: softmax(masked_fill(q k^T / sqrt(hs),
