@@ -433,32 +433,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // ----- host side (given) ----------------------------------------------------
 
-/// Checks the kernels' tensors (check_flash_tensors, then what the CUDA kernels need: float32 on
-/// one CUDA device, hs one of 32, 64, 128, every data address and stride a multiple of 16 bytes
-/// for the float4 loads) and returns their geometry.
+/// Checks the kernels' tensors: float32 on one CUDA device, hs one of 32, 64, 128, and the rest of
+/// check_flash_cuda_tensors (16-byte addresses and strides for the float4 loads). Returns their
+/// geometry.
 FlashGeometry check_cuda_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
-  const Tensor& q = **inputs.begin();
-  TT_CHECK(q.defined() && q.device().is_cuda() && q.dtype() == DType::kFloat32, "cuda::", op,
-           ": expected float32 CUDA tensors [B, NH, T, hs] (float64 runs on the CPU only), got ",
-           q.defined() ? q.describe() : std::string("(undefined)"));
-  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse);
-  for (const auto group : {inputs, outputs}) {
-    for (const Tensor* t : group) {
-      TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
-               ": tensor data must be 16-byte aligned (take a clone()), got ", t->describe());
-    }
-  }
-  for (const FlashLayout& l : {g.qkv, g.out}) {
-    TT_CHECK(l.batch % 4 == 0 && l.head % 4 == 0 && l.row % 4 == 0, "cuda::", op,
-             ": strides must be multiples of 4 floats (16 bytes), got batch ", l.batch, ", head ",
-             l.head, ", row ", l.row, " for q ", q.describe());
-  }
-  TT_CHECK(flash_attention_supports(DeviceType::kCUDA, g.hs), "cuda::", op,
-           ": head size hs must be 32, 64 or 128 on CUDA, got hs = ", g.hs, " in q ", q.describe());
-  TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24), "cuda::", op,
-           ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());
-  return g;
+  return check_flash_cuda_tensors(
+      op, DType::kFloat32,
+      [](int64_t hs) { return flash_attention_supports(DeviceType::kCUDA, hs); }, "32, 64 or 128",
+      inputs, outputs, lse);
 }
 
 /// Calls f.template operator()<D, kExact>() for the head size and the TF32 setting.

@@ -2,6 +2,7 @@
 // (tt/flash_attention.h). The per-head algorithms are the exercises ch10.2 and ch10.3
 // (flash_attention_cpu.cc); the online softmax they use is ch10.1 (online_softmax.cc).
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,9 @@ struct FlashAttentionFn : autograd::Function {
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor q = in[0].contiguous(), k = in[1].contiguous(), v = in[2].contiguous();
     Tensor out = empty(q.shape(), {q.dtype(), q.device()});
-    lse_ = empty({q.size(0), q.size(1), q.size(2)}, {q.dtype(), q.device()});
-    call_kernel<FlashAttentionForwardKernel>("flash_attention_forward", q.device(), out, lse_, q, k,
-                                             v);
+    const FlashKernels kernels = flash_kernels(q.dtype());
+    lse_ = empty({q.size(0), q.size(1), q.size(2)}, {kernels.lse_dtype, q.device()});
+    call_kernel<FlashAttentionForwardKernel>(kernels.forward, q.device(), out, lse_, q, k, v);
     return {out};
   }
   void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
@@ -49,8 +50,8 @@ struct FlashAttentionFn : autograd::Function {
     const Tensor& q = s[0];
     const TensorOptions opts{q.dtype(), q.device()};
     Tensor dq = empty(q.shape(), opts), dk = empty(q.shape(), opts), dv = empty(q.shape(), opts);
-    call_kernel<FlashAttentionBackwardKernel>("flash_attention_backward", q.device(), dq, dk, dv,
-                                              grads[0].contiguous(), q, s[1], s[2], s[3], lse_);
+    call_kernel<FlashAttentionBackwardKernel>(flash_kernels(q.dtype()).backward, q.device(), dq, dk,
+                                              dv, grads[0].contiguous(), q, s[1], s[2], s[3], lse_);
     return {dq, dk, dv};
   }
   void release_saved() override {
@@ -79,9 +80,10 @@ struct FlashAttentionQkvFn : autograd::Function {
     const Tensor qkv = in[0].contiguous();
     const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
     Tensor y = empty({B, T, C}, {qkv.dtype(), qkv.device()});
-    lse_ = empty({B, n_head_, T}, {qkv.dtype(), qkv.device()});
+    const FlashKernels kernels = flash_kernels(qkv.dtype());
+    lse_ = empty({B, n_head_, T}, {kernels.lse_dtype, qkv.device()});
     call_kernel<FlashAttentionForwardKernel>(
-        "flash_attention_forward", qkv.device(), head_view(y, 0, C, n_head_), lse_,
+        kernels.forward, qkv.device(), head_view(y, 0, C, n_head_), lse_,
         head_view(qkv, 0, C, n_head_), head_view(qkv, C, C, n_head_),
         head_view(qkv, 2 * C, C, n_head_));
     return {y};
@@ -96,7 +98,7 @@ struct FlashAttentionQkvFn : autograd::Function {
     const Tensor dy = grads[0].contiguous();
     Tensor dqkv = empty(qkv.shape(), {qkv.dtype(), qkv.device()});
     auto heads = [&](const Tensor& t, int64_t first) { return head_view(t, first, C, n_head_); };
-    call_kernel<FlashAttentionBackwardKernel>("flash_attention_backward", qkv.device(),
+    call_kernel<FlashAttentionBackwardKernel>(flash_kernels(qkv.dtype()).backward, qkv.device(),
                                               heads(dqkv, 0), heads(dqkv, C), heads(dqkv, 2 * C),
                                               heads(dy, 0), heads(qkv, 0), heads(qkv, C),
                                               heads(qkv, 2 * C), heads(y, 0), lse_);
@@ -123,6 +125,13 @@ FlashGeometry check_cpu_tensors(const char* op, std::initializer_list<const Tens
 
 }  // namespace
 
+FlashKernels flash_kernels(DType dtype) {
+  if (dtype == DType::kBFloat16) {
+    return {"flash_attention_bf16_forward", "flash_attention_bf16_backward", DType::kFloat32};
+  }
+  return {"flash_attention_forward", "flash_attention_backward", dtype};
+}
+
 FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                   std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
   const Tensor& q = **inputs.begin();
@@ -147,10 +156,40 @@ FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Te
   g.qkv = layout_of(inputs, "inputs (q, k, v, dq, dk, dv)");
   g.out = layout_of(outputs, "outputs (out, dout)");
   const Shape rows{g.B, g.NH, g.T};
+  const DType lse_dtype = flash_kernels(q.dtype()).lse_dtype;
   TT_CHECK(lse.defined() && lse.device() == q.device() && lse.is_contiguous() &&
-               lse.dtype() == q.dtype() && lse.shape() == rows,
-           op, ": lse must be a contiguous tensor ", rows, " of q's dtype on ", q.device().str(),
-           ", got ", lse.defined() ? lse.describe() : std::string("(undefined)"));
+               lse.dtype() == lse_dtype && lse.shape() == rows,
+           op, ": lse must be a contiguous ", dtype_name(lse_dtype), " tensor ", rows, " on ",
+           q.device().str(), ", got ", lse.defined() ? lse.describe() : std::string("(undefined)"));
+  return g;
+}
+
+FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*supports_hs)(int64_t),
+                                       const char* head_sizes,
+                                       std::initializer_list<const Tensor*> inputs,
+                                       std::initializer_list<const Tensor*> outputs,
+                                       const Tensor& lse) {
+  const Tensor& q = **inputs.begin();
+  TT_CHECK(q.defined() && q.device().is_cuda() && q.dtype() == dtype, "cuda::", op, ": expected ",
+           dtype_name(dtype), " CUDA tensors [B, NH, T, hs], got ",
+           q.defined() ? q.describe() : std::string("(undefined)"));
+  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse);
+  TT_CHECK(supports_hs(g.hs), "cuda::", op, ": head size hs must be ", head_sizes, " for ",
+           dtype_name(dtype), " on CUDA, got hs = ", g.hs, " in q ", q.describe());
+  for (const auto group : {inputs, outputs}) {
+    for (const Tensor* t : group) {
+      TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
+               ": tensor data must be 16-byte aligned (take a clone()), got ", t->describe());
+    }
+  }
+  const int64_t per16 = 16 / static_cast<int64_t>(dtype_size(dtype));  // elements in 16 bytes
+  for (const FlashLayout& l : {g.qkv, g.out}) {
+    TT_CHECK(l.batch % per16 == 0 && l.head % per16 == 0 && l.row % per16 == 0, "cuda::", op,
+             ": strides must be multiples of 16 bytes (", per16, " ", dtype_name(dtype),
+             "), got batch ", l.batch, ", head ", l.head, ", row ", l.row, " for q ", q.describe());
+  }
+  TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24), "cuda::", op,
+           ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());
   return g;
 }
 

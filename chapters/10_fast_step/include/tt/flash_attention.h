@@ -72,13 +72,38 @@ struct FlashGeometry {
   FlashLayout out;  ///< layout of out (and of dout)
 };
 
+/// The registered kernels that compute FlashAttention on tensors of one dtype, and the dtype of
+/// their log-sum-exp.
+struct FlashKernels {
+  const char* forward;   ///< name of the FlashAttentionForwardKernel
+  const char* backward;  ///< name of the FlashAttentionBackwardKernel
+  DType lse_dtype;       ///< dtype of lse: the dtype of the softmax statistics
+};
+
+/// The kernels of `dtype`: "flash_attention_forward" / "flash_attention_backward" (this chapter)
+/// with lse of the same dtype for float32 and float64; for bfloat16, chapter 11's
+/// "flash_attention_bf16_forward" / "flash_attention_bf16_backward" (tt/flash_attention_bf16.h)
+/// with a float32 lse (softmax statistics stay fp32). The front-ends below call these.
+FlashKernels flash_kernels(DType dtype);
+
 /// Checks the tensors of a FlashAttention kernel call (`op` names it in errors) and returns
 /// their geometry: every tensor of `inputs` (q, k, v, ...) and `outputs` (out, ...) defined,
 /// [B, NH, T, hs] with q's shape, dtype and device and a unit stride along hs; the `inputs`
-/// share one set of strides and the `outputs` another; lse a contiguous [B, NH, T] of q's dtype
-/// on q's device. The device and dtype rules of each backend are checked by its kernels.
+/// share one set of strides and the `outputs` another; lse a contiguous [B, NH, T] of
+/// flash_kernels(q's dtype).lse_dtype on q's device. The device and dtype rules of each backend are checked by its kernels.
 FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                   std::initializer_list<const Tensor*> outputs, const Tensor& lse);
+
+/// check_flash_tensors() and what the CUDA FlashAttention kernels (chapter 10's float32 ones,
+/// chapter 11's bfloat16 ones) need: q of `dtype` on a CUDA device, a head size that
+/// `supports_hs` accepts (`head_sizes` lists them for the error, e.g. "32, 64 or 128"), every
+/// data address and stride a multiple of 16 bytes (their 16-byte loads), at most 65535 heads
+/// B * NH and 2^24 positions. Throws tt::Error naming "cuda::" `op` otherwise.
+FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*supports_hs)(int64_t),
+                                       const char* head_sizes,
+                                       std::initializer_list<const Tensor*> inputs,
+                                       std::initializer_list<const Tensor*> outputs,
+                                       const Tensor& lse);
 
 namespace cpu {
 
@@ -159,8 +184,9 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 }  // namespace cuda
 
 /// Causal attention of q, k, v [B, NH, T, hs] (same shape, dtype and device; float32 or float64,
-/// float32 only on CUDA) through the FlashAttention kernels, scale \f$ 1/\sqrt{hs} \f$. Result
-/// [B, NH, T, hs]; differentiable in q, k and v.
+/// float32 only on CUDA; bfloat16 through chapter 11's kernels, see flash_kernels()) through the
+/// FlashAttention kernels, scale \f$ 1/\sqrt{hs} \f$. Result [B, NH, T, hs]; differentiable in
+/// q, k and v.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 
 /// Whether the FlashAttention kernels of `device` take head size `hs`: any hs >= 1 on the CPU;

@@ -1,0 +1,65 @@
+/// @file flash_attention_bf16.h
+/// @brief Causal FlashAttention in bf16 on tensor cores (chapter 11): chapter 10's FlashAttention
+/// (tt/flash_attention.h) with bf16 q, k, v, out and gradients, mma.sync m16n8k16 bf16 products
+/// accumulated in fp32, and the softmax statistics in fp32.
+///
+/// The kernels are registered as "flash_attention_bf16_forward" and
+/// "flash_attention_bf16_backward" with chapter 10's signatures (FlashAttentionForwardKernel,
+/// FlashAttentionBackwardKernel) and strided views (FlashGeometry), so the packed qkv [B, T, 3C]
+/// of GPT-2 is read and dqkv written in place, as in chapter 10. Chapter 10's front-ends
+/// (flash_attention(), flash_attention_qkv()) send bfloat16 tensors to them; there the
+/// log-sum-exp is float32 (flash_lse_dtype()).
+///
+/// Precision: q, k, v, dout are bf16 (8 significant bits, relative rounding error up to
+/// \f$ 2^{-9} \f$); S = Q K^T, dP = dO V^T and the four other products accumulate in fp32; the
+/// online softmax (running max and sum), lse and \f$ D_i = \sum_c dO_{ic} O_{ic} \f$ are fp32;
+/// P and dS are rounded to bf16 only as operands of P V, P^T dO, dS K and dS^T Q; O, dQ, dK, dV
+/// are accumulated in fp32 registers and rounded to bf16 once. The backward computes dK, dV per
+/// 64-key tile and dQ per 64-query tile in two kernels (no atomics): results are deterministic.
+/// Key tiles above the diagonal are skipped.
+#pragma once
+
+#include <cstdint>
+
+#include "tt/flash_attention.h"
+
+namespace tt {
+
+/// Whether the CUDA bf16 FlashAttention kernels take head size `hs`: 32 or 64 (the register
+/// fragments of the warp's 16 rows are sized by hs; 128 would spill in the dK/dV kernel).
+bool flash_attention_bf16_supports(int64_t hs);
+
+namespace cpu {
+
+/// The CPU kernel "flash_attention_bf16_forward": an emulation for CPU-only builds and as a
+/// reference, bf16 inputs widened to fp32, chapter 10's cpu::flash_attention_forward, out rounded
+/// to bf16 (lse stays float32). Any hs.
+void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                  const Tensor& k, const Tensor& v);
+/// The CPU kernel "flash_attention_bf16_backward": chapter 10's cpu::flash_attention_backward on
+/// the fp32 values of the bf16 tensors, gradients rounded to bf16.
+void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                   const Tensor& dout, const Tensor& q, const Tensor& k,
+                                   const Tensor& v, const Tensor& out, const Tensor& lse);
+
+}  // namespace cpu
+
+namespace cuda {
+
+/// The CUDA kernel "flash_attention_bf16_forward" (CUDA builds only): writes out (bfloat16
+/// [B, NH, T, hs]) and lse (float32 [B, NH, T], natural log) from bfloat16 q, k, v. Every data
+/// address and stride a multiple of 16 bytes (8 bf16); hs as flash_attention_bf16_supports().
+/// Throws tt::Error naming the op and the tensors otherwise.
+void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                  const Tensor& k, const Tensor& v);
+
+/// The CUDA kernel "flash_attention_bf16_backward" (CUDA builds only): writes bfloat16 dq, dk, dv
+/// (not accumulated) from dout and the forward's q, k, v, out (bfloat16) and lse (float32),
+/// recomputing P from q, k and lse.
+void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                   const Tensor& dout, const Tensor& q, const Tensor& k,
+                                   const Tensor& v, const Tensor& out, const Tensor& lse);
+
+}  // namespace cuda
+
+}  // namespace tt

@@ -1,0 +1,65 @@
+// Helpers shared by the bf16 FlashAttention tests: bf16 inputs (N(0, 1) rounded to bf16), the
+// float64 reference of chapter 10's tests on exactly those values, and the bf16 tolerances.
+//
+// Tolerances, derived from the format. bf16 keeps 8 significant bits: rounding to nearest has a
+// relative error of at most u = 2^-9 = 1.95e-3 (RMS about u / sqrt(3) = 1.1e-3). The inputs are
+// bf16 already, so the reference sees the same values; products of two bf16 are exact in fp32
+// and the kernels accumulate in fp32, so S, lse and D carry only fp32 rounding (lse: 1e-5).
+//  - out: P is rounded to bf16 as the operand of P V (u per weight, averaging over the keys) and
+//    O once at the store (u): RMS ~1.5e-3 of the RMS of O. Required: ||err|| / ||ref|| <= 2u
+//    (3.9e-3, test10::relative_error) and every element within 4u |ref| + 4u (the second term:
+//    the P rounding, of size u times the |v| ~ 1 it weights).
+//  - dq, dk, dv: dS (or P) rounded as an mma operand (u), the store (u), and D = rowsum(dO o O)
+//    computed from the bf16 O (u relative to the terms of the sum), which enters dS = P (dP - D)
+//    for every key: RMS ~3e-3. Required: ||err|| / ||ref|| <= 4u (7.8e-3) and every element
+//    within 8u |ref| + 16u (3.1e-2).
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "../../10_fast_step/tests/ch10_test_util.h"
+#include "tt/flash_attention_bf16.h"
+
+namespace tt::test11 {
+
+/// Unit roundoff of bf16 (round to nearest, 8 significant bits).
+inline constexpr double kBf16U = 1.0 / 512;
+
+/// Tolerance: ||err|| / max(||ref||, sqrt(numel)) <= rel_norm, |err| <= atol + rtol |ref|.
+struct Tolerance {
+  double rel_norm, atol, rtol;
+};
+inline constexpr Tolerance kOut{2 * kBf16U, 4 * kBf16U, 4 * kBf16U};
+inline constexpr Tolerance kGrad{4 * kBf16U, 16 * kBf16U, 8 * kBf16U};
+inline constexpr Tolerance kLse{1e-5, 1e-5, 1e-5};
+
+/// Seeded bf16 attention inputs (CPU) and the same values in float32 (exact copies).
+struct Bf16Inputs {
+  test10::AttentionInputs bf16, f32;
+};
+
+/// N(0, 1) inputs of `shape` from seeds seed .. seed + 3, rounded to bf16.
+inline Bf16Inputs bf16_inputs(const Shape& shape, uint64_t seed) {
+  const test10::AttentionInputs x = test10::random_inputs(shape, seed);
+  Bf16Inputs r;
+  r.bf16 = {x.q.to(DType::kBFloat16), x.k.to(DType::kBFloat16), x.v.to(DType::kBFloat16),
+            x.dout.to(DType::kBFloat16)};
+  r.f32 = {r.bf16.q.to(DType::kFloat32), r.bf16.k.to(DType::kFloat32), r.bf16.v.to(DType::kFloat32),
+           r.bf16.dout.to(DType::kFloat32)};
+  return r;
+}
+
+/// EXPECTs `actual` (any dtype and device) within `tol` of the float64 `expected`; prints the
+/// measured relative norm error so that the margin to the tolerance is visible in the log.
+inline void expect_close(const Tensor& actual, const Tensor& expected, const Tolerance& tol,
+                         const std::string& what) {
+  const Tensor a = actual.to(Device::cpu()).to(DType::kFloat32).to(DType::kFloat64);
+  const double rel = test10::relative_error(a, expected);
+  EXPECT_LE(rel, tol.rel_norm) << what << ": ||err|| / ||ref|| = " << rel;
+  EXPECT_TENSOR_NEAR(a, expected, tol.atol, tol.rtol) << what;
+  std::printf("[ bf16 err ] %-40s ||err||/||ref|| = %.2e (tolerance %.2e)\n", what.c_str(), rel,
+              tol.rel_norm);
+}
+
+}  // namespace tt::test11
