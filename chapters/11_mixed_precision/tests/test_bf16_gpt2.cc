@@ -19,6 +19,7 @@
 
 #include "../../09_gpt2/tests/ch09_test_util.h"
 #include "tt/autograd.h"
+#include "tt/checkpoint.h"
 #include "tt/functional.h"
 #include "tt/gpt2.h"
 #include "tt/mixed_precision.h"
@@ -123,11 +124,13 @@ class Ch11_Bf16TrainGpt2 : public ::testing::Test {
     ASSERT_FALSE(app_.empty()) << "train_gpt2 is not built next to the test binary";
     test09::write_tiny_dataset(dir_.file("data"));
   }
-  test09::RunResult train(const std::string& extra, const std::string& out) {
+  /// train_gpt2 on the tiny dataset with `extra`; `where` picks the device and the width.
+  test09::RunResult train(const std::string& extra, const std::string& out,
+                          const std::string& where = "--device cpu --channels 32") {
     return test09::run_program(app_,
-                               "--data '" + dir_.file("data") +
-                                   "' --device cpu --threads 1 --layers 1 --heads 2 --channels 32 "
-                                   "--B 2 --T 8 --warmup 1 --eval-batches 1 --sample-tokens 2 " +
+                               "--data '" + dir_.file("data") + "' " + where +
+                                   " --threads 1 --layers 1 --heads 2 --B 2 --T 8 --warmup 1 "
+                                   "--eval-batches 1 --sample-tokens 2 " +
                                    extra + " --out '" + dir_.file(out) + "'",
                                dir_.file(out + ".log"));
   }
@@ -137,6 +140,18 @@ class Ch11_Bf16TrainGpt2 : public ::testing::Test {
 
 bool contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
+}
+
+// The checkpoint of a bf16 run holds no bfloat16 tensor: float32 master weights and AdamW state.
+void expect_float32_checkpoint(const std::string& path) {
+  const nn::StateDict state = ckpt::load(path);
+  EXPECT_FALSE(state.empty()) << path;
+  int64_t float32 = 0;
+  for (const auto& [name, t] : state) {
+    EXPECT_NE(t.dtype(), DType::kBFloat16) << name;  // scalars (lr, step) may be float64/int64
+    float32 += t.dtype() == DType::kFloat32;
+  }
+  EXPECT_GT(float32, 0) << path;
 }
 
 TEST_F(Ch11_Bf16TrainGpt2, RunsAndResumesExactly) {
@@ -149,6 +164,7 @@ TEST_F(Ch11_Bf16TrainGpt2, RunsAndResumesExactly) {
   const test09::RunResult resumed = train(base + " --resume", "crashed");
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_TRUE(contains(resumed.output, "at step 3")) << resumed.output;
+  expect_float32_checkpoint(dir_.file("crashed") + "/checkpoint.ttckpt");
   // The checkpoint holds the float32 parameters: the resumed run repeats steps 4.. bit for bit.
   EXPECT_EQ(test09::reproducible_columns(dir_.file("crashed") + "/train.csv"),
             test09::reproducible_columns(dir_.file("full") + "/train.csv"));
@@ -157,6 +173,17 @@ TEST_F(Ch11_Bf16TrainGpt2, RunsAndResumesExactly) {
   ASSERT_EQ(fp32.status, 0) << fp32.output;
   EXPECT_NE(test09::reproducible_columns(dir_.file("fp32") + "/train.csv"),
             test09::reproducible_columns(dir_.file("full") + "/train.csv"));
+}
+
+TEST_F(Ch11_Bf16TrainGpt2, RunsOnCudaWithItsMfuPeak) {
+  TT_SKIP_IF_NO_CUDA();
+  // --channels 64 --heads 2: head size 32, which the tensor-core bf16 FlashAttention takes.
+  const test09::RunResult run =
+      train("--precision bf16 --steps 3", "gpu", "--device cuda --channels 64");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "(bf16 mixed precision)")) << run.output;
+  EXPECT_TRUE(contains(run.output, "MFU")) << run.output;
+  expect_float32_checkpoint(dir_.file("gpu") + "/checkpoint.ttckpt");
 }
 
 TEST_F(Ch11_Bf16TrainGpt2, PrecisionMisusesAreRefusedWithTheirCause) {
