@@ -97,6 +97,7 @@ struct Options {
   double peak_tflops = 0;          // MFU reference; 0: a default for GPUs, none on the CPU
   bool tf32 = false;               // float32 cuBLAS GEMMs may use TF32 tensor cores
   std::string precision;           // fp32 | tf32 | bf16 ("": fp32, or tf32 with --tf32)
+  bool recompute = false;          // bf16: recompute each block's MLP in backward (chapter 11)
   double max_seconds = 0;          // stop early after this many seconds (0: no limit)
   int64_t kill_after_step = 0;     // testing: SIGKILL itself after logging this step (0: never)
   std::string attention = "auto";  // flash | naive | auto
@@ -145,6 +146,9 @@ const char* const kUsage =
     "                        precision (operation set \"bf16\": bf16 GEMMs and attention,\n"
     "                        float32 weights, residual stream, statistics and loss)\n"
     "  --tf32                the same as --precision tf32\n"
+    "  --recompute           with --precision bf16: recompute each block's MLP in backward\n"
+    "                        instead of keeping GELU's input and output (less memory, one\n"
+    "                        more MLP forward per step; operation set \"bf16_recompute\")\n"
     "fast path (chapter 10, when linked in):\n"
     "  --attention A         flash | naive | auto: FlashAttention on the packed qkv, or\n"
     "                        chapter 09's composition (auto: flash on CUDA when available)\n"
@@ -186,7 +190,7 @@ Options parse(int argc, char** argv) {
   args.flag("--print-device", &o.print_device);
   args.option("--log-every", &o.log_every).option("--peak-tflops", &o.peak_tflops);
   args.flag("--tf32", &o.tf32).option("--kill-after-step", &o.kill_after_step);
-  args.option("--precision", &o.precision);
+  args.option("--precision", &o.precision).flag("--recompute", &o.recompute);
   args.option("--attention", &o.attention).option("--fused", &o.fused);
   args.option("--profile-step", &o.profile_step);
   args.option("--zero", &o.zero).flag("--cuda-graph", &o.cuda_graph);
@@ -207,6 +211,8 @@ Options parse(int argc, char** argv) {
            "train_gpt2: --tf32 means --precision tf32; it contradicts --precision ", o.precision);
   if (o.precision.empty()) o.precision = o.tf32 ? "tf32" : "fp32";
   o.tf32 = o.precision == "tf32";
+  TT_CHECK(!o.recompute || o.precision == "bf16",
+           "train_gpt2: --recompute needs --precision bf16 (chapter 11's \"bf16_recompute\")");
   TT_CHECK(o.precision != "bf16" || (o.attention == "auto" && o.fused == "auto"),
            "train_gpt2: --precision bf16 uses chapter 11's operation set \"bf16\" as a whole; "
            "--attention and --fused choose among the float32 sets (fp32, tf32)");
@@ -218,15 +224,17 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-/// The operations of the run (--attention, --fused) over chapter 09's "reference" set and
-/// chapter 10's "fast" set, and the log line that says which.
+/// The operations of the run, and the log line that says which: chapter 11's "bf16" (or
+/// "bf16_recompute") set for --precision bf16; otherwise (--attention, --fused) over chapter 09's
+/// "reference" set and chapter 10's "fast" set.
 std::pair<ModelOps, std::string> choose_ops(const Options& o, Device device) {
   if (o.precision == "bf16") {
+    const std::string set = o.recompute ? "bf16_recompute" : "bf16";
     std::string sets;
     for (const std::string& name : model_ops_names()) sets += (sets.empty() ? "" : ", ") + name;
-    TT_CHECK(has_model_ops("bf16"), "train_gpt2: --precision bf16 needs chapter 11's operation ",
-             "set \"bf16\", which is not linked in (linked sets: ", sets, ")");
-    ModelOps bf16 = model_ops("bf16");
+    TT_CHECK(has_model_ops(set), "train_gpt2: --precision bf16 needs chapter 11's operation set \"",
+             set, "\", which is not linked in (linked sets: ", sets, ")");
+    ModelOps bf16 = model_ops(set);
     std::string todo;
     try {
       todo = model_ops_not_implemented(bf16, device);

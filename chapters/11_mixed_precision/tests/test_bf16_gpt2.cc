@@ -168,6 +168,12 @@ TEST_F(Ch11_Bf16TrainGpt2, RunsAndResumesExactly) {
   // The checkpoint holds the float32 parameters: the resumed run repeats steps 4.. bit for bit.
   EXPECT_EQ(test09::reproducible_columns(dir_.file("crashed") + "/train.csv"),
             test09::reproducible_columns(dir_.file("full") + "/train.csv"));
+  // --recompute (each block's MLP run again in backward) trains bit for bit the same.
+  const test09::RunResult rec = train(base + " --recompute", "recompute");
+  ASSERT_EQ(rec.status, 0) << rec.output;
+  EXPECT_TRUE(contains(rec.output, "MLP recomputed in backward")) << rec.output;
+  EXPECT_EQ(test09::reproducible_columns(dir_.file("recompute") + "/train.csv"),
+            test09::reproducible_columns(dir_.file("full") + "/train.csv"));
   // And bf16 is not float32: the same run in fp32 logs other losses.
   const test09::RunResult fp32 = train("--precision fp32 --eval-every 2 --steps 8", "fp32");
   ASSERT_EQ(fp32.status, 0) << fp32.output;
@@ -193,6 +199,9 @@ TEST_F(Ch11_Bf16TrainGpt2, PrecisionMisusesAreRefusedWithTheirCause) {
   const test09::RunResult both = train("--steps 2 --precision bf16 --tf32", "both");
   EXPECT_EQ(both.status, 1);
   EXPECT_TRUE(contains(both.output, "--tf32 means --precision tf32")) << both.output;
+  const test09::RunResult rec = train("--steps 2 --precision tf32 --recompute", "rec");
+  EXPECT_EQ(rec.status, 1);
+  EXPECT_TRUE(contains(rec.output, "--recompute needs --precision bf16")) << rec.output;
   const test09::RunResult mixed = train("--steps 2 --precision bf16 --fused off", "mixed");
   EXPECT_EQ(mixed.status, 1);
   EXPECT_TRUE(contains(mixed.output, "as a whole")) << mixed.output;
