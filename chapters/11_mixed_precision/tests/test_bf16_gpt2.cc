@@ -193,18 +193,18 @@ TEST_F(Ch11_Bf16TrainGpt2, RunsOnCudaWithItsMfuPeak) {
 }
 
 TEST_F(Ch11_Bf16TrainGpt2, PrecisionMisusesAreRefusedWithTheirCause) {
-  const test09::RunResult bad = train("--steps 2 --precision fp16", "bad");
-  EXPECT_EQ(bad.status, 1);
-  EXPECT_TRUE(contains(bad.output, "--precision must be fp32, tf32 or bf16")) << bad.output;
-  const test09::RunResult both = train("--steps 2 --precision bf16 --tf32", "both");
-  EXPECT_EQ(both.status, 1);
-  EXPECT_TRUE(contains(both.output, "--tf32 means --precision tf32")) << both.output;
-  const test09::RunResult rec = train("--steps 2 --precision tf32 --recompute", "rec");
-  EXPECT_EQ(rec.status, 1);
-  EXPECT_TRUE(contains(rec.output, "--recompute needs --precision bf16")) << rec.output;
-  const test09::RunResult mixed = train("--steps 2 --precision bf16 --fused off", "mixed");
-  EXPECT_EQ(mixed.status, 1);
-  EXPECT_TRUE(contains(mixed.output, "as a whole")) << mixed.output;
+  const std::pair<const char*, const char*> cases[] = {
+      {"--precision fp16", "--precision must be fp32, tf32 or bf16"},
+      {"--precision bf16 --tf32", "--tf32 means --precision tf32"},
+      {"--precision tf32 --recompute", "--recompute needs --precision bf16"},
+      {"--precision bf16 --fused off", "as a whole"}};
+  int i = 0;
+  for (const auto& [options, cause] : cases) {
+    const test09::RunResult run =
+        train(std::string("--steps 2 ") + options, "bad" + std::to_string(i++));
+    EXPECT_EQ(run.status, 1) << options;
+    EXPECT_TRUE(contains(run.output, cause)) << options << "\n" << run.output;
+  }
 }
 
 }  // namespace
