@@ -27,6 +27,14 @@
 //   gpt2_train_step/cuda_nowaste_tf32/...   chapter 09's reference ops ("A step without waste")
 //   gpt2_train_step/cuda_fast_tf32/...      the "fast" ModelOps set (tt/gpt2_ops.h: FlashAttention,
 //       fused classifier, ...); skipped, saying why, when no set "fast" is registered.
+// Chapter 11 modes, the same step with the "bf16" set (mixed precision: bf16 GEMMs and
+// FlashAttention, float32 master weights, residual stream, statistics and loss; float32 GEMMs
+// that remain run in TF32):
+//   gpt2_train_step/cuda_bf16/...           GPT-2 124M on CUDA
+//   gpt2_train_step/cuda_bf16_recompute/... the same with each block's MLP recomputed in
+//       backward (set "bf16_recompute", tt/recompute.h): peak_MiB saved, step time paid
+//   gpt2_train_step/cpu_bf16/...            the CPU mini step on the emulated path (float32
+//       arithmetic with bf16 roundings: it measures the emulation's cost, not a speed-up)
 // --cuda-graph runs both as a CUDA graph (tt::fast::GraphedTrainStep; names get "_graph":
 // cuda_nowaste_tf32_graph, cuda_fast_tf32_graph). Extra counters of every CUDA mode: peak_MiB
 // (the caching allocator's peak bytes allocated during the timed steps), syncs/step (host
@@ -187,7 +195,7 @@ class StepCounters {
 /// in `why`) when no set of that name is registered.
 bool install_model_ops(gpt2::GPT2& model, const std::string& ops, std::string& why) {
   if (!gpt2::has_model_ops(ops)) {
-    why = "no GPT-2 ModelOps set \"" + ops + "\" is registered (chapter 10's fast ops are not linked in)";
+    why = "no GPT-2 ModelOps set \"" + ops + "\" is registered (its chapter is not linked in)";
     return false;
   }
   model.set_ops(gpt2::model_ops(ops));
@@ -333,7 +341,9 @@ int main(int argc, char** argv) {
   const std::string graph = g_cuda_graph ? "_graph" : "";
   for (const auto& [mode, ops] :
        {std::pair<std::string, std::string>{"cuda_nowaste_tf32", "reference"},
-        std::pair<std::string, std::string>{"cuda_fast_tf32", "fast"}}) {
+        std::pair<std::string, std::string>{"cuda_fast_tf32", "fast"},
+        std::pair<std::string, std::string>{"cuda_bf16", "bf16"},
+        std::pair<std::string, std::string>{"cuda_bf16_recompute", "bf16_recompute"}}) {
     bench::register_on(
         "gpt2_train_step/" + mode + graph + "/" + gpt2_124m.args(), Device::cuda(),
         [gpt2_124m, mode, ops, graph](benchmark::State& st, Device d) {
@@ -347,6 +357,11 @@ int main(int argc, char** argv) {
   bench::register_on(
       "gpt2_train_step/cpu_fast/" + mini.args(), Device::cpu(),
       [mini](benchmark::State& st, Device d) { fast_train_step(st, d, mini, "cpu_fast", "fast"); },
+      3);
+  // Chapter 11: the CPU mini step on the bf16 emulated path.
+  bench::register_on(
+      "gpt2_train_step/cpu_bf16/" + mini.args(), Device::cpu(),
+      [mini](benchmark::State& st, Device d) { fast_train_step(st, d, mini, "cpu_bf16", "bf16"); },
       3);
   return bench::run_main(argc, argv, "bench_gpt2_step");
 }

@@ -18,6 +18,9 @@
 // fused ops). By default the fast ones are used wherever they are linked in and implemented (a
 // tiny probe step says so; a learner build whose chapter 10 is still TODO falls back to the
 // reference); --attention and --fused choose explicitly, and the start of the log says which.
+// --precision bf16 trains with chapter 11's operation set "bf16" (mixed precision: bf16 GEMMs
+// and attention, float32 master weights, residual stream, statistics and loss); the checkpoint
+// holds the float32 parameters, so a bf16 run resumes exactly as a float32 one.
 // --cuda-graph runs each step through chapter 10's graphed step runner (registered with
 // register_graphed_step_runner, tt/train.h): the same results, one graph launch per step.
 //
@@ -93,6 +96,8 @@ struct Options {
   int threads = 0;
   double peak_tflops = 0;          // MFU reference; 0: a default for GPUs, none on the CPU
   bool tf32 = false;               // float32 cuBLAS GEMMs may use TF32 tensor cores
+  std::string precision;           // fp32 | tf32 | bf16 ("": fp32, or tf32 with --tf32)
+  bool recompute = false;          // bf16: recompute each block's MLP in backward (chapter 11)
   double max_seconds = 0;          // stop early after this many seconds (0: no limit)
   int64_t kill_after_step = 0;     // testing: SIGKILL itself after logging this step (0: never)
   std::string attention = "auto";  // flash | naive | auto
@@ -135,8 +140,15 @@ const char* const kUsage =
     "  --log-every N         print a log line every N steps (1)\n"
     "  --kill-after-step N   testing: kill -9 itself right after logging step N (a crash\n"
     "                        to try --resume on; train.csv is cut back to the checkpoint)\n"
-    "  --tf32                let float32 GEMMs on the GPU use TF32 tensor cores (faster;\n"
-    "                        inputs rounded to 10-bit mantissas; off by default, as in PyTorch)\n"
+    "  --precision P         fp32 | tf32 | bf16 (default fp32). tf32: float32 GEMMs on the\n"
+    "                        GPU use TF32 tensor cores (inputs rounded to 10-bit mantissas;\n"
+    "                        off by default, as in PyTorch). bf16: chapter 11's mixed\n"
+    "                        precision (operation set \"bf16\": bf16 GEMMs and attention,\n"
+    "                        float32 weights, residual stream, statistics and loss)\n"
+    "  --tf32                the same as --precision tf32\n"
+    "  --recompute           with --precision bf16: recompute each block's MLP in backward\n"
+    "                        instead of keeping GELU's input and output (less memory, one\n"
+    "                        more MLP forward per step; operation set \"bf16_recompute\")\n"
     "fast path (chapter 10, when linked in):\n"
     "  --attention A         flash | naive | auto: FlashAttention on the packed qkv, or\n"
     "                        chapter 09's composition (auto: flash on CUDA when available)\n"
@@ -148,8 +160,8 @@ const char* const kUsage =
     "                        2 eager steps, then one capture, replayed with one launch per\n"
     "                        step; the same results bit for bit). Needs --device cuda and\n"
     "                        one process; not with --profile-step (a replay dispatches no op)\n"
-    "  --peak-tflops X       peak TFLOP/s for MFU (default on a GPU: 67, H100 FP32; with\n"
-    "                        --tf32: 495, H100 dense TF32)\n"
+    "  --peak-tflops X       peak TFLOP/s for MFU (default on a GPU, H100 dense: fp32 67,\n"
+    "                        tf32 495, bf16 989)\n"
     "data parallel (mpirun -np N train_gpt2 ..., needs chapter 12):\n"
     "  --zero 0|1            0: DDP (gradients averaged once per step); 1: ZeRO-1 (AdamW\n"
     "                        state sharded over the ranks; also valid in one process). Both\n"
@@ -178,6 +190,7 @@ Options parse(int argc, char** argv) {
   args.flag("--print-device", &o.print_device);
   args.option("--log-every", &o.log_every).option("--peak-tflops", &o.peak_tflops);
   args.flag("--tf32", &o.tf32).option("--kill-after-step", &o.kill_after_step);
+  args.option("--precision", &o.precision).flag("--recompute", &o.recompute);
   args.option("--attention", &o.attention).option("--fused", &o.fused);
   args.option("--profile-step", &o.profile_step);
   args.option("--zero", &o.zero).flag("--cuda-graph", &o.cuda_graph);
@@ -191,6 +204,18 @@ Options parse(int argc, char** argv) {
            "train_gpt2: --attention must be flash, naive or auto, got '", o.attention, "'");
   TT_CHECK(o.fused == "on" || o.fused == "off" || o.fused == "auto",
            "train_gpt2: --fused must be on, off or auto, got '", o.fused, "'");
+  TT_CHECK(o.precision.empty() || o.precision == "fp32" || o.precision == "tf32" ||
+               o.precision == "bf16",
+           "train_gpt2: --precision must be fp32, tf32 or bf16, got '", o.precision, "'");
+  TT_CHECK(!o.tf32 || o.precision.empty() || o.precision == "tf32",
+           "train_gpt2: --tf32 means --precision tf32; it contradicts --precision ", o.precision);
+  if (o.precision.empty()) o.precision = o.tf32 ? "tf32" : "fp32";
+  o.tf32 = o.precision == "tf32";
+  TT_CHECK(!o.recompute || o.precision == "bf16",
+           "train_gpt2: --recompute needs --precision bf16 (chapter 11's \"bf16_recompute\")");
+  TT_CHECK(o.precision != "bf16" || (o.attention == "auto" && o.fused == "auto"),
+           "train_gpt2: --precision bf16 uses chapter 11's operation set \"bf16\" as a whole; "
+           "--attention and --fused choose among the float32 sets (fp32, tf32)");
   TT_CHECK(o.profile_step >= 0, "train_gpt2: --profile-step must be >= 0");
   TT_CHECK(o.zero == 0 || o.zero == 1, "train_gpt2: --zero must be 0 or 1, got ", o.zero);
   TT_CHECK(!o.cuda_graph || o.profile_step == 0,
@@ -199,9 +224,29 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-/// The operations of the run (--attention, --fused) over chapter 09's "reference" set and
-/// chapter 10's "fast" set, and the log line that says which.
+/// The operations of the run, and the log line that says which: chapter 11's "bf16" (or
+/// "bf16_recompute") set for --precision bf16; otherwise (--attention, --fused) over chapter 09's
+/// "reference" set and chapter 10's "fast" set.
 std::pair<ModelOps, std::string> choose_ops(const Options& o, Device device) {
+  if (o.precision == "bf16") {
+    const std::string set = o.recompute ? "bf16_recompute" : "bf16";
+    std::string sets;
+    for (const std::string& name : model_ops_names()) sets += (sets.empty() ? "" : ", ") + name;
+    TT_CHECK(has_model_ops(set), "train_gpt2: --precision bf16 needs chapter 11's operation set \"",
+             set, "\", which is not linked in (linked sets: ", sets, ")");
+    ModelOps bf16 = model_ops(set);
+    std::string todo;
+    try {
+      todo = model_ops_not_implemented(bf16, device);
+    } catch (const Error& e) {
+      TT_THROW("train_gpt2: --precision bf16 does not run on ", device.str(),
+               " (a tiny probe step failed): ", e.what());
+    }
+    TT_CHECK(todo.empty(), "train_gpt2: --precision bf16: chapter 11's operations are not ",
+             "implemented yet (", todo.substr(0, todo.find('\n')), ")");
+    std::string line = "ops: bf16 mixed precision (" + bf16.description + ")";
+    return {std::move(bf16), line};
+  }
   const bool linked = has_model_ops("fast");
   const ModelOps fast = linked ? model_ops("fast") : ModelOps{};
   const std::string todo = linked ? model_ops_not_implemented(fast, device) : "";
@@ -488,13 +533,17 @@ int run(const Options& o) {
   }
   const double flops_tok = flops_per_token(cfg, model->num_parameters(), o.T);
   cuda::set_allow_tf32(o.tf32);
-  const double gpu_peak = o.tf32 ? 495.0 : 67.0;
+  // H100 SXM dense peaks: FP32 67, TF32 495, BF16 989 TFLOP/s.
+  const double gpu_peak = o.precision == "bf16" ? 989.0 : o.tf32 ? 495.0 : 67.0;
   const double peak = o.peak_tflops > 0 ? o.peak_tflops : (device.is_cuda() ? gpu_peak : 0.0);
   const double peak_all = peak * static_cast<double>(ranks);  // MFU over every rank's device
 
   std::printf("model: GPT-2 %s, %.2fM parameters, device %s%s, %d threads\n", cfg.str().c_str(),
               static_cast<double>(model->num_parameters()) / 1e6, device.str().c_str(),
-              device.is_cuda() && o.tf32 ? " (TF32 GEMMs)" : "", num_threads());
+              o.precision == "bf16"        ? " (bf16 mixed precision)"
+              : device.is_cuda() && o.tf32 ? " (TF32 GEMMs)"
+                                           : "",
+              num_threads());
   std::printf("data: %s (%lld train tokens, %lld batches/epoch), tokenizer %lld ids\n",
               o.data.c_str(), static_cast<long long>(train.num_tokens()),
               static_cast<long long>(train.batches_per_epoch()), static_cast<long long>(V));

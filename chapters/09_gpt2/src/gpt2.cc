@@ -121,7 +121,9 @@ Tensor GPT2::hidden(const Tensor& idx) {
   const Tensor pos = arange(0, static_cast<double>(T), 1, {DType::kInt64, idx.device()});
   Tensor x = add(wte->forward(idx), wpe->forward(pos));  // [B, T, C] + [T, C]
   const ModelOps& ops = *ops_;
-  if (ops.residual_layernorm || ops.linear || ops.linear_gelu) return fused_blocks(x);
+  if (ops.residual_layernorm || ops.linear || ops.linear_gelu || ops.recompute) {
+    return fused_blocks(x);
+  }
   for (Block* block : blocks_) x = block->forward(x);
   return ln_f->forward(x);
 }
@@ -136,7 +138,10 @@ Tensor GPT2::fused_blocks(const Tensor& x0) {
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
     Block& block = *blocks_[l];
     std::tie(x, ln) = residual_layernorm(ops, x, block.attn->forward(ln), *block.ln_2);
-    const Tensor m = linear(ops, linear_gelu(ops, ln, *block.mlp->c_fc), *block.mlp->c_proj);
+    const auto mlp = [&ops, &block](const Tensor& h) {
+      return linear(ops, linear_gelu(ops, h, *block.mlp->c_fc), *block.mlp->c_proj);
+    };
+    const Tensor m = ops.recompute ? ops.recompute(mlp, ln) : mlp(ln);
     nn::LayerNorm& next = l + 1 < blocks_.size() ? *blocks_[l + 1]->ln_1 : *ln_f;
     std::tie(x, ln) = residual_layernorm(ops, x, m, next);
   }
@@ -144,7 +149,16 @@ Tensor GPT2::fused_blocks(const Tensor& x0) {
 }
 
 Tensor GPT2::forward(const Tensor& idx) {
-  const Tensor x = hidden(idx);
+  Tensor x = hidden(idx);
+  // A mixed-precision set (chapter 11) ends the blocks in bfloat16: the logits are computed in
+  // the head's float32 (a plain conversion: training goes through classifier_loss instead).
+  if (x.dtype() != wte->weight.dtype()) {
+    TT_CHECK(!x.requires_grad(), "GPT2::forward: the hidden states are ", dtype_name(x.dtype()),
+             " (a mixed-precision ModelOps set) and the head is ", dtype_name(wte->weight.dtype()),
+             ": logits with gradients go through loss() (ModelOps::classifier_loss); call "
+             "forward under autograd::NoGradGuard");
+    x = x.to(wte->weight.dtype());
+  }
   // The head is tied to the token embedding; padded rows of wte (>= V) are never predicted.
   const Tensor& w = wte->weight;
   const Tensor head =

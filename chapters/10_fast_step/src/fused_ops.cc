@@ -108,18 +108,24 @@ constexpr int64_t kRowChunk = 64;
 void residual_layernorm_forward_cpu(const Tensor& r, const Tensor& y, const Tensor& mean,
                                     const Tensor& rstd, const Tensor& a, const Tensor& d,
                                     const Tensor& w, const Tensor& b, double eps) {
-  const int64_t C = check_row_tensors("cpu::residual_layernorm_forward", {&r, &y, &a, &d}, {&w, &b},
-                                      {&mean, &rstd});
+  const int64_t C = check_residual_layernorm_forward("cpu::residual_layernorm_forward", r, y, mean,
+                                                     rstd, a, d, w, b);
   const int64_t rows = r.numel() / C;
+  // A bfloat16 d or y (mixed precision, chapter 11): the row cores run on float32 copies, then y
+  // is rounded to bfloat16 (an emulation of the CUDA kernel, which converts as it reads and writes).
+  const Tensor d_t = d.dtype() == r.dtype() ? d : d.to(r.dtype());
+  const Tensor y_t = y.dtype() == r.dtype() ? y : empty(y.shape(), {r.dtype(), r.device()});
   dispatch_floating(r.dtype(), "cpu::residual_layernorm_forward", [&]<typename T>() {
     parallel_for(0, rows, kRowChunk, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0; i < r1; ++i) {
-        cpu::residual_layernorm_forward_row<T>(
-            a.data<T>() + i * C, d.data<T>() + i * C, w.data<T>(), b.data<T>(), r.data<T>() + i * C,
-            y.data<T>() + i * C, mean.data<T>() + i, rstd.data<T>() + i, C, static_cast<T>(eps));
+        cpu::residual_layernorm_forward_row<T>(a.data<T>() + i * C, d_t.data<T>() + i * C,
+                                               w.data<T>(), b.data<T>(), r.data<T>() + i * C,
+                                               y_t.data<T>() + i * C, mean.data<T>() + i,
+                                               rstd.data<T>() + i, C, static_cast<T>(eps));
       }
     });
   });
+  if (!y_t.is_same(y)) y.copy_(y_t);
 }
 
 void residual_layernorm_backward_cpu(const Tensor& dr, const Tensor& dw, const Tensor& db,
@@ -157,9 +163,10 @@ TT_REGISTER_KERNEL("residual_layernorm_forward", DeviceType::kCPU, residual_laye
 TT_REGISTER_KERNEL("residual_layernorm_backward", DeviceType::kCPU,
                    residual_layernorm_backward_cpu);
 
-// Inputs {residual, delta, w, b}; outputs {r, y}. mean and rstd are kept for backward.
+// Inputs {residual, delta, w, b}; outputs {r, y}, y of dtype y_dtype (the residual's, or bfloat16
+// for mixed precision; delta may be bfloat16 too). mean and rstd are kept for backward.
 struct ResidualLayerNormFn : autograd::Function {
-  explicit ResidualLayerNormFn(double eps) : eps_(eps) {}
+  ResidualLayerNormFn(double eps, DType y_dtype) : eps_(eps), y_dtype_(y_dtype) {}
   std::string name() const override { return "ResidualLayerNormBackward"; }
 
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
@@ -167,7 +174,8 @@ struct ResidualLayerNormFn : autograd::Function {
     const Tensor w = in[2].contiguous(), b = in[3].contiguous();
     const TensorOptions opts{a.dtype(), a.device()};
     const Shape stats(a.shape().begin(), a.shape().end() - 1);
-    Tensor r = empty(a.shape(), opts), y = empty(a.shape(), opts);
+    Tensor r = empty(a.shape(), opts), y = empty(a.shape(), {y_dtype_, a.device()});
+    delta_dtype_ = d.dtype();
     mean_ = empty(stats, opts);
     rstd_ = empty(stats, opts);
     call_kernel<ResidualLayerNormForwardKernel>("residual_layernorm_forward", a.device(), r, y,
@@ -182,10 +190,13 @@ struct ResidualLayerNormFn : autograd::Function {
     const Tensor& w = saved_tensors()[1];
     const TensorOptions opts{r.dtype(), r.device()};
     Tensor dr = empty(r.shape(), opts), dw = empty(w.shape(), opts), db = empty(w.shape(), opts);
+    // A bfloat16 gradient of y is widened for the kernel (mixed precision).
+    const Tensor dy =
+        grads[1].dtype() == r.dtype() ? grads[1].contiguous() : grads[1].to(r.dtype());
     call_kernel<ResidualLayerNormBackwardKernel>("residual_layernorm_backward", r.device(), dr, dw,
-                                                 db, grads[0].contiguous(), grads[1].contiguous(),
-                                                 r, w, mean_, rstd_);
-    return {dr, dr, dw, db};  // r = residual + delta: both get dr (the engine never adds in place)
+                                                 db, grads[0].contiguous(), dy, r, w, mean_, rstd_);
+    // r = residual + delta: both get dr (the engine never adds in place), delta in its dtype.
+    return {dr, delta_dtype_ == r.dtype() ? dr : dr.to(delta_dtype_), dw, db};
   }
   void release_saved() override {
     Function::release_saved();
@@ -194,6 +205,8 @@ struct ResidualLayerNormFn : autograd::Function {
   }
 
   double eps_;
+  DType y_dtype_;
+  DType delta_dtype_ = DType::kFloat32;
   Tensor mean_, rstd_;
 };
 
@@ -213,20 +226,53 @@ Tensor linear_gelu_lt(const Tensor& x, nn::Linear& layer) {
   return linear_impl(x, layer, true);
 }
 
+int64_t check_residual_layernorm_forward(const std::string& op, const Tensor& r, const Tensor& y,
+                                         const Tensor& mean, const Tensor& rstd, const Tensor& a,
+                                         const Tensor& d, const Tensor& w, const Tensor& b) {
+  const int64_t C = check_row_tensors(op, {&r, &a}, {&w, &b}, {&mean, &rstd});
+  for (const Tensor* t : {&d, &y}) {
+    const bool dtype_ok =
+        t->defined() && (t->dtype() == r.dtype() ||
+                         (t->dtype() == DType::kBFloat16 && r.dtype() == DType::kFloat32));
+    TT_CHECK(dtype_ok && t->shape() == r.shape() && t->device() == r.device() && t->is_contiguous(),
+             op, ": expected a contiguous ", dtype_name(r.dtype()),
+             r.dtype() == DType::kFloat32 ? " or bfloat16" : "", " tensor of shape ", r.shape(),
+             " on ", r.device(), " for d and y, got ",
+             t->defined() ? t->describe() : std::string("an undefined tensor"));
+  }
+  return C;
+}
+
 std::pair<Tensor, Tensor> residual_layernorm(const Tensor& residual, const Tensor& delta,
                                              nn::LayerNorm& ln) {
-  TT_CHECK(residual.defined() && delta.defined() && residual.shape() == delta.shape() &&
-               residual.dtype() == delta.dtype() && residual.device() == delta.device(),
+  TT_CHECK(residual.defined() && delta.defined() && residual.dtype() == delta.dtype(),
            "residual_layernorm: residual and delta must have one shape, dtype and device, got ",
+           residual.defined() ? residual.describe() : std::string("undefined"), " and ",
+           delta.defined() ? delta.describe() : std::string("undefined"));
+  return residual_layernorm_to(residual, delta, ln, residual.dtype());
+}
+
+std::pair<Tensor, Tensor> residual_layernorm_to(const Tensor& residual, const Tensor& delta,
+                                                nn::LayerNorm& ln, DType y_dtype) {
+  const char* op =
+      y_dtype == DType::kBFloat16 ? "residual_layernorm (bfloat16 output)" : "residual_layernorm";
+  TT_CHECK(residual.defined() && delta.defined() && residual.shape() == delta.shape() &&
+               residual.device() == delta.device(),
+           op, ": residual and delta must have one shape and device, got ",
            residual.defined() ? residual.describe() : std::string("undefined"), " and ",
            delta.defined() ? delta.describe() : std::string("undefined"));
   TT_CHECK(residual.dim() >= 1 && residual.size(-1) == ln.dim &&
                residual.dtype() == ln.weight.dtype() && residual.device() == ln.weight.device(),
-           "residual_layernorm: expected [..., ", ln.dim,
-           "] with the LayerNorm's dtype and device ", ln.weight.describe(), ", got ",
-           residual.describe());
-  const auto out =
-      autograd::Function::apply<ResidualLayerNormFn>({residual, delta, ln.weight, ln.bias}, ln.eps);
+           op, ": expected [..., ", ln.dim, "] with the LayerNorm's dtype and device ",
+           ln.weight.describe(), ", got ", residual.describe());
+  const auto mixed_ok = [&](DType t) {
+    return t == residual.dtype() || (t == DType::kBFloat16 && residual.dtype() == DType::kFloat32);
+  };
+  TT_CHECK(mixed_ok(delta.dtype()) && mixed_ok(y_dtype), op, ": delta and the output must have ",
+           "the residual's dtype, or be bfloat16 with a float32 residual; got residual ",
+           residual.describe(), ", delta ", delta.describe(), ", output ", dtype_name(y_dtype));
+  const auto out = autograd::Function::apply<ResidualLayerNormFn>(
+      {residual, delta, ln.weight, ln.bias}, ln.eps, y_dtype);
   return {out[0], out[1]};
 }
 

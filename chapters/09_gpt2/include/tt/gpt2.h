@@ -108,7 +108,9 @@ class GPT2 : public nn::Module {
   /// The operations in use (reference_model_ops() until set_ops is called).
   const ModelOps& ops() const { return *ops_; }
 
-  /// Logits [B, T, V] for int64 tokens idx [B, T] (T <= block_size, tokens < Vp).
+  /// Logits [B, T, V] for int64 tokens idx [B, T] (T <= block_size, tokens < Vp). With a
+  /// mixed-precision set (bfloat16 hidden states) only under autograd::NoGradGuard: the logits
+  /// are then computed in float32 from the converted hidden states (training uses loss()).
   Tensor forward(const Tensor& idx) override;
   /// ln_f of the last block's output, [B, T, C]: the input of the language-model head.
   /// With ops().residual_layernorm, ops().linear or ops().linear_gelu set, the blocks run as

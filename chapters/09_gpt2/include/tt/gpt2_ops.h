@@ -50,6 +50,14 @@ struct ModelOps {
                        const Tensor& targets)>
       classifier_loss;
 
+  /// Activation recomputation (chapter 11): runs `segment` (a part of the forward pass; the
+  /// model passes each block's MLP, ln -> c_proj(gelu(c_fc(ln)))) on x, keeping for backward only
+  /// x instead of the segment's intermediate tensors, and running the segment again in backward.
+  /// Values and gradients equal segment(x)'s. Empty: segment(x), everything kept. Not an
+  /// operation with a reference composition: reference_members() does not list it.
+  std::function<Tensor(const std::function<Tensor(const Tensor&)>& segment, const Tensor& x)>
+      recompute;
+
   /// A short description for logs, e.g. "flash attention, fused classifier".
   std::string description;
 };

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "tt/layers.h"
@@ -45,9 +46,28 @@ Tensor linear_gelu_lt(const Tensor& x, nn::Linear& layer);
 std::pair<Tensor, Tensor> residual_layernorm(const Tensor& residual, const Tensor& delta,
                                              nn::LayerNorm& ln);
 
+/// residual_layernorm for mixed precision (chapter 11): the same {r, ln(r)}, with r of the
+/// residual's dtype, `delta` of that dtype or bfloat16 (when the residual is float32) and y made
+/// in `y_dtype` (the residual's dtype or bfloat16). The statistics are computed in the residual's
+/// dtype; backward gives the residual a gradient of its dtype and delta one of delta's (the
+/// float32 gradient rounded to bfloat16). Throws tt::Error as residual_layernorm, and naming the
+/// dtypes for any other combination.
+std::pair<Tensor, Tensor> residual_layernorm_to(const Tensor& residual, const Tensor& delta,
+                                                nn::LayerNorm& ln, DType y_dtype);
+
+/// Checks the tensors of the kernel "residual_layernorm_forward" for the op `op`: contiguous, on
+/// one device; r, a [..., C], mean, rstd [...], w, b [C] of one floating dtype; d and y [..., C]
+/// of that dtype or bfloat16 when it is float32. Returns C; throws tt::Error naming the op and
+/// the offending tensor otherwise.
+int64_t check_residual_layernorm_forward(const std::string& op, const Tensor& r, const Tensor& y,
+                                         const Tensor& mean, const Tensor& rstd, const Tensor& a,
+                                         const Tensor& d, const Tensor& w, const Tensor& b);
+
 /// Kernel "residual_layernorm_forward": r = a + d, then per row of C: mean, rstd =
 /// 1/sqrt(var + eps) (biased variance), y = (r - mean) rstd w + b. All contiguous; r, y, a, d of
-/// shape [..., C]; mean and rstd [...]; w and b [C].
+/// shape [..., C]; mean and rstd [...]; w and b [C]. d and y may be bfloat16 while the rest is
+/// float32 (check_residual_layernorm_forward): d is widened exactly, y rounded to nearest even;
+/// the sums and statistics stay float32 (on the CPU through float32 copies, an emulation).
 using ResidualLayerNormForwardKernel = void(const Tensor& r, const Tensor& y, const Tensor& mean,
                                             const Tensor& rstd, const Tensor& a, const Tensor& d,
                                             const Tensor& w, const Tensor& b, double eps);
