@@ -1,4 +1,4 @@
-// Chapter 11 exercise ch11.5: the backward of activation recomputation (tt/recompute.h). The
+// Chapter 11 exercise ch11.3: the backward of activation recomputation (tt/recompute.h). The
 // autograd Function that calls it, and the forward without a graph, are in recompute.cc.
 #include "tt/autograd.h"
 #include "tt/recompute.h"
@@ -26,7 +26,7 @@ Tensor recompute_backward(const Segment& segment, const Tensor& x, const Tensor&
   return leaf.grad();
 #else
   (void)segment, (void)x, (void)dy;
-  TT_TODO("ch11.5",
+  TT_TODO("ch11.3",
           "recompute_backward: re-runs segment on a fresh leaf holding x's values with grad mode "
           "on, backpropagates dy through that graph (the segment's parameters accumulate their "
           "gradients) and returns the leaf's gradient, of x's shape, dtype and device");

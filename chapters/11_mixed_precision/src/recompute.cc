@@ -1,5 +1,5 @@
 // recompute (tt/recompute.h): the autograd Function around a segment run without its graph. Its
-// backward, the re-run, is exercise ch11.5 (recompute_backward.cc).
+// backward, the re-run, is exercise ch11.3 (recompute_backward.cc).
 #include "tt/recompute.h"
 
 #include <string>

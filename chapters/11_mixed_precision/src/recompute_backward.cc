@@ -3,7 +3,7 @@
 //   cmake --build --preset learner --target check-ch11
 // Generated from solutions/11_mixed_precision/recompute_backward.cc by tools/sync_starters (maintainers: edit that file instead).
 // ============================================================================================
-// Chapter 11 exercise ch11.5: the backward of activation recomputation (tt/recompute.h). The
+// Chapter 11 exercise ch11.3: the backward of activation recomputation (tt/recompute.h). The
 // autograd Function that calls it, and the forward without a graph, are in recompute.cc.
 #include "tt/autograd.h"
 #include "tt/recompute.h"
@@ -13,7 +13,7 @@ namespace tt {
 
 Tensor recompute_backward(const Segment& segment, const Tensor& x, const Tensor& dy) {
   (void)segment, (void)x, (void)dy;
-  TT_TODO("ch11.5",
+  TT_TODO("ch11.3",
           "recompute_backward: re-runs segment on a fresh leaf holding x's values with grad mode "
           "on, backpropagates dy through that graph (the segment's parameters accumulate their "
           "gradients) and returns the leaf's gradient, of x's shape, dtype and device");

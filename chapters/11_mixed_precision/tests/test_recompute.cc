@@ -1,4 +1,4 @@
-// Activation recomputation (tt/recompute.h, exercise ch11.5): the same values and gradients as
+// Activation recomputation (tt/recompute.h, exercise ch11.3): the same values and gradients as
 // the segment run normally, bit for bit (the same ops on the same values, in the same order),
 // with only the segment's input kept between forward and backward.
 #include <cstddef>
@@ -32,7 +32,7 @@ std::size_t cpu_bytes_in_use() {
   return backend_for(DeviceType::kCPU).allocator(0).stats().allocated;
 }
 
-TEST(Ch11_5_Recompute, SameValuesAndGradientsAsTheSegment) {
+TEST(Ch11_3_Recompute, SameValuesAndGradientsAsTheSegment) {
   const Tensor g = test10::randn_t({3, 7, 16}, 21, DType::kFloat32);
   Tensor grads_ref[5], grads_rec[5];
   Tensor y_ref, y_rec;
@@ -56,7 +56,7 @@ TEST(Ch11_5_Recompute, SameValuesAndGradientsAsTheSegment) {
   }
 }
 
-TEST(Ch11_5_Recompute, KeepsOnlyTheInputBetweenForwardAndBackward) {
+TEST(Ch11_3_Recompute, KeepsOnlyTheInputBetweenForwardAndBackward) {
   const int64_t rows = 64;
   // The MLP's intermediates: fc's output [rows, 64] and gelu's [rows, 64], float32.
   const std::size_t intermediates = 2 * rows * 64 * sizeof(float);
@@ -75,7 +75,7 @@ TEST(Ch11_5_Recompute, KeepsOnlyTheInputBetweenForwardAndBackward) {
       << "without recompute " << kept[false] << " bytes, with " << kept[true];
 }
 
-TEST(Ch11_5_Recompute, Bf16Gpt2GivesTheSameStepWithTheMlpRecomputed) {
+TEST(Ch11_3_Recompute, Bf16Gpt2GivesTheSameStepWithTheMlpRecomputed) {
   const gpt2::GPT2Config config = test09::tiny_config();
   const Batch batch = test09::fixed_batch(2, 12, config.vocab_size, 31);
   double loss[2] = {0, 0};

@@ -30,7 +30,7 @@ using Segment = std::function<Tensor(const Tensor&)>;
 /// Throws tt::Error when x is undefined.
 Tensor recompute(const Segment& segment, const Tensor& x);
 
-/// The backward of recompute (exercise ch11.5): re-runs `segment` on a copy of x's values that
+/// The backward of recompute (exercise ch11.3): re-runs `segment` on a copy of x's values that
 /// is a fresh leaf requiring grad, with grad mode on, backpropagates `dy` (the gradient of the
 /// segment's output) through the graph it records, and returns the leaf's gradient, dx (the shape,
 /// dtype and device of x). The parameters the segment uses receive their gradients on the way.
