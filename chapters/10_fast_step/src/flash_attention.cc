@@ -174,8 +174,6 @@ FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*suppo
            dtype_name(dtype), " CUDA tensors [B, NH, T, hs], got ",
            q.defined() ? q.describe() : std::string("(undefined)"));
   const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse);
-  TT_CHECK(supports_hs(g.hs), "cuda::", op, ": head size hs must be ", head_sizes, " for ",
-           dtype_name(dtype), " on CUDA, got hs = ", g.hs, " in q ", q.describe());
   for (const auto group : {inputs, outputs}) {
     for (const Tensor* t : group) {
       TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
@@ -188,6 +186,9 @@ FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*suppo
              ": strides must be multiples of 16 bytes (", per16, " ", dtype_name(dtype),
              "), got batch ", l.batch, ", head ", l.head, ", row ", l.row, " for q ", q.describe());
   }
+  // After the layout checks: a misaligned view reports its alignment whatever its head size.
+  TT_CHECK(supports_hs(g.hs), "cuda::", op, ": head size hs must be ", head_sizes, " for ",
+           dtype_name(dtype), " on CUDA, got hs = ", g.hs, " in q ", q.describe());
   TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24), "cuda::", op,
            ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());
   return g;
