@@ -59,7 +59,9 @@ double norm(const Tensor& t) {
   return std::sqrt(sum(mul(t, t)).item());
 }
 
-void expect_bf16_close(const LossAndGrads& b16, const LossAndGrads& f32) {
+/// `grad_units`: the gradients' tolerance in units of u (16 for the 2-block tiny model; the
+/// chain of roundings grows with the depth, its RMS as the square root of the block count).
+void expect_bf16_close(const LossAndGrads& b16, const LossAndGrads& f32, double grad_units = 16) {
   std::printf("[ bf16 ] loss %.6f vs float32 %.6f (rel %.2e, tolerance %.2e)\n", b16.loss, f32.loss,
               std::abs(b16.loss - f32.loss) / f32.loss, 4 * kU);
   EXPECT_NEAR(b16.loss, f32.loss, 4 * kU * f32.loss);
@@ -69,10 +71,10 @@ void expect_bf16_close(const LossAndGrads& b16, const LossAndGrads& f32) {
     const auto& [name, ref] = f32.grads[i];
     const double rel = norm(sub(b16.grads[i].second, ref)) / std::max(norm(ref), 1e-12);
     worst = std::max(worst, rel);
-    EXPECT_LE(rel, 16 * kU) << name << ": ||g_bf16 - g_f32|| / ||g_f32||";
+    EXPECT_LE(rel, grad_units * kU) << name << ": ||g_bf16 - g_f32|| / ||g_f32||";
   }
   std::printf("[ bf16 ] worst gradient ||err|| / ||ref|| = %.2e (tolerance %.2e)\n", worst,
-              16 * kU);
+              grad_units * kU);
   // The bf16 path really rounds: it is not the float32 computation in disguise.
   EXPECT_NE(b16.loss, f32.loss);
 }
@@ -91,6 +93,34 @@ TEST(Ch11_Bf16Gpt2Cuda, LossAndGradientsWithinBf16ToleranceOfFloat32) {
   const Batch batch = test09::fixed_batch(2, 12, config.vocab_size, 12);
   expect_bf16_close(run_model("bf16", batch, config, Device::cuda(0)),
                     run_model("reference", batch, config));
+}
+
+// GPT-2 124M (12 blocks, V = 50257, hs = 64) on the GPU: bf16 against our float32 model (chapter
+// 09's reference operations, TF32 off), on the same GPU, from the same initialization. Logits:
+// 12 blocks of ~5 roundings each, RMS sqrt(60) u = 1.5e-2 relative; tolerance 16u = 3.1e-2.
+// Gradients: the tiny model's 16u scaled by sqrt(12 / 2) blocks: 40u = 7.8e-2 per parameter.
+TEST(Ch11_Bf16Gpt2Cuda, Gpt2_124MLogitsLossAndGradientsWithinBf16ToleranceOfFloat32) {
+  TT_SKIP_IF_NO_CUDA();
+  const gpt2::GPT2Config config;  // GPT-2 124M
+  const Device gpu = Device::cuda(0);
+  const Batch batch = test09::fixed_batch(4, 256, config.vocab_size, 13);
+  Tensor logits[2];
+  const char* const sets[2] = {"bf16", "reference"};
+  for (int i = 0; i < 2; ++i) {
+    gpt2::GPT2 model(config, 7);
+    model.to(gpu);
+    model.set_ops(gpt2::model_ops(sets[i]));
+    autograd::NoGradGuard no_grad;
+    logits[i] = model.forward(batch.inputs.to(gpu)).to(Device::cpu());
+    EXPECT_EQ(logits[i].dtype(), DType::kFloat32) << sets[i];
+  }
+  const double rel = norm(sub(logits[0], logits[1])) / norm(logits[1]);
+  std::printf("[ bf16 ] GPT-2 124M logits ||err|| / ||ref|| = %.2e (tolerance %.2e)\n", rel,
+              16 * kU);
+  EXPECT_LE(rel, 16 * kU);
+  EXPECT_GT(rel, 0) << "the bf16 path rounds";
+  expect_bf16_close(run_model("bf16", batch, config, gpu),
+                    run_model("reference", batch, config, gpu), 40);
 }
 
 TEST(Ch11_Bf16Gpt2, TheSetRunsOnTheCpuAndSaysWhatItIs) {
