@@ -244,7 +244,7 @@ std::pair<ModelOps, std::string> choose_ops(const Options& o, Device device) {
     }
     TT_CHECK(todo.empty(), "train_gpt2: --precision bf16: chapter 11's operations are not ",
              "implemented yet (", todo.substr(0, todo.find('\n')), ")");
-    std::string line = "ops: bf16 mixed precision (" + bf16.description + ")";
+    std::string line = "ops: " + bf16.description;  // it starts with "bf16 mixed precision"
     return {std::move(bf16), line};
   }
   const bool linked = has_model_ops("fast");
