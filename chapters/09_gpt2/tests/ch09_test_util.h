@@ -129,6 +129,21 @@ inline std::string gpt2_124m_ref_dir() {
   return dir == nullptr || *dir == '\0' ? std::string() : std::string(dir) + "/";
 }
 
+/// The parameters whose gradients the GPT-2 124M checks compare with PyTorch's (the files
+/// grad_<name>.npy that check_gpt2_124m.py writes): both embeddings, one matrix of each kind from
+/// the first, middle and last block, a LayerNorm weight and the final LayerNorm.
+inline const std::vector<std::string>& gpt2_124m_checked_grads() {
+  static const std::vector<std::string> names = {"wte.weight",
+                                                 "wpe.weight",
+                                                 "h.0.attn.c_attn.weight",
+                                                 "h.5.mlp.c_fc.weight",
+                                                 "h.11.mlp.c_proj.weight",
+                                                 "h.11.ln_2.weight",
+                                                 "ln_f.weight",
+                                                 "ln_f.bias"};
+  return names;
+}
+
 /// Why a GPT-2 124M check skipped.
 inline constexpr const char* kGpt2RefHint =
     "TT_GPT2_124M_REF is not set: run reference_data/ch09/check_gpt2_124m.py --out DIR on the "

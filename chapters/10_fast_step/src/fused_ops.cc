@@ -90,13 +90,7 @@ bool use_lt(const Tensor& x) {
 }
 
 Tensor linear_impl(const Tensor& x, nn::Linear& layer, bool gelu) {
-  Shape out_shape = x.shape();
-  out_shape.back() = layer.out_features;
-  // The free (differentiable) view functions: Tensor's own methods carry no gradient.
-  const Tensor x2 = reshape(contiguous(x), {x.numel() / layer.in_features, layer.in_features});
-  std::vector<Tensor> in{x2, layer.weight};
-  if (layer.bias.defined()) in.push_back(layer.bias);
-  return reshape(autograd::Function::apply<LinearLtFn>(in, gelu)[0], out_shape);
+  return apply_linear_function<LinearLtFn>(x, layer, gelu);
 }
 
 // ----- residual + LayerNorm ------------------------------------------------------------------

@@ -33,14 +33,7 @@ namespace {
 
 using test09::max_abs_diff;
 
-const std::vector<std::string> kGrads = {"wte.weight",
-                                         "wpe.weight",
-                                         "h.0.attn.c_attn.weight",
-                                         "h.5.mlp.c_fc.weight",
-                                         "h.11.mlp.c_proj.weight",
-                                         "h.11.ln_2.weight",
-                                         "ln_f.weight",
-                                         "ln_f.bias"};
+const std::vector<std::string>& kGrads = test09::gpt2_124m_checked_grads();
 
 /// One forward (sampled logits), loss and backward of `model` on the batch.
 struct Outputs {

@@ -146,13 +146,7 @@ Tensor linear_bf16_impl(const char* op, const Tensor& x, nn::Linear& layer, bool
            "input ", x.describe(), ", weight ", layer.weight.describe());
   TT_CHECK(!gelu || layer.bias.defined(), op, ": the layer must have a bias (", layer.extra_repr(),
            ")");
-  Shape out_shape = x.shape();
-  out_shape.back() = layer.out_features;
-  // The free (differentiable) view functions: Tensor's own methods carry no gradient.
-  const Tensor x2 = reshape(contiguous(x), {x.numel() / layer.in_features, layer.in_features});
-  std::vector<Tensor> in{x2, layer.weight};
-  if (layer.bias.defined()) in.push_back(layer.bias);
-  return reshape(autograd::Function::apply<LinearBf16Fn>(in, gelu)[0], out_shape);
+  return apply_linear_function<LinearBf16Fn>(x, layer, gelu);
 }
 
 }  // namespace

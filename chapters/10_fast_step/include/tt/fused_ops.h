@@ -19,8 +19,11 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "tt/autograd.h"
 #include "tt/layers.h"
+#include "tt/ops_view.h"
 #include "tt/tensor.h"
 
 namespace tt {
@@ -37,6 +40,21 @@ Tensor linear_lt(const Tensor& x, nn::Linear& layer);
 /// h = x W^T + b (CUBLASLT_EPILOGUE_GELU_AUX_BIAS) for backward. Backward: dh = dy gelu'(h), then
 /// as linear_lt with dh. Throws as linear_lt, and when the layer has no bias.
 Tensor linear_gelu_lt(const Tensor& x, nn::Linear& layer);
+
+/// Runs a linear layer's autograd Function `Fn` on x [..., in]: x flattened (contiguous) to
+/// [M, in], inputs {x2, weight, bias if the layer has one} and the argument `gelu`, the output
+/// [M, out] reshaped to [..., out]. Shared by linear_lt / linear_gelu_lt and chapter 11's bf16
+/// linear layers, which differ only in `Fn`.
+template <typename Fn>
+Tensor apply_linear_function(const Tensor& x, nn::Linear& layer, bool gelu) {
+  Shape out_shape = x.shape();
+  out_shape.back() = layer.out_features;
+  // The free (differentiable) view functions: Tensor's own methods carry no gradient.
+  const Tensor x2 = reshape(contiguous(x), {x.numel() / layer.in_features, layer.in_features});
+  std::vector<Tensor> in{x2, layer.weight};
+  if (layer.bias.defined()) in.push_back(layer.bias);
+  return reshape(autograd::Function::apply<Fn>(in, gelu)[0], out_shape);
+}
 
 /// The residual update followed by the next LayerNorm: returns {r, ln(r)} with
 /// r = residual + delta, residual and delta of one shape [..., C] with C = ln.dim. Forward reads
