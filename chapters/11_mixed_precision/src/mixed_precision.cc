@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "tt/autograd.h"
-#include "tt/dispatcher.h"
 #include "tt/flash_attention.h"
 #include "tt/flash_attention_bf16.h"
 #include "tt/gpt2.h"
@@ -53,18 +52,6 @@ Tensor bf16_attention(const Tensor& qkv, int64_t n_head) {
                        ? flash_attention_qkv(x32, n_head)
                        : gpt2::causal_self_attention(x32, n_head);
   return to_dtype(y, DType::kBFloat16);
-}
-
-std::string bf16_unavailable(Device device) {
-  const KernelRegistry& registry = KernelRegistry::instance();
-  for (const char* kernel :
-       {"cast", "flash_attention_bf16_forward", "residual_layernorm_forward"}) {
-    if (!registry.has(kernel, device.type)) {
-      return std::string("no \"") + kernel + "\" kernel for " + device.str() +
-             " (bfloat16 needs chapter 11's kernels on the device)";
-    }
-  }
-  return "";
 }
 
 }  // namespace tt

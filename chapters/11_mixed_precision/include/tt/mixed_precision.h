@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "tt/gpt2_ops.h"
 #include "tt/tensor.h"
@@ -30,10 +29,6 @@ Tensor to_dtype(const Tensor& x, DType dtype);
 /// to chapter 11's tensor-core kernels (tt/flash_attention_bf16.h). Head sizes those kernels do
 /// not take run chapter 10's float32 attention between two conversions.
 Tensor bf16_attention(const Tensor& qkv, int64_t n_head);
-
-/// Why the "bf16" set cannot run on `device` (no "cast" or bfloat16 FlashAttention kernel
-/// registered for it), or "" when it can.
-std::string bf16_unavailable(Device device);
 
 namespace gpt2 {
 /// Chapter 11's operation set, registered as "bf16": bf16_attention, residual_layernorm_bf16
