@@ -9,8 +9,11 @@
 //
 // Why "multi-tensor apply": GPT-2 small has ~150 parameter tensors. One AdamW launch per tensor
 // (PyTorch's for-each-free path) means ~150 launches of a few microseconds each, most of them
-// too small to fill the GPU. Here every step is ONE launch: a table of (p, g, m, v, numel)
-// pointers and a list of fixed-size chunks go to the device, and each block walks the chunks.
+// too small to fill the GPU. Here every step is ONE launch over a multi-tensor table
+// (tt/multi_tensor.h): (p, g, m, v, numel) pointers and a list of fixed-size chunks go to the
+// device, and each block walks the chunks.
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,6 +25,7 @@
 #include "tt/cuda_device.h"
 #include "tt/dispatcher.h"
 #include "tt/fused_optim.h"
+#include "tt/multi_tensor.h"
 #include "tt/todo.h"
 
 namespace tt {
@@ -42,120 +46,62 @@ TT_HOST_DEVICE void adamw_update(float& p, float g, float& m, float& v,
 namespace cuda {
 namespace {
 
-// ----- the multi-tensor table (given) -----------------------------------------------------------
-
-constexpr int kMaxLists = 4;
 constexpr int kThreads = 256;
-
-/// Tensor i of every list: up to four pointers (e.g. p, g, m, v) of numel floats each.
-struct MtEntry {
-  float* ptr[kMaxLists];
-  int64_t numel;
-  int64_t vec;  ///< 1 when every pointer is 16-byte aligned (float4 accesses allowed)
-};
-/// One chunk: kMultiTensorChunk elements of entry `entry` starting at `begin`.
-struct MtChunk {
-  int64_t entry;
-  int64_t begin;
-};
-static_assert(sizeof(MtEntry) % sizeof(int64_t) == 0 && sizeof(MtChunk) == 2 * sizeof(int64_t));
-
-/// The device copy of the table: entries, then chunks, in one int64 tensor. It may be freed as
-/// soon as the launch is queued: all work of a device runs on one stream, so the allocator hands
-/// the memory to later work only (chapter 06).
-struct MultiTensorTable {
-  Tensor buffer;
-  const MtEntry* entries = nullptr;
-  const MtChunk* chunks = nullptr;
-  int64_t num_chunks = 0;
-  int device = 0;
-};
-
-/// Validates `lists` (same length; tensor i of each list: defined, contiguous float32 of one
-/// numel, all on one CUDA device), builds the table on the host and copies it to the device.
-MultiTensorTable make_table(const char* op, std::initializer_list<const std::vector<Tensor>*> lists,
-                            std::initializer_list<const char*> names) {
-  const std::vector<const std::vector<Tensor>*> ls(lists);
-  const std::vector<const char*> ns(names);
-  const std::size_t count = ls[0]->size();
-  MultiTensorTable table;
-  std::vector<MtEntry> entries;
-  std::vector<MtChunk> chunks;
-  for (std::size_t i = 0; i < count; ++i) {
-    MtEntry e{};
-    e.vec = 1;
-    for (std::size_t l = 0; l < ls.size(); ++l) {
-      TT_CHECK(ls[l]->size() == count, op, ": ", ns[l], " has ", ls[l]->size(), " tensors but ",
-               ns[0], " has ", count);
-      const Tensor& t = (*ls[l])[i];
-      TT_CHECK(t.defined(), op, ": ", ns[l], "[", i, "] is undefined");
-      const Tensor& first = (*ls[0])[0];
-      TT_CHECK(t.device().is_cuda() && t.device() == first.device(), op, ": ", ns[l], "[", i,
-               "] must be on the CUDA device of ", ns[0], "[0] (", first.device().str(), "), got ",
-               t.describe());
-      TT_CHECK(t.dtype() == DType::kFloat32 && t.is_contiguous(), op, ": ", ns[l], "[", i,
-               "] must be a contiguous float32 tensor, got ", t.describe());
-      TT_CHECK(t.numel() == (*ls[0])[i].numel(), op, ": ", ns[l], "[", i, "] ", t.describe(),
-               " does not match ", ns[0], "[", i, "] ", (*ls[0])[i].describe());
-      e.ptr[l] = static_cast<float*>(t.data_ptr());
-      if (!aligned16(e.ptr[l])) e.vec = 0;
-    }
-    e.numel = (*ls[0])[i].numel();
-    for (int64_t b = 0; b < e.numel; b += kMultiTensorChunk) {
-      chunks.push_back({static_cast<int64_t>(entries.size()), b});
-    }
-    entries.push_back(e);
-  }
-  table.num_chunks = static_cast<int64_t>(chunks.size());
-  if (chunks.empty()) return table;
-  table.device = (*ls[0])[0].device().index;
-  const std::size_t entry_words = entries.size() * sizeof(MtEntry) / sizeof(int64_t);
-  std::vector<int64_t> words(entry_words + chunks.size() * 2);
-  std::memcpy(words.data(), entries.data(), entries.size() * sizeof(MtEntry));
-  std::memcpy(words.data() + entry_words, chunks.data(), chunks.size() * sizeof(MtChunk));
-  table.buffer = from_vector<int64_t>(words).to(Device::cuda(table.device));
-  table.entries = reinterpret_cast<const MtEntry*>(table.buffer.data_ptr());
-  table.chunks = reinterpret_cast<const MtChunk*>(table.buffer.data<int64_t>() + entry_words);
-  return table;
-}
-
-/// Blocks of a grid-stride loop over the chunks: one per chunk, at most what fills the GPU once.
-unsigned chunk_grid(const MultiTensorTable& t) {
-  return grid_size(t.num_chunks * kThreads, kThreads, t.device);
-}
 
 // ----- AdamW (given) ------------------------------------------------------------------------
 
-/// `skip`: nullptr, or a device flag; the kernel changes nothing when it is non-zero.
+/// `x` rounded to the nearest bfloat16, ties to even (the GPU's cvt.rn.bf16.f32).
+__device__ bfloat16 round_to_bfloat16(float x) {
+  return bfloat16{__bfloat16_as_ushort(__float2bfloat16_rn(x))};
+}
+
+/// Four consecutive bfloat16 in one 8-byte store.
+struct alignas(8) Bf16x4 {
+  bfloat16 x, y, z, w;
+};
+
+/// Entry lists: 0 p, 1 g, 2 m, 3 v (float32) and, with kCopies, 4 the bfloat16 copies of p
+/// (chapter 11's master weights), written from the updated p. `skip`: nullptr, or a device flag;
+/// when it is non-zero p, m and v do not change (and the copies are written from p as it is).
+template <bool kCopies>
 __global__ void __launch_bounds__(kThreads)
     adamw_kernel(const MtEntry* __restrict__ entries, const MtChunk* __restrict__ chunks,
                  int64_t num_chunks, AdamWCoefficients c, const double* __restrict__ skip) {
-  if (skip != nullptr && *skip != 0.0) return;
+  const bool skipped = skip != nullptr && *skip != 0.0;
+  if (skipped && !kCopies) return;
   for (int64_t ci = blockIdx.x; ci < num_chunks; ci += gridDim.x) {  // 64-bit indices
     const MtChunk ch = chunks[ci];
     const MtEntry e = entries[ch.entry];
-    float* p = e.ptr[0];
-    const float* g = e.ptr[1];
-    float* m = e.ptr[2];
-    float* v = e.ptr[3];
+    float* p = e.list<float>(0);
+    const float* g = e.list<float>(1);
+    float* m = e.list<float>(2);
+    float* v = e.list<float>(3);
+    bfloat16* copy = kCopies ? e.list<bfloat16>(4) : nullptr;
     const int64_t end = std::min(ch.begin + kMultiTensorChunk, e.numel);
     // chunk starts are multiples of 4, so aligned tensors stay aligned at every float4
     const int64_t vec_end = e.vec ? ch.begin + (end - ch.begin) / 4 * 4 : ch.begin;
     for (int64_t i = ch.begin + 4 * threadIdx.x; i < vec_end; i += 4 * blockDim.x) {
       float4 p4 = *reinterpret_cast<const float4*>(p + i);
-      const float4 g4 = *reinterpret_cast<const float4*>(g + i);
-      float4 m4 = *reinterpret_cast<const float4*>(m + i);
-      float4 v4 = *reinterpret_cast<const float4*>(v + i);
-      adamw_update(p4.x, g4.x, m4.x, v4.x, c);
-      adamw_update(p4.y, g4.y, m4.y, v4.y, c);
-      adamw_update(p4.z, g4.z, m4.z, v4.z, c);
-      adamw_update(p4.w, g4.w, m4.w, v4.w, c);
-      *reinterpret_cast<float4*>(p + i) = p4;
-      *reinterpret_cast<float4*>(m + i) = m4;
-      *reinterpret_cast<float4*>(v + i) = v4;
+      if (!skipped) {
+        const float4 g4 = *reinterpret_cast<const float4*>(g + i);
+        float4 m4 = *reinterpret_cast<const float4*>(m + i);
+        float4 v4 = *reinterpret_cast<const float4*>(v + i);
+        adamw_update(p4.x, g4.x, m4.x, v4.x, c);
+        adamw_update(p4.y, g4.y, m4.y, v4.y, c);
+        adamw_update(p4.z, g4.z, m4.z, v4.z, c);
+        adamw_update(p4.w, g4.w, m4.w, v4.w, c);
+        *reinterpret_cast<float4*>(p + i) = p4;
+        *reinterpret_cast<float4*>(m + i) = m4;
+        *reinterpret_cast<float4*>(v + i) = v4;
+      }
+      if constexpr (kCopies) {
+        *reinterpret_cast<Bf16x4*>(copy + i) = {round_to_bfloat16(p4.x), round_to_bfloat16(p4.y),
+                                                round_to_bfloat16(p4.z), round_to_bfloat16(p4.w)};
+      }
     }
     for (int64_t i = vec_end + threadIdx.x; i < end; i += blockDim.x) {
-      adamw_update(p[i], g[i], m[i], v[i], c);
+      if (!skipped) adamw_update(p[i], g[i], m[i], v[i], c);
+      if constexpr (kCopies) copy[i] = round_to_bfloat16(p[i]);
     }
   }
 }
@@ -188,7 +134,8 @@ __global__ void __launch_bounds__(kThreads)
     const MtEntry e = entries[ch.entry];
     const int64_t end = std::min(ch.begin + kMultiTensorChunk, e.numel);
     for (int64_t i = ch.begin + threadIdx.x; i < end; i += blockDim.x) {
-      sgd_update(e.ptr[0][i], e.ptr[1][i], c.has_momentum ? e.ptr[2] + i : nullptr, c);
+      sgd_update(e.list<float>(0)[i], e.list<float>(1)[i],
+                 c.has_momentum ? e.list<float>(2) + i : nullptr, c);
     }
   }
 }
@@ -204,7 +151,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t ci = blockIdx.x; ci < num_chunks; ci += gridDim.x) {
     const MtChunk ch = chunks[ci];
-    float* x = entries[ch.entry].ptr[0];
+    float* x = entries[ch.entry].list<float>(0);
     const int64_t end = std::min(ch.begin + kMultiTensorChunk, entries[ch.entry].numel);
     for (int64_t i = ch.begin + threadIdx.x; i < end; i += blockDim.x) x[i] = x[i] * factor;
   }
@@ -231,6 +178,26 @@ __global__ void clip_check_kernel(const double* __restrict__ sumsq, double max_n
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                 const optim::AdamWStepArgs& args) {
+  adamw_step_with_copies(params, grads, exp_avgs, exp_avg_sqs, {}, args, Tensor());
+}
+
+void adamw_step_unless(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                       const optim::AdamWStepArgs& args, const Tensor& skip) {
+  TT_CHECK(skip.defined(), "cuda::adamw_step_unless: skip is undefined");
+  adamw_step_with_copies(params, grads, exp_avgs, exp_avg_sqs, {}, args, skip);
+}
+
+void adamw_step_with_copies(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                            const std::vector<Tensor>& exp_avgs,
+                            const std::vector<Tensor>& exp_avg_sqs,
+                            const std::vector<Tensor>& copies, const optim::AdamWStepArgs& args,
+                            const Tensor& skip) {
+  const char* op = copies.empty() ? (skip.defined() ? "adamw_step_unless" : "adamw_step")
+                                  : "adamw_step_with_copies";
+  TT_CHECK(!skip.defined() ||
+               (skip.numel() == 1 && skip.dtype() == DType::kFloat64 && skip.device().is_cuda()),
+           "cuda::", op, ": skip must be a one-element float64 CUDA tensor, got ", skip.describe());
   const AdamWCoefficients c = adamw_coefficients(args);
   {
     // Exercises throw only on the host: one update there makes an unfinished ch07.5 fail here,
@@ -239,32 +206,30 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
     adamw_update(p, 0.0f, m, v, c);
   }
   if (params.empty()) return;
-  const MultiTensorTable t = make_table("adamw_step", {&params, &grads, &exp_avgs, &exp_avg_sqs},
-                                        {"params", "grads", "exp_avgs", "exp_avg_sqs"});
-  if (t.num_chunks == 0) return;
-  DeviceGuard guard(t.device);
-  adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
-                                                                 c, nullptr);
-  TT_CUDA_CHECK_LAUNCH("adamw_kernel");
-}
-
-void adamw_step_unless(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                       const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-                       const optim::AdamWStepArgs& args, const Tensor& skip) {
-  TT_CHECK(skip.numel() == 1 && skip.dtype() == DType::kFloat64 && skip.device().is_cuda(),
-           "cuda::adamw_step_unless: skip must be a one-element float64 CUDA tensor, got ",
-           skip.describe());
-  const AdamWCoefficients c = adamw_coefficients(args);
-  if (params.empty()) return;
+  const bool with_copies = !copies.empty();
   const MultiTensorTable t =
-      make_table("adamw_step_unless", {&params, &grads, &exp_avgs, &exp_avg_sqs},
-                 {"params", "grads", "exp_avgs", "exp_avg_sqs"});
+      with_copies ? make_multi_tensor_table(op, {{&params, "params"},
+                                                 {&grads, "grads"},
+                                                 {&exp_avgs, "exp_avgs"},
+                                                 {&exp_avg_sqs, "exp_avg_sqs"},
+                                                 {&copies, "copies", DType::kBFloat16}})
+                  : make_multi_tensor_table(op, {{&params, "params"},
+                                                 {&grads, "grads"},
+                                                 {&exp_avgs, "exp_avgs"},
+                                                 {&exp_avg_sqs, "exp_avg_sqs"}});
   if (t.num_chunks == 0) return;
-  TT_CHECK(skip.device().index == t.device, "cuda::adamw_step_unless: skip ", skip.describe(),
-           " is not on the parameters' device cuda:", t.device);
+  TT_CHECK(!skip.defined() || skip.device().index == t.device, "cuda::", op, ": skip ",
+           skip.describe(), " is not on the parameters' device cuda:", t.device);
+  const double* flag = skip.defined() ? skip.data<double>() : nullptr;
   DeviceGuard guard(t.device);
-  adamw_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
-                                                                 c, skip.data<double>());
+  const unsigned grid = multi_tensor_grid(t, kThreads);
+  if (with_copies) {
+    adamw_kernel<true>
+        <<<grid, kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks, c, flag);
+  } else {
+    adamw_kernel<false>
+        <<<grid, kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks, c, flag);
+  }
   TT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
@@ -275,10 +240,12 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
   TT_CHECK(has_momentum == (args.momentum != 0), "sgd_step: momentum ", args.momentum,
            " needs one momentum buffer per parameter (or none when 0), got ",
            momentum_buffers.size(), " for ", params.size(), " parameters");
-  const MultiTensorTable t = has_momentum
-                                 ? make_table("sgd_step", {&params, &grads, &momentum_buffers},
-                                              {"params", "grads", "momentum_buffers"})
-                                 : make_table("sgd_step", {&params, &grads}, {"params", "grads"});
+  const MultiTensorTable t =
+      has_momentum
+          ? make_multi_tensor_table(
+                "sgd_step",
+                {{&params, "params"}, {&grads, "grads"}, {&momentum_buffers, "momentum_buffers"}})
+          : make_multi_tensor_table("sgd_step", {{&params, "params"}, {&grads, "grads"}});
   if (t.num_chunks == 0) return;
   const SgdCoefficients c{static_cast<float>(args.lr),
                           static_cast<float>(args.momentum),
@@ -288,17 +255,19 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
                           args.first_step,
                           has_momentum};
   DeviceGuard guard(t.device);
-  sgd_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
-                                                               c);
+  sgd_kernel<<<multi_tensor_grid(t, kThreads), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks,
+                                                                                t.num_chunks, c);
   TT_CUDA_CHECK_LAUNCH("sgd_kernel");
 }
 
 Tensor sum_of_squares_device(const std::vector<Tensor>& tensors) {
-  TT_TODO("ch07.6",
-          "cuda::sum_of_squares_device: the sum of x^2 over every element of every tensor "
-          "(contiguous float32, one CUDA device, validated by make_table), accumulated in double "
-          "into a 0-d float64 tensor on that device, bitwise identical on every run and GPU (no "
-          "atomics); 0 when there are no elements; launches on the device's stream, checked");
+  TT_TODO(
+      "ch07.6",
+      "cuda::sum_of_squares_device: the sum of x^2 over every element of every tensor "
+      "(contiguous float32, one CUDA device, validated by make_multi_tensor_table), accumulated in "
+      "double "
+      "into a 0-d float64 tensor on that device, bitwise identical on every run and GPU (no "
+      "atomics); 0 when there are no elements; launches on the device's stream, checked");
 }
 
 double sum_of_squares(const std::vector<Tensor>& tensors) {
@@ -324,21 +293,21 @@ void clip_and_check_(const std::vector<Tensor>& grads, const Tensor& sumsq, doub
                                                        status.data<double>());
   TT_CUDA_CHECK_LAUNCH("clip_check_kernel");
   if (grads.empty()) return;
-  const MultiTensorTable t = make_table("clip_and_check_", {&grads}, {"grads"});
+  const MultiTensorTable t = make_multi_tensor_table("clip_and_check_", {{&grads, "grads"}});
   if (t.num_chunks == 0) return;
   TT_CHECK(t.device == device.index, "cuda::clip_and_check_: the gradients are not on ",
            device.str());
-  scale_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(t.entries, t.chunks, t.num_chunks,
-                                                                 1.0f, coef.data<double>());
+  scale_kernel<<<multi_tensor_grid(t, kThreads), kThreads, 0, stream(t.device)>>>(
+      t.entries, t.chunks, t.num_chunks, 1.0f, coef.data<double>());
   TT_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
 void scale_(const std::vector<Tensor>& tensors, double factor) {
   if (tensors.empty()) return;
-  const MultiTensorTable t = make_table("scale_", {&tensors}, {"tensors"});
+  const MultiTensorTable t = make_multi_tensor_table("scale_", {{&tensors, "tensors"}});
   if (t.num_chunks == 0) return;
   DeviceGuard guard(t.device);
-  scale_kernel<<<chunk_grid(t), kThreads, 0, stream(t.device)>>>(
+  scale_kernel<<<multi_tensor_grid(t, kThreads), kThreads, 0, stream(t.device)>>>(
       t.entries, t.chunks, t.num_chunks, static_cast<float>(factor), nullptr);
   TT_CUDA_CHECK_LAUNCH("scale_kernel");
 }

@@ -67,8 +67,9 @@ inline constexpr int64_t kMultiTensorChunk = 65536;
 
 /// CUDA kernel "adamw_step" (optim::AdamWStepKernel): one launch for all tensors. A table of
 /// (p, g, m, v, numel) pointers and of (tensor, start) chunks of kMultiTensorChunk elements is
-/// copied to the device; each block walks chunks c = blockIdx.x, +gridDim.x, ... and applies
-/// adamw_update to each element, with float4 accesses when the four tensors are 16-byte aligned.
+/// copied to the device (tt/multi_tensor.h); each block walks chunks c = blockIdx.x, +gridDim.x,
+/// ... and applies adamw_update to each element, with float4 accesses when the four tensors are
+/// 16-byte aligned.
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                 const optim::AdamWStepArgs& args);
@@ -83,6 +84,18 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
 void adamw_step_unless(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                        const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                        const optim::AdamWStepArgs& args, const Tensor& skip);
+
+/// adamw_step(_unless) that can also write bfloat16 copies of the parameters (chapter 11's master
+/// weights, tt/master_weights.h): with `copies` non-empty (one contiguous bfloat16 tensor per
+/// parameter, of its numel), the same launch writes copies[j] = params[j] after the update,
+/// rounded to nearest even, also where `skip` (optional, as in adamw_step_unless) is non-zero
+/// and the parameters do not change. Empty `copies`: adamw_step, or adamw_step_unless with a
+/// defined `skip`. Chapter 11 registers it as its "adamw_step_bf16".
+void adamw_step_with_copies(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                            const std::vector<Tensor>& exp_avgs,
+                            const std::vector<Tensor>& exp_avg_sqs,
+                            const std::vector<Tensor>& copies, const optim::AdamWStepArgs& args,
+                            const Tensor& skip);
 
 /// CUDA kernel "sum_of_squares_device" (optim::SumOfSquaresDeviceKernel), exercise ch07.6: two
 /// launches and no atomics. Pass 1 writes the sum of squares of every chunk (one block per chunk
