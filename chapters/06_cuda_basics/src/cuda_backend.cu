@@ -150,11 +150,33 @@ void synchronize(int index) {
 
 namespace {
 
-// cudaMalloc / cudaFree of one device.
+// The bytes one device may hold from cudaMalloc: TT_CUDA_MEMORY_LIMIT_MIB (a positive integer)
+// or no limit (0). Read once; a bad value throws at the first allocation.
+std::size_t memory_limit_bytes() {
+  static const std::size_t limit = [] {
+    const char* env = std::getenv("TT_CUDA_MEMORY_LIMIT_MIB");
+    if (env == nullptr || *env == '\0') return std::size_t{0};
+    char* end = nullptr;
+    const long long mib = std::strtoll(env, &end, 10);
+    TT_CHECK(*end == '\0' && mib > 0,
+             "TT_CUDA_MEMORY_LIMIT_MIB must be a positive number of MiB, "
+             "got '",
+             env, "'");
+    return static_cast<std::size_t>(mib) << 20;
+  }();
+  return limit;
+}
+
+// cudaMalloc / cudaFree of one device. Under TT_CUDA_MEMORY_LIMIT_MIB a request that would take
+// the device's cudaMalloc'ed bytes above the limit fails as a real out-of-memory does (nullptr):
+// a smaller GPU, simulated (chapter 11 uses it to show what fits in 16 GiB).
 class CudaRawAllocator final : public RawAllocator {
  public:
   explicit CudaRawAllocator(int index) : index_(index) {}
   void* raw_allocate(std::size_t nbytes) override {
+    const std::size_t limit = memory_limit_bytes();
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (limit != 0 && held_ + nbytes > limit) return nullptr;  // the caller may free its cache
     DeviceGuard guard(index_);
     void* p = nullptr;
     const cudaError_t status = cudaMalloc(&p, nbytes);
@@ -163,9 +185,19 @@ class CudaRawAllocator final : public RawAllocator {
       return nullptr;  // the caller may free its cache and retry
     }
     TT_CUDA_CHECK(status);
+    held_ += nbytes;
+    sizes_[p] = nbytes;
     return p;
   }
   void raw_free(void* ptr) noexcept override {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = sizes_.find(ptr);
+      if (it != sizes_.end()) {
+        held_ -= it->second;
+        sizes_.erase(it);
+      }
+    }
     int previous = -1;
     (void)cudaGetDevice(&previous);
     (void)cudaSetDevice(index_);
@@ -174,10 +206,18 @@ class CudaRawAllocator final : public RawAllocator {
     (void)cudaSetDevice(previous);
     (void)cudaGetLastError();
   }
-  std::string device_name() const override { return Device::cuda(index_).str(); }
+  std::string device_name() const override {
+    const std::size_t limit = memory_limit_bytes();
+    return Device::cuda(index_).str() +
+           (limit == 0 ? std::string()
+                       : " (TT_CUDA_MEMORY_LIMIT_MIB=" + std::to_string(limit >> 20) + ")");
+  }
 
  private:
   int index_;
+  std::mutex mutex_;
+  std::size_t held_ = 0;                          // bytes from cudaMalloc not yet freed
+  std::unordered_map<void*, std::size_t> sizes_;  // their sizes
 };
 
 struct DeviceAllocators {

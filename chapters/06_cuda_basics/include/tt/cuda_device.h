@@ -81,6 +81,11 @@ unsigned grid_size(int64_t n, int threads, int index);
 /// exact bounds. The environment variable TT_CUDA_CACHING=0 switches it off at start.
 void set_caching_enabled(bool enabled);
 /// True when new CUDA allocations go through the caching allocator.
+///
+/// The environment variable TT_CUDA_MEMORY_LIMIT_MIB=N (read once) caps what each device may
+/// hold from cudaMalloc at N MiB: a request above the cap fails as an out-of-memory does (the
+/// caching allocator frees its cache, retries, then throws tt::Error "out of memory" naming the
+/// cap), so a large GPU can show what fits on a smaller one.
 bool caching_enabled();
 /// The caching allocator of device `index`.
 CachingAllocator& caching_allocator(int index);
