@@ -28,8 +28,9 @@
 //   gpt2_train_step/cuda_fast_tf32/...      the "fast" ModelOps set (tt/gpt2_ops.h: FlashAttention,
 //       fused classifier, ...); skipped, saying why, when no set "fast" is registered.
 // Chapter 11 modes, the same step with the "bf16" set (mixed precision: bf16 GEMMs and
-// FlashAttention, float32 master weights, residual stream, statistics and loss; float32 GEMMs
-// that remain run in TF32):
+// FlashAttention, float32 master weights, residual stream, statistics and loss; the set's
+// AdamW, MasterWeightAdamW, writes the bf16 weight copies; float32 GEMMs that remain run in
+// TF32):
 //   gpt2_train_step/cuda_bf16/...           GPT-2 124M on CUDA
 //   gpt2_train_step/cuda_bf16_recompute/... the same with each block's MLP recomputed in
 //       backward (set "bf16_recompute", tt/recompute.h): peak_MiB saved, step time paid
@@ -275,7 +276,12 @@ void fast_train_step(benchmark::State& state, Device device, const StepShape& s,
   model.to(device);
   optim::AdamWOptions ao;
   ao.lr = 3e-4;
-  optim::AdamW opt(model.parameters(), ao);
+  // The set's own AdamW when it has one ("bf16": MasterWeightAdamW, writing the bf16 copies).
+  const gpt2::AdamWFactory make_adamw = ops != "reference" ? gpt2::model_ops(ops).adamw : nullptr;
+  const std::unique_ptr<optim::Optimizer> opt_ptr =
+      make_adamw ? make_adamw({optim::ParamGroup{model.parameters(), ao.weight_decay}}, ao)
+                 : std::make_unique<optim::AdamW>(model.parameters(), ao);
+  optim::Optimizer& opt = *opt_ptr;
   Generator gen(0);
   const Batch batch{random_tokens(gen, s, device), random_tokens(gen, s, device)};
   const gpt2::TrainStepOptions options{1, 0.0};  // no clipping, as in the other modes

@@ -19,8 +19,10 @@
 // tiny probe step says so; a learner build whose chapter 10 is still TODO falls back to the
 // reference); --attention and --fused choose explicitly, and the start of the log says which.
 // --precision bf16 trains with chapter 11's operation set "bf16" (mixed precision: bf16 GEMMs
-// and attention, float32 master weights, residual stream, statistics and loss); the checkpoint
-// holds the float32 parameters, so a bf16 run resumes exactly as a float32 one.
+// and attention, float32 master weights, residual stream, statistics and loss; its AdamW writes
+// the weights' bf16 copies); the checkpoint holds the float32 parameters, so a bf16 run resumes
+// exactly as a float32 one. Without --precision, bf16 is chosen on a GPU where that set runs
+// (and --attention/--fused are not given), fp32 elsewhere; the log's "ops:" line says why.
 // --cuda-graph runs each step through chapter 10's graphed step runner (registered with
 // register_graphed_step_runner, tt/train.h): the same results, one graph launch per step.
 //
@@ -140,7 +142,8 @@ const char* const kUsage =
     "  --log-every N         print a log line every N steps (1)\n"
     "  --kill-after-step N   testing: kill -9 itself right after logging step N (a crash\n"
     "                        to try --resume on; train.csv is cut back to the checkpoint)\n"
-    "  --precision P         fp32 | tf32 | bf16 (default fp32). tf32: float32 GEMMs on the\n"
+    "  --precision P         fp32 | tf32 | bf16 (default: bf16 on a GPU where chapter 11's\n"
+    "                        bf16 operations run, fp32 elsewhere). tf32: float32 GEMMs on the\n"
     "                        GPU use TF32 tensor cores (inputs rounded to 10-bit mantissas;\n"
     "                        off by default, as in PyTorch). bf16: chapter 11's mixed\n"
     "                        precision (operation set \"bf16\": bf16 GEMMs and attention,\n"
@@ -209,9 +212,9 @@ Options parse(int argc, char** argv) {
            "train_gpt2: --precision must be fp32, tf32 or bf16, got '", o.precision, "'");
   TT_CHECK(!o.tf32 || o.precision.empty() || o.precision == "tf32",
            "train_gpt2: --tf32 means --precision tf32; it contradicts --precision ", o.precision);
-  if (o.precision.empty()) o.precision = o.tf32 ? "tf32" : "fp32";
+  if (o.tf32) o.precision = "tf32";  // "" (no --precision): decided with the device, choose_ops
   o.tf32 = o.precision == "tf32";
-  TT_CHECK(!o.recompute || o.precision == "bf16",
+  TT_CHECK(!o.recompute || o.precision.empty() || o.precision == "bf16",
            "train_gpt2: --recompute needs --precision bf16 (chapter 11's \"bf16_recompute\")");
   TT_CHECK(o.precision != "bf16" || (o.attention == "auto" && o.fused == "auto"),
            "train_gpt2: --precision bf16 uses chapter 11's operation set \"bf16\" as a whole; "
@@ -224,10 +227,42 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+/// The reason chapter 11's bf16 set is not the default on `device` ("" when it is): bf16 is the
+/// default precision on a GPU where the set runs (its probe step passes; its tensor-core kernels
+/// need sm_80 or later), unless --attention or --fused choose among the float32 sets.
+std::string why_not_bf16_default(const Options& o, Device device) {
+  if (!device.is_cuda()) return "on the CPU bf16 is emulated (ask with --precision bf16)";
+  if (o.attention != "auto" || o.fused != "auto") return "--attention/--fused pick a float32 set";
+  const std::string set = o.recompute ? "bf16_recompute" : "bf16";
+  if (!has_model_ops(set)) return "chapter 11's operation set \"" + set + "\" is not linked in";
+  try {
+    const std::string todo = model_ops_not_implemented(model_ops(set), device);
+    if (!todo.empty()) {
+      return "chapter 11's operations are not implemented yet (" + todo.substr(0, todo.find('\n')) +
+             ")";
+    }
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    return "chapter 11's bf16 operations do not run on " + device.str() + " (" +
+           what.substr(0, what.find('\n')) + ")";
+  }
+  return "";
+}
+
 /// The operations of the run, and the log line that says which: chapter 11's "bf16" (or
 /// "bf16_recompute") set for --precision bf16; otherwise (--attention, --fused) over chapter 09's
-/// "reference" set and chapter 10's "fast" set.
-std::pair<ModelOps, std::string> choose_ops(const Options& o, Device device) {
+/// "reference" set and chapter 10's "fast" set. Without --precision (o.precision empty), decides
+/// it first: bf16 where why_not_bf16_default() is "", else fp32 (the log line says why).
+std::pair<ModelOps, std::string> choose_ops(Options& o, Device device) {
+  std::string note;  // how the default precision was chosen
+  if (o.precision.empty()) {
+    const std::string why = why_not_bf16_default(o, device);
+    o.precision = why.empty() ? "bf16" : "fp32";
+    note = why.empty() ? "; precision bf16: the default on a GPU"
+                       : "; precision fp32: the default here (bf16 is not: " + why + ")";
+    TT_CHECK(!o.recompute || o.precision == "bf16",
+             "train_gpt2: --recompute needs bf16, which is not the default here: ", why);
+  }
   if (o.precision == "bf16") {
     const std::string set = o.recompute ? "bf16_recompute" : "bf16";
     std::string sets;
@@ -244,7 +279,7 @@ std::pair<ModelOps, std::string> choose_ops(const Options& o, Device device) {
     }
     TT_CHECK(todo.empty(), "train_gpt2: --precision bf16: chapter 11's operations are not ",
              "implemented yet (", todo.substr(0, todo.find('\n')), ")");
-    std::string line = "ops: " + bf16.description;  // it starts with "bf16 mixed precision"
+    std::string line = "ops: " + bf16.description + note;  // "bf16 mixed precision: ..."
     return {std::move(bf16), line};
   }
   const bool linked = has_model_ops("fast");
@@ -285,7 +320,7 @@ std::pair<ModelOps, std::string> choose_ops(const Options& o, Device device) {
         "; auto picks chapter 10's operations on CUDA only (on the CPU ask with "
         "--attention flash --fused on)";
   }
-  return {std::move(ops), line};
+  return {std::move(ops), line + note};
 }
 
 /// Shards <dir>/*_<split>_*.bin in name order.
@@ -417,7 +452,7 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-int run(const Options& o) {
+int run(Options o) {
   if (o.threads > 0) set_num_threads(o.threads);
   const Device picked = pick_device(o.device);
   if (o.print_device) {
@@ -511,7 +546,7 @@ int run(const Options& o) {
   ao.beta2 = o.beta2;
   // The strategy makes the ranks' parameters equal (rank 0's) and holds the optimizer state.
   const std::unique_ptr<optim::Optimizer> opt_ptr =
-      par->make_optimizer(*model, param_groups(*model, o.weight_decay), ao);
+      par->make_optimizer(*model, param_groups(*model, o.weight_decay), ao, ops.adamw);
   optim::Optimizer& opt = *opt_ptr;
   const optim::WarmupCosineLR schedule(o.lr, o.lr * o.min_lr_frac, o.warmup, o.steps);
   const int64_t accum = total_batch / (o.B * o.T * ranks);

@@ -102,6 +102,7 @@ std::string model_ops_not_implemented(const ModelOps& ops, Device device) {
   const Tensor idx = from_vector(tokens, {1, 5}).to(device);
   try {
     autograd::backward(model.loss(idx, idx));
+    if (ops.adamw) ops.adamw(param_groups(model, 0.0), optim::AdamWOptions{})->step();
   } catch (const NotImplemented& e) {
     return e.what();
   }

@@ -12,8 +12,10 @@
 namespace tt::gpt2 {
 
 std::unique_ptr<optim::Optimizer> ParallelStrategy::make_optimizer(
-    nn::Module& model, std::vector<optim::ParamGroup> groups, const optim::AdamWOptions& options) {
+    nn::Module& model, std::vector<optim::ParamGroup> groups, const optim::AdamWOptions& options,
+    const AdamWFactory& adamw) {
   (void)model;
+  if (adamw) return adamw(std::move(groups), options);
   return std::make_unique<optim::AdamW>(std::move(groups), options);
 }
 

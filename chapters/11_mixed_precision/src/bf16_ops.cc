@@ -2,6 +2,7 @@
 #include "tt/classifier_bf16.h"
 #include "tt/layernorm_bf16.h"
 #include "tt/linear_bf16.h"
+#include "tt/master_weights.h"
 #include "tt/mixed_precision.h"
 #include "tt/recompute.h"
 
@@ -14,9 +15,11 @@ ModelOps bf16_model_ops() {
   ops.linear = linear_bf16;
   ops.linear_gelu = linear_gelu_bf16;
   ops.classifier_loss = classifier_loss_bf16;
+  ops.adamw = make_master_weight_adamw;
   ops.description =
       "bf16 mixed precision: FlashAttention bf16, residual + LayerNorm (float32 stream, bf16 "
-      "output), cuBLASLt bf16 linear layers, fused classifier on bf16 (float32 loss)";
+      "output), cuBLASLt bf16 linear layers (weights: the bf16 copies AdamW writes), fused "
+      "classifier on bf16 (float32 loss)";
   return ops;
 }
 

@@ -13,6 +13,7 @@
 #include "tt/dispatcher.h"
 #include "tt/functional.h"
 #include "tt/fused_ops.h"
+#include "tt/master_weights.h"
 #include "tt/parallel.h"
 
 namespace tt {
@@ -64,8 +65,9 @@ struct LinearBf16Fn : autograd::Function {
     const Tensor& x = in[0];
     x_dtype_ = x.dtype();
     x_ = x.to(kBf16).contiguous();  // no copy when x is already contiguous bfloat16
-    w_ = in[1].to(kBf16);           // the master weight cast on use
-    const Tensor b = in.size() > 2 ? in[2].to(kBf16) : Tensor();
+    // The optimizer's bfloat16 copies of the masters (tt/master_weights.h), or casts of them.
+    w_ = bf16_weight(in[1]);
+    const Tensor b = in.size() > 2 ? bf16_weight(in[2]) : Tensor();
     const Device dev = x.device();
     Tensor y = empty({x.size(0), w_.size(0)}, {kBf16, dev});
     if (gelu_) pre_ = empty(y.shape(), {kBf16, dev});

@@ -79,12 +79,13 @@ class DdpStrategy final : public WorldStrategy {
 
   std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
                                                    std::vector<optim::ParamGroup> groups,
-                                                   const optim::AdamWOptions& options) override {
+                                                   const optim::AdamWOptions& options,
+                                                   const gpt2::AdamWFactory& adamw = {}) override {
     check_cpu_or_own_gpu(model);  // the Reducer's buckets live on the parameters' device
     // DDP takes shared ownership; the caller owns the model, so share it without owning it.
     ddp_ = std::make_unique<DistributedDataParallel>(
         std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>(), &model), group_);
-    return ParallelStrategy::make_optimizer(model, std::move(groups), options);
+    return ParallelStrategy::make_optimizer(model, std::move(groups), options, adamw);
   }
 
   void backward(const Tensor& loss, bool last) override {
@@ -133,7 +134,11 @@ class Zero1Strategy final : public WorldStrategy {
 
   std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
                                                    std::vector<optim::ParamGroup> groups,
-                                                   const optim::AdamWOptions& options) override {
+                                                   const optim::AdamWOptions& options,
+                                                   const gpt2::AdamWFactory& adamw = {}) override {
+    // ZeroAdamW is the update (an operation set's own AdamW is not used: chapter 11's bf16 set
+    // then casts the float32 weights on use instead of reading copies).
+    (void)adamw;
     check_cpu_or_own_gpu(model);  // ZeroAdamW's shards and buffers live on the parameters' device
     groups_ = groups;
     options_ = options;

@@ -21,9 +21,15 @@
 #include <vector>
 
 #include "tt/layers.h"
+#include "tt/optim.h"
 #include "tt/tensor.h"
 
 namespace tt::gpt2 {
+
+/// Makes the AdamW of a training run from its parameter groups and options: optim::AdamW, or an
+/// operation set's own (chapter 11's MasterWeightAdamW, tt/master_weights.h).
+using AdamWFactory = std::function<std::unique_ptr<optim::Optimizer>(
+    std::vector<optim::ParamGroup> groups, const optim::AdamWOptions& options)>;
 
 /// The operations a GPT-2 forward pass may delegate. Shapes: B batch, T time, C channels.
 struct ModelOps {
@@ -58,6 +64,11 @@ struct ModelOps {
   std::function<Tensor(const std::function<Tensor(const Tensor&)>& segment, const Tensor& x)>
       recompute;
 
+  /// The AdamW the set's operations are made for (chapter 11's "bf16": MasterWeightAdamW, whose
+  /// step also writes the bfloat16 copies of the weights that its linear layers read). Empty:
+  /// optim::AdamW. Not an operation: reference_members() does not list it.
+  AdamWFactory adamw;
+
   /// A short description for logs, e.g. "flash attention, fused classifier".
   std::string description;
 };
@@ -82,7 +93,7 @@ std::vector<std::string> model_ops_names();
 std::vector<std::string> reference_members(const ModelOps& ops);
 
 /// Checks that every operation of `ops` runs on `device`: one forward and backward of a tiny
-/// GPT-2 (L=1, NH=2, C=64, T=5) through them. Returns "" when they do, or the message of the
+/// GPT-2 (L=1, NH=2, C=64, T=5) through them, then one step of the set's AdamW (ops.adamw). Returns "" when they do, or the message of the
 /// tt::NotImplemented one of them threw (a TODO exercise of a later chapter, in a learner
 /// build); other errors propagate. train_gpt2 uses it to fall back to the reference set.
 std::string model_ops_not_implemented(const ModelOps& ops, Device device);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tt/dispatcher.h"  // TT_CONCAT
+#include "tt/gpt2_ops.h"    // AdamWFactory
 #include "tt/module.h"
 #include "tt/optim.h"
 
@@ -61,10 +62,12 @@ class ParallelStrategy {
 
   /// The optimizer of `model` for `groups` (AdamW with `options`), built once before training.
   /// Multi-process strategies first make every rank's parameters and buffers equal to rank 0's.
-  /// Default: an optim::AdamW.
+  /// Default: adamw(groups, options), an optim::AdamW when `adamw` is empty (an operation set's
+  /// own AdamW, gpt2::ModelOps::adamw, goes there).
   virtual std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
                                                            std::vector<optim::ParamGroup> groups,
-                                                           const optim::AdamWOptions& options);
+                                                           const optim::AdamWOptions& options,
+                                                           const AdamWFactory& adamw = {});
   /// Backpropagates one micro-batch's (already scaled) loss into the gradients. `last` is true
   /// for the last micro-batch of a step: only then are gradients synchronised over the ranks
   /// (the ones before accumulate locally). Default: autograd::backward(loss).

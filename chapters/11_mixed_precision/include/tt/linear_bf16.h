@@ -1,12 +1,13 @@
 /// @file linear_bf16.h
 /// @brief GPT-2's linear layers in bfloat16 under the mixed-precision policy: float32 master
-/// weights cast to bfloat16 on use, bfloat16 GEMM inputs and outputs, float32 accumulation
-/// (cuBLASLt, CUBLAS_COMPUTE_32F), float32 weight and bias gradients.
+/// weights read as their bfloat16 copies (tt/master_weights.h), bfloat16 GEMM inputs and
+/// outputs, float32 accumulation (cuBLASLt, CUBLAS_COMPUTE_32F), float32 weight and bias
+/// gradients.
 ///
 /// | tensor | dtype | note |
 /// |---|---|---|
 /// | x (input) | float32 or bfloat16 | float32 is cast to bfloat16 first (its gradient comes back as float32) |
-/// | layer.weight, layer.bias (parameters) | float32 | the master weights; cast to bfloat16 once per forward, the copy kept for backward |
+/// | layer.weight, layer.bias (parameters) | float32 | the master weights; their bfloat16 copies (bf16_weight(), tt/master_weights.h: written by a MasterWeightAdamW's step, else cast on use) are kept for backward |
 /// | y (output), the GELU pre-activation | bfloat16 | |
 /// | dx | bfloat16 (x's dtype) | dx = dy W: one bfloat16 GEMM ("matmul_lt_dgrad", exercise ch11.2) |
 /// | dW, db | float32 | one GEMM with bfloat16 A and B and a float32 D, db in its epilogue (BGRADB) |

@@ -32,7 +32,9 @@ Tensor bf16_attention(const Tensor& qkv, int64_t n_head);
 
 namespace gpt2 {
 /// Chapter 11's operation set, registered as "bf16": bf16_attention, residual_layernorm_bf16
-/// (tt/layernorm_bf16.h), and bfloat16 linear layers and classifier (see bf16_ops.cc).
+/// (tt/layernorm_bf16.h), and bfloat16 linear layers and classifier (see bf16_ops.cc); its AdamW
+/// (ModelOps::adamw) is MasterWeightAdamW (tt/master_weights.h), whose bfloat16 copies of the
+/// weights the linear layers read.
 ModelOps bf16_model_ops();
 /// bf16_model_ops() with ModelOps::recompute = tt::recompute (tt/recompute.h): each block's MLP
 /// runs again in backward instead of keeping GELU's input and output. Registered as

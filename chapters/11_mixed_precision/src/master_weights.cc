@@ -1,0 +1,185 @@
+// The master-weight AdamW (tt/master_weights.h): the registry of bfloat16 copies behind
+// bf16_weight(), MasterWeightAdamW, and the kernels "adamw_step_bf16": the CPU one around
+// exercise ch11.5 (master_weights_cpu.cc), the CUDA one around chapter 07's AdamW launch.
+#include "tt/master_weights.h"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "tt/dispatcher.h"
+#include "tt/fused_optim.h"  // cuda::adamw_step_with_copies
+
+namespace tt {
+
+/// One parameter's copy: defined once the first step that updates the parameter allocates it.
+struct MasterWeightAdamW::Entry {
+  Tensor master;         // the parameter (a handle: same TensorImpl as the model's)
+  Tensor copy;           // bfloat16, master's shape, on master's device
+  bool current = false;  // written from the master as it is now
+};
+
+namespace {
+
+/// The live entries of every MasterWeightAdamW, by parameter.
+struct Registry {
+  std::mutex mutex;
+  std::unordered_map<const TensorImpl*, std::weak_ptr<MasterWeightAdamW::Entry>> entries;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+MasterWeightAdamW::MasterWeightAdamW(std::vector<optim::ParamGroup> groups,
+                                     optim::AdamWOptions options)
+    : AdamW(std::move(groups), options) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (const optim::ParamGroup& group : param_groups()) {
+    for (const Tensor& p : group.params) {
+      const std::size_t i = entries_.size();
+      TT_CHECK(p.dtype() == DType::kFloat32, "MasterWeightAdamW: parameter ", i,
+               " must be float32 (a master weight), got ", p.describe());
+      auto e = std::make_shared<Entry>();
+      e->master = p;
+      const bool fresh = r.entries[p.impl().get()].expired();
+      if (!fresh) {
+        for (const auto& mine : entries_) r.entries.erase(mine->master.impl().get());
+        TT_THROW("MasterWeightAdamW: parameter ", i, " (", p.describe(),
+                 ") already has bfloat16 copies kept by another MasterWeightAdamW");
+      }
+      r.entries[p.impl().get()] = e;
+      entries_.push_back(std::move(e));
+    }
+  }
+}
+
+MasterWeightAdamW::MasterWeightAdamW(std::vector<Tensor> params, optim::AdamWOptions options)
+    : MasterWeightAdamW({optim::ParamGroup{std::move(params), options.weight_decay}}, options) {}
+
+MasterWeightAdamW::~MasterWeightAdamW() {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& e : entries_) r.entries.erase(e->master.impl().get());
+}
+
+Tensor MasterWeightAdamW::copy_of(const Tensor& param) const {
+  for (const auto& e : entries_) {
+    if (e->master.impl() == param.impl()) return e->current ? e->copy : Tensor();
+  }
+  TT_THROW("MasterWeightAdamW::copy_of: ",
+           param.defined() ? param.describe() : std::string("an undefined tensor"),
+           " is not one of its parameters");
+}
+
+void MasterWeightAdamW::invalidate_copies() {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  for (const auto& e : entries_) e->current = false;
+}
+
+void MasterWeightAdamW::update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                               const std::vector<std::vector<Tensor>>& state, double weight_decay,
+                               int64_t step) {
+  const Device device = params[0].device();
+  std::vector<Entry*> batch;
+  std::vector<Tensor> copies;
+  for (const Tensor& p : params) {
+    Entry* entry = nullptr;
+    for (const auto& e : entries_) {
+      if (e->master.impl() == p.impl()) entry = e.get();
+    }
+    TT_CHECK(entry != nullptr, "MasterWeightAdamW::step: ", p.describe(), " is not registered");
+    if (!entry->copy.defined() || entry->copy.device() != p.device()) {
+      entry->copy = empty(p.shape(), {DType::kBFloat16, p.device()});  // first step, or moved
+    }
+    batch.push_back(entry);
+    copies.push_back(entry->copy);
+  }
+  const optim::AdamWStepArgs args{lr(),          options().beta1, options().beta2,
+                                  options().eps, weight_decay,    step};
+  if (skip().defined()) {
+    TT_CHECK(skip().device() == device, "MasterWeightAdamW::step_unless: skip ", skip().describe(),
+             " must be on the parameters' device ", device.str());
+  }
+  call_kernel<AdamWStepBf16Kernel>("adamw_step_bf16", device, params, grads, state[0], state[1],
+                                   copies, args, skip());
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  for (Entry* e : batch) e->current = true;
+}
+
+Tensor bf16_weight(const Tensor& w) {
+  {
+    Registry& r = registry();
+    const std::lock_guard<std::mutex> lock(r.mutex);
+    const auto it = r.entries.find(w.impl().get());
+    if (it != r.entries.end()) {
+      if (const auto e = it->second.lock();
+          e != nullptr && e->current && e->copy.device() == w.device()) {
+        return e->copy;
+      }
+    }
+  }
+  return w.to(DType::kBFloat16);
+}
+
+std::unique_ptr<optim::Optimizer> make_master_weight_adamw(std::vector<optim::ParamGroup> groups,
+                                                           const optim::AdamWOptions& options) {
+  return std::make_unique<MasterWeightAdamW>(std::move(groups), options);
+}
+
+namespace {
+
+/// Checks the copies of "adamw_step_bf16" (`op` names the kernel in the message).
+void check_copies(const char* op, const std::vector<Tensor>& params,
+                  const std::vector<Tensor>& copies) {
+  TT_CHECK(copies.size() == params.size(), op, ": ", copies.size(), " copies for ", params.size(),
+           " parameters");
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    TT_CHECK(copies[j].defined() && copies[j].dtype() == DType::kBFloat16 &&
+                 copies[j].is_contiguous() && copies[j].numel() == params[j].numel() &&
+                 copies[j].device() == params[j].device(),
+             op, ": copies[", j, "] must be a contiguous bfloat16 tensor of ", params[j].describe(),
+             "'s size and device, got ",
+             copies[j].defined() ? copies[j].describe() : std::string("an undefined tensor"));
+  }
+}
+
+}  // namespace
+
+namespace cpu {
+
+void adamw_step_bf16(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                     const std::vector<Tensor>& copies, const optim::AdamWStepArgs& args,
+                     const Tensor& skip) {
+  check_copies("cpu::adamw_step_bf16", params, copies);
+  adamw_master_update(params, grads, exp_avgs, exp_avg_sqs, copies, args, skip);
+}
+
+}  // namespace cpu
+
+TT_REGISTER_KERNEL("adamw_step_bf16", DeviceType::kCPU, cpu::adamw_step_bf16);
+
+#if TT_WITH_CUDA
+namespace cuda {
+
+void adamw_step_bf16(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                     const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                     const std::vector<Tensor>& copies, const optim::AdamWStepArgs& args,
+                     const Tensor& skip) {
+  check_copies("cuda::adamw_step_bf16", params, copies);
+  if (params.empty()) return;
+  adamw_step_with_copies(params, grads, exp_avgs, exp_avg_sqs, copies, args, skip);
+}
+
+}  // namespace cuda
+
+TT_REGISTER_KERNEL("adamw_step_bf16", DeviceType::kCUDA, cuda::adamw_step_bf16);
+#endif  // TT_WITH_CUDA
+
+}  // namespace tt
