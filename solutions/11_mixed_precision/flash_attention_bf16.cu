@@ -50,6 +50,7 @@ constexpr int kThreads = kWarps * 32;          // threads of a block
 constexpr int kPad = 8;                        // bf16 of padding per shared row (16 bytes)
 constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in base 2: exp(x) = 2^(x log2 e)
 constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kChunk = 32;  // backward: streamed rows (keys or queries) per product of a warp
 
 using bf16 = __nv_bfloat16;
 
@@ -311,36 +312,69 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ----- backward ----------------------------------------------------------------------------------
+//
+// Two kernels, no atomics: the dQ kernel (one query tile per block, which also computes
+// D = rowsum(dO o O) of its rows) and then the dK/dV kernel (one key tile per block). A warp takes
+// the streamed 64-row tile in chunks of kChunk = 32 rows: P and dS need no statistic beyond lse
+// and D, so the chunks are independent, and the scores of a chunk hold half the registers of a
+// whole tile, enough for 4 (dQ) and 3 (dK/dV) blocks per multiprocessor instead of 3 and 2. The
+// dK/dV kernel stages lse and D with cp.async like the tiles, so no global load stalls a step.
 
-/// D[row] = sum_c dout[row, c] o[row, c] in fp32 for the rows = (b * NH + h) * n + t of every
-/// head, one warp per row.
+/// 2^x on the special-function unit with results below 2^-126 flushed to zero (ex2.approx.ftz):
+/// enough for the backward's P = 2^(s - lse) <= 1, and fewer instructions than exp2f, whose
+/// ex2.approx (no .ftz) scales its argument and result to keep the denormals.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// Copies 4 bytes global -> shared without registers (cp.async); when !valid, writes 4 zero bytes.
+__device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+
+/// One warp: D = sum_c dout[row, c] o[row, c] in fp32 for its 16 rows row0 .. row0 + 15 of one
+/// head (dout, o at the head's start, rows `ld` apart), written to d[row] for the rows below n;
+/// returns, in the C layout, D of rows g and g + 8 (0 beyond n). Lanes 2r, 2r + 1 read the two
+/// halves of row r with 16-byte loads.
 template <int D>
-__global__ void flash_bf16_rowdot_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ o,
-                                         float* __restrict__ d, int64_t rows, int n, int nh,
-                                         FlashLayout out) {
-  const int64_t row = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const int64_t at = out.offset(row / n, nh) + row % n * out.row;
+__device__ __forceinline__ void warp_rowdot(float (&drow)[2], const bf16* dout, const bf16* o,
+                                            float* d, int row0, int n, int64_t ld) {
+  const int lane = threadIdx.x % 32, g = lane >> 2, row = row0 + lane / 2;
   float s = 0.f;
-  for (int c = 2 * lane; c < D; c += 64) {
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + at + c));
-    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o + at + c));
-    s += a.x * b.x + a.y * b.y;
+  if (row < n) {
+    const int64_t at = int64_t{row} * ld + lane % 2 * (D / 2);
+#pragma unroll
+    for (int c = 0; c < D / 2; c += 8) {
+      const uint4 a = *reinterpret_cast<const uint4*>(dout + at + c);
+      const uint4 b = *reinterpret_cast<const uint4*>(o + at + c);
+      const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
+      const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 x = __bfloat1622float2(a2[e]), y = __bfloat1622float2(b2[e]);
+        s += x.x * y.x + x.y * y.y;
+      }
+    }
   }
-  for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (lane == 0) d[row] = s;
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if (lane % 2 == 0 && row < n) d[row] = s;
+  drow[0] = __shfl_sync(0xffffffffu, s, 2 * g);  // row g lies in lanes 2g, 2g + 1
+  drow[1] = __shfl_sync(0xffffffffu, s, 2 * g + 16);
 }
 
 /// Grid (query tiles, B * NH): dQ of one query tile, looping over the key tiles it sees (K and V
-/// double-buffered).
+/// double-buffered), and D = rowsum(dO o O) of its rows, written to dsum for the dK/dV kernel
+/// (launched after this one).
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)  // 128 registers: 4 blocks per multiprocessor
     flash_bf16_backward_dq_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                                   const bf16* __restrict__ v, const bf16* __restrict__ dout,
-                                  const float* __restrict__ lse, const float* __restrict__ dsum,
-                                  bf16* __restrict__ dq, int n, int nh, FlashLayout in,
-                                  FlashLayout out, float scale_log2, float scale) {
+                                  const bf16* __restrict__ o, const float* __restrict__ lse,
+                                  float* __restrict__ dsum, bf16* __restrict__ dq, int n, int nh,
+                                  FlashLayout in, FlashLayout out, float scale_log2, float scale) {
   constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);
@@ -356,12 +390,12 @@ __global__ void __launch_bounds__(kThreads)
   load_tile_async<D>(sk, k + head, 0, n, in.row);
   load_tile_async<D>(sv, v + head, 0, n, in.row);
   cp_async_commit();
-  float lse2[2], drow[2];  // rows g, g+8: log-sum-exp in base 2, and D
+  float lse2[2], drow[2];  // rows g, g+8: log-sum-exp in base 2, and D (while the tiles load)
+  warp_rowdot<D>(drow, dout + ohead, o + ohead, dsum + int64_t{blockIdx.y} * n, row0, n, out.row);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + g + 8 * h;
     lse2[h] = row < n ? lse[int64_t{blockIdx.y} * n + row] * kLog2e : 0.f;
-    drow[h] = row < n ? dsum[int64_t{blockIdx.y} * n + row] : 0.f;
   }
   uint32_t qf[D / 16][4], dof[D / 16][4];
   float acc[D / 8][4] = {};  // dQ * sqrt(hs) of rows g, g+8
@@ -374,58 +408,65 @@ __global__ void __launch_bounds__(kThreads)
     }
     const bf16* ck = sk + kt % 2 * kTileElems;
     const bf16* cv = sv + kt % 2 * kTileElems;
-    float s[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
-    warp_mma_abt<kTile, D>(s, qf, ck, kLd);    // S = Q K^T
-    warp_mma_abt<kTile, D>(dp, dof, cv, kLd);  // dP = dO V^T
+#pragma unroll 1
+    for (int c = 0; c < kTile / kChunk; ++c) {  // chunks of kChunk keys
+      const int key0 = kt * kTile + c * kChunk;
+      if (key0 > row0 + 15) break;  // causal: this chunk and the next ones are masked
+      const bf16* chk = ck + c * kChunk * kLd;
+      float s[kChunk / 8][4] = {}, dp[kChunk / 8][4] = {};
+      warp_mma_abt<kChunk, D>(s, qf, chk, kLd);                      // S = Q K^T
+      warp_mma_abt<kChunk, D>(dp, dof, cv + c * kChunk * kLd, kLd);  // dP = dO V^T
 #pragma unroll
-    for (int j = 0; j < kTile / 8; ++j) {
+      for (int j = 0; j < kChunk / 8; ++j) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int h = i / 2, key = kt * kTile + j * 8 + 2 * t + (i & 1);
-        const bool masked = kt == tile && key > row0 + g + 8 * h;
-        const float p = masked ? 0.f : exp2f(s[j][i] * scale_log2 - lse2[h]);  // P recomputed
-        s[j][i] = p * (dp[j][i] - drow[h]);                                    // dS
+        for (int i = 0; i < 4; ++i) {
+          const int h = i / 2, key = key0 + j * 8 + 2 * t + (i & 1);
+          const bool masked = kt == tile && key > row0 + g + 8 * h;
+          const float x = s[j][i] * scale_log2 - lse2[h];
+          const float p = masked ? 0.f : exp2_ftz(x);  // P recomputed
+          s[j][i] = p * (dp[j][i] - drow[h]);          // dS
+        }
       }
+      warp_mma_pb<D, kChunk>(acc, s, chk, kLd);  // dQ += dS K
     }
-    warp_mma_pb<D, kTile>(acc, s, ck, kLd);  // dQ += dS K
     __syncthreads();
   }
   store_rows<D>(dq + head, acc, row0, n, scale, in.row);
 }
 
 /// Grid (key tiles, B * NH): dK and dV of one key tile, looping over the query tiles that see it
-/// (Q, dO and their lse, D double-buffered).
+/// (Q, dO and their lse, D double-buffered, all with cp.async).
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)  // 168 registers: 3 blocks per multiprocessor
     flash_bf16_backward_dkdv_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                                     const bf16* __restrict__ v, const bf16* __restrict__ dout,
                                     const float* __restrict__ lse, const float* __restrict__ dsum,
                                     bf16* __restrict__ dk, bf16* __restrict__ dv, int n, int nh,
                                     FlashLayout in, FlashLayout out, float scale_log2,
                                     float scale) {
+  static_assert(kThreads == 2 * kTile, "one thread per lse and per D value of a tile");
   constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sk = reinterpret_cast<bf16*>(smem_raw);
   bf16* sv = sk + kTileElems;
   bf16* sq = sv + kTileElems;                                  // [2][kTile][kLd]
   bf16* sdo = sq + 2 * kTileElems;                             // [2][kTile][kLd]
-  float* sl = reinterpret_cast<float*>(sdo + 2 * kTileElems);  // [2][kTile] lse, base 2
+  float* sl = reinterpret_cast<float*>(sdo + 2 * kTileElems);  // [2][kTile] lse (natural log)
   float* sd = sl + 2 * kTile;                                  // [2][kTile] D
   const int tile = blockIdx.x;  // key tile; tile 0 is seen by every query tile: first
   const int64_t head = in.offset(blockIdx.y, nh), ohead = out.offset(blockIdx.y, nh);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first key
   const int tiles = (n + kTile - 1) / kTile;
-  // Stages the query tile qt into buffer b: Q and dO (async), lse (base 2; +inf beyond n: P = 0)
-  // and D.
+  // Starts copying query tile qt into buffer b: Q, dO, and lse, D (threads 0..63 and 64..127).
+  // Rows at or beyond n are zeros, lse and D included: there S^T = 0, so P = 1, but dO = 0 and
+  // dS = 0, so they add nothing to dV += P^T dO and dK += dS^T Q.
   auto stage = [&](int qt, int b) {
     load_tile_async<D>(sq + b * kTileElems, q + head, qt * kTile, n, in.row);
     load_tile_async<D>(sdo + b * kTileElems, dout + ohead, qt * kTile, n, out.row);
-    for (int i = threadIdx.x; i < kTile; i += kThreads) {
-      const int row = qt * kTile + i;
-      sl[b * kTile + i] = row < n ? lse[int64_t{blockIdx.y} * n + row] * kLog2e : INFINITY;
-      sd[b * kTile + i] = row < n ? dsum[int64_t{blockIdx.y} * n + row] : 0.f;
-    }
+    const int i = threadIdx.x % kTile, row = qt * kTile + i;
+    const float* src = (threadIdx.x < kTile ? lse : dsum) + int64_t{blockIdx.y} * n;
+    cp_async_4((threadIdx.x < kTile ? sl : sd) + b * kTile + i, row < n ? src + row : src, row < n);
   };
   load_tile_async<D>(sk, k + head, tile * kTile, n, in.row);
   load_tile_async<D>(sv, v + head, tile * kTile, n, in.row);
@@ -451,22 +492,32 @@ __global__ void __launch_bounds__(kThreads)
     const bf16* cdo = sdo + b * kTileElems;
     const float* cl = sl + b * kTile;
     const float* cd = sd + b * kTile;
-    float st[kTile / 8][4] = {}, dpt[kTile / 8][4] = {};
-    warp_mma_abt<kTile, D>(st, kf, cq, kLd);    // S^T = K Q^T (keys x queries)
-    warp_mma_abt<kTile, D>(dpt, vf, cdo, kLd);  // dP^T = V dO^T
+#pragma unroll 1
+    for (int c = 0; c < kTile / kChunk; ++c) {  // chunks of kChunk queries
+      if (qt == tile && qt * kTile + c * kChunk + kChunk - 1 < row0) continue;  // all masked
+      const bf16* chq = cq + c * kChunk * kLd;
+      const bf16* chdo = cdo + c * kChunk * kLd;
+      float st[kChunk / 8][4] = {}, dpt[kChunk / 8][4] = {};
+      warp_mma_abt<kChunk, D>(st, kf, chq, kLd);    // S^T = K Q^T (keys x queries)
+      warp_mma_abt<kChunk, D>(dpt, vf, chdo, kLd);  // dP^T = V dO^T
 #pragma unroll
-    for (int j = 0; j < kTile / 8; ++j) {
+      for (int j = 0; j < kChunk / 8; ++j) {
+        const int col = c * kChunk + j * 8 + 2 * t;  // queries col, col + 1 of the tile
+        const float2 lj = *reinterpret_cast<const float2*>(cl + col);
+        const float2 dj = *reinterpret_cast<const float2*>(cd + col);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int h = i / 2, col = j * 8 + 2 * t + (i & 1);  // query within the tile
-        const bool masked = qt == tile && row0 + g + 8 * h > qt * kTile + col;
-        const float p = masked ? 0.f : exp2f(st[j][i] * scale_log2 - cl[col]);
-        st[j][i] = p;
-        dpt[j][i] = p * (dpt[j][i] - cd[col]);  // dS^T
+        for (int i = 0; i < 4; ++i) {
+          const int h = i / 2, e = i & 1;
+          const bool masked = qt == tile && row0 + g + 8 * h > qt * kTile + col + e;
+          const float x = st[j][i] * scale_log2 - (e ? lj.y : lj.x) * kLog2e;
+          const float p = masked ? 0.f : exp2_ftz(x);
+          st[j][i] = p;
+          dpt[j][i] = p * (dpt[j][i] - (e ? dj.y : dj.x));  // dS^T
+        }
       }
+      warp_mma_pb<D, kChunk>(dv_acc, st, chdo, kLd);  // dV += P^T dO
+      warp_mma_pb<D, kChunk>(dk_acc, dpt, chq, kLd);  // dK += dS^T Q
     }
-    warp_mma_pb<D, kTile>(dv_acc, st, cdo, kLd);  // dV += P^T dO
-    warp_mma_pb<D, kTile>(dk_acc, dpt, cq, kLd);  // dK += dS^T Q
     __syncthreads();
   }
   store_rows<D>(dk + head, dk_acc, row0, n, scale, in.row);
@@ -553,15 +604,18 @@ void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Ten
   const int dev = q.device().index;
   DeviceGuard guard(dev);
   const int n = static_cast<int>(g.T), nh = static_cast<int>(g.NH);
-  const int64_t rows = g.B * g.NH * n;
   const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
   const float scale = 1.f / std::sqrt(static_cast<float>(g.hs)), scale_log2 = kLog2e * scale;
   const Tensor dsum = empty(lse.shape(), {DType::kFloat32, q.device()});
   dispatch_head_size(g.hs, [&]<int D>() {
-    flash_bf16_rowdot_kernel<D>
-        <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream(dev)>>>(
-            bf16_data(dout), bf16_data(out), dsum.data<float>(), rows, n, nh, g.out);
-    TT_CUDA_CHECK_LAUNCH("flash_bf16_rowdot_kernel");
+    // dQ and D first: the dK/dV kernel reads D.
+    constexpr auto dqk = flash_bf16_backward_dq_kernel<D>;
+    const std::size_t smem_q = shared_bytes<dqk>(dev, D, 6);
+    dqk<<<grid, kThreads, smem_q, stream(dev)>>>(bf16_data(q), bf16_data(k), bf16_data(v),
+                                                 bf16_data(dout), bf16_data(out), lse.data<float>(),
+                                                 dsum.data<float>(), bf16_data_mut(dq), n, nh,
+                                                 g.qkv, g.out, scale_log2, scale);
+    TT_CUDA_CHECK_LAUNCH("flash_bf16_backward_dq_kernel");
     constexpr auto dkdv = flash_bf16_backward_dkdv_kernel<D>;
     const std::size_t smem_kv = shared_bytes<dkdv>(dev, D, 6, 4 * kTile);
     dkdv<<<grid, kThreads, smem_kv, stream(dev)>>>(
@@ -569,12 +623,6 @@ void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Ten
         dsum.data<float>(), bf16_data_mut(dk), bf16_data_mut(dv), n, nh, g.qkv, g.out, scale_log2,
         scale);
     TT_CUDA_CHECK_LAUNCH("flash_bf16_backward_dkdv_kernel");
-    constexpr auto dqk = flash_bf16_backward_dq_kernel<D>;
-    const std::size_t smem_q = shared_bytes<dqk>(dev, D, 6);
-    dqk<<<grid, kThreads, smem_q, stream(dev)>>>(
-        bf16_data(q), bf16_data(k), bf16_data(v), bf16_data(dout), lse.data<float>(),
-        dsum.data<float>(), bf16_data_mut(dq), n, nh, g.qkv, g.out, scale_log2, scale);
-    TT_CUDA_CHECK_LAUNCH("flash_bf16_backward_dq_kernel");
   });
 }
 
