@@ -13,10 +13,11 @@
 
 namespace tt {
 
-/// One parameter's copy: defined once the first step that updates the parameter allocates it.
+/// One parameter's copy: kept once bf16_weight() asked for it, allocated by the next step.
 struct MasterWeightAdamW::Entry {
   Tensor master;         // the parameter (a handle: same TensorImpl as the model's)
   Tensor copy;           // bfloat16, master's shape, on master's device
+  bool wanted = false;   // a layer read it through bf16_weight(): the steps write its copy
   bool current = false;  // written from the master as it is now
 };
 
@@ -69,6 +70,7 @@ MasterWeightAdamW::~MasterWeightAdamW() {
 }
 
 Tensor MasterWeightAdamW::copy_of(const Tensor& param) const {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
   for (const auto& e : entries_) {
     if (e->master.impl() == param.impl()) return e->current ? e->copy : Tensor();
   }
@@ -86,28 +88,40 @@ void MasterWeightAdamW::update(const std::vector<Tensor>& params, const std::vec
                                const std::vector<std::vector<Tensor>>& state, double weight_decay,
                                int64_t step) {
   const Device device = params[0].device();
+  // Parameters whose copy a layer asked for (bf16_weight) and the others, each with its state.
+  std::vector<Tensor> cp, cg, cm, cv, copies, rp, rg, rm, rv;
   std::vector<Entry*> batch;
-  std::vector<Tensor> copies;
-  for (const Tensor& p : params) {
-    Entry* entry = nullptr;
-    for (const auto& e : entries_) {
-      if (e->master.impl() == p.impl()) entry = e.get();
+  {
+    const std::lock_guard<std::mutex> lock(registry().mutex);
+    for (std::size_t j = 0; j < params.size(); ++j) {
+      const Tensor& p = params[j];
+      Entry* entry = nullptr;
+      for (const auto& e : entries_) {
+        if (e->master.impl() == p.impl()) entry = e.get();
+      }
+      TT_CHECK(entry != nullptr, "MasterWeightAdamW::step: ", p.describe(), " is not registered");
+      if (!entry->wanted) {
+        rp.push_back(p), rg.push_back(grads[j]), rm.push_back(state[0][j]);
+        rv.push_back(state[1][j]);
+        continue;
+      }
+      if (!entry->copy.defined() || entry->copy.device() != p.device()) {
+        entry->copy = empty(p.shape(), {DType::kBFloat16, p.device()});  // first step, or moved
+      }
+      cp.push_back(p), cg.push_back(grads[j]), cm.push_back(state[0][j]);
+      cv.push_back(state[1][j]), copies.push_back(entry->copy);
+      batch.push_back(entry);
     }
-    TT_CHECK(entry != nullptr, "MasterWeightAdamW::step: ", p.describe(), " is not registered");
-    if (!entry->copy.defined() || entry->copy.device() != p.device()) {
-      entry->copy = empty(p.shape(), {DType::kBFloat16, p.device()});  // first step, or moved
-    }
-    batch.push_back(entry);
-    copies.push_back(entry->copy);
   }
+  if (!rp.empty()) AdamW::update(rp, rg, {rm, rv}, weight_decay, step);  // no copy to write
+  if (cp.empty()) return;
   const optim::AdamWStepArgs args{lr(),          options().beta1, options().beta2,
                                   options().eps, weight_decay,    step};
   if (skip().defined()) {
     TT_CHECK(skip().device() == device, "MasterWeightAdamW::step_unless: skip ", skip().describe(),
              " must be on the parameters' device ", device.str());
   }
-  call_kernel<AdamWStepBf16Kernel>("adamw_step_bf16", device, params, grads, state[0], state[1],
-                                   copies, args, skip());
+  call_kernel<AdamWStepBf16Kernel>("adamw_step_bf16", device, cp, cg, cm, cv, copies, args, skip());
   const std::lock_guard<std::mutex> lock(registry().mutex);
   for (Entry* e : batch) e->current = true;
 }
@@ -118,9 +132,9 @@ Tensor bf16_weight(const Tensor& w) {
     const std::lock_guard<std::mutex> lock(r.mutex);
     const auto it = r.entries.find(w.impl().get());
     if (it != r.entries.end()) {
-      if (const auto e = it->second.lock();
-          e != nullptr && e->current && e->copy.device() == w.device()) {
-        return e->copy;
+      if (const auto e = it->second.lock(); e != nullptr) {
+        if (e->current && e->copy.device() == w.device()) return e->copy;
+        e->wanted = true;  // from the next step on, the optimizer writes its copy
       }
     }
   }

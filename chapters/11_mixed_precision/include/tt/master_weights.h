@@ -18,8 +18,11 @@
 /// | "adamw_step_bf16" | AdamWStepBf16Kernel | cpu::adamw_step_bf16 (exercise ch11.5: cpu::adamw_master_update) | cuda::adamw_step_bf16 (chapter 07's AdamW kernel with a fifth list) |
 ///
 /// The copies are kept by a MasterWeightAdamW and found by bf16_weight(), which chapter 11's
-/// linear layers call instead of casting. A copy is used only while it is *current*: written by
-/// the optimizer's last step (or a skipped step_unless) from the master as it is now. Code that
+/// linear layers call instead of casting. A copy exists only for a parameter that bf16_weight()
+/// was asked for (the first forward casts it and asks; the next step writes its copy; the
+/// embeddings and LayerNorm parameters, read in float32, get none), and is used only while it is
+/// *current*: written by the optimizer's last step (or a skipped step_unless) from the master as
+/// it is now. Code that
 /// writes a master itself after a step (loading weights into a model whose optimizer has
 /// stepped) must call MasterWeightAdamW::invalidate_copies(); the layers then cast again until
 /// the next step.
@@ -46,8 +49,9 @@ using AdamWStepBf16Kernel = void(const std::vector<Tensor>& params,
                                  const std::vector<Tensor>& copies,
                                  const optim::AdamWStepArgs& args, const Tensor& skip);
 
-/// torch.optim.AdamW on float32 master parameters that also keeps a bfloat16 copy of each, written
-/// by every step through the kernel "adamw_step_bf16" (one pass over the parameters). Same
+/// torch.optim.AdamW on float32 master parameters that also keeps a bfloat16 copy of those the
+/// layers read through bf16_weight(), written by every step through the kernel "adamw_step_bf16"
+/// (the same pass as their update; the other parameters go through "adamw_step"). Same
 /// state, state_dict and checkpoints as optim::AdamW (the copies are derived, never saved), and
 /// the same masters bit for bit. While it lives, bf16_weight() returns its current copies.
 class MasterWeightAdamW final : public optim::AdamW {
@@ -72,8 +76,8 @@ class MasterWeightAdamW final : public optim::AdamW {
   struct Entry;
 
  protected:
-  /// Calls "adamw_step_bf16" (with skip() inside step_unless), then marks the copies of
-  /// `params` current.
+  /// Calls "adamw_step_bf16" for the parameters with a copy (with skip() inside step_unless),
+  /// then marks their copies current; optim::AdamW's update for the others.
   void update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<std::vector<Tensor>>& state, double weight_decay,
               int64_t step) override;
@@ -84,7 +88,8 @@ class MasterWeightAdamW final : public optim::AdamW {
 
 /// The bfloat16 weight a GEMM multiplies with for the float32 master `w`: the current copy of a
 /// live MasterWeightAdamW when `w` is one of its parameters (no work), otherwise w converted to
-/// bfloat16 (a new tensor, the "cast" kernel).
+/// bfloat16 (a new tensor, the "cast" kernel); in that case a MasterWeightAdamW that has `w`
+/// keeps a copy of it from its next step on.
 Tensor bf16_weight(const Tensor& w);
 
 /// A GPT-2 operation set's AdamW factory (gpt2::ModelOps::adamw) making a MasterWeightAdamW.
