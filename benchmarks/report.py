@@ -244,17 +244,25 @@ def step_table(order, groups, skips) -> list[str]:
     return md
 
 
+def read_measured_csv(path: Path):
+    """(note from the '#' lines, rows) of a committed CSV of measured points, or None."""
+    if not path.exists():
+        return None
+    lines = path.read_text().splitlines()
+    note = " ".join(l[1:].strip() for l in lines if l.startswith("#"))
+    return note, list(csv.DictReader(l for l in lines if not l.startswith("#")))
+
+
 SCALING_CSV = Path(__file__).resolve().parent.parent / "chapters" / "12_data_parallel" / \
     "scaling_gpu.csv"
 
 
 def scaling_section(path: Path = SCALING_CSV) -> list[str]:
     """The data-parallel scaling table from tools/scaling_gpu's CSV, or nothing."""
-    if not path.exists():
+    measured = read_measured_csv(path)
+    if measured is None:
         return []
-    lines = path.read_text().splitlines()
-    note = " ".join(l[1:].strip() for l in lines if l.startswith("#"))
-    rows = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+    note, rows = measured
     md = ["## Data-parallel scaling (chapter 12)", "",
           f"Measured by `tools/scaling_gpu` (not part of this run): {note}. Weak scaling: every "
           "GPU keeps B=8 rows of T=1024 tokens; efficiency = tok/s on N GPUs / (N x tok/s of "
@@ -265,6 +273,35 @@ def scaling_section(path: Path = SCALING_CSV) -> list[str]:
         eff = f"{100 * float(r['efficiency']):.1f}%" if r.get("efficiency") else ""
         md.append(f"| {r['system']} | {r['gpus']} | {r['ms_per_step']} | {r['tok_s']} | {eff} | "
                   f"{r['peak_mem_gib']} | {r.get('opt_state_gib') or ''} |")
+    return md
+
+
+BF16_DIR = Path(__file__).resolve().parent.parent / "chapters" / "11_mixed_precision"
+
+
+def bf16_section(step_csv: Path = BF16_DIR / "bf16_step.csv",
+                 fits_csv: Path = BF16_DIR / "bf16_fits.csv") -> list[str]:
+    """The bf16 step against PyTorch and llm.c, and the memory grid, from tools/bf16_step_gpu's
+    CSVs, or nothing."""
+    step = read_measured_csv(step_csv)
+    if step is None:
+        return []
+    note, rows = step
+    llmc = next((float(r["ms_per_step"]) for r in rows if r["system"].startswith("llm.c")), None)
+    md = ["## GPT-2 step in bf16 (chapter 11)", "",
+          f"Measured by `tools/bf16_step_gpu` (not part of this run): {note}.", "",
+          "| system | ms/step | tok/s | peak MiB | vs llm.c |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        vs = f"{llmc / float(r['ms_per_step']):.2f}x" if llmc else ""
+        md.append(f"| {r['system']} | {r['ms_per_step']} | {r['tok_s']} | {r['peak_mib']} | "
+                  f"{vs} |")
+    fits = read_measured_csv(fits_csv)
+    if fits is not None:
+        note, rows = fits
+        md += ["", f"What fits: {note}.", "", "| precision | B | fits | peak MiB | ms/step | tok/s |",
+               "|---|---:|---|---:|---:|---:|"]
+        md += [f"| {r['precision']} | {r['B']} | {r['fits']} | {r['peak_mib']} | "
+               f"{r['ms_per_step']} | {r['tok_s']} |" for r in rows]
     return md
 
 
@@ -354,6 +391,8 @@ def main() -> int:
     md += ([""] if variants else []) + variants
     steps = step_table(order, groups, skips)
     md += ([""] if steps else []) + steps
+    bf16 = bf16_section()
+    md += ([""] if bf16 else []) + bf16
     scaling = scaling_section()
     md += ([""] if scaling else []) + scaling
     if skipped:
