@@ -3,6 +3,7 @@
 // the bf16 linear layers, and the CUDA kernel "adamw_step_bf16" against the CPU one (skipped
 // without a GPU).
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,55 @@ std::vector<Tensor> clones(const std::vector<Tensor>& ps) {
 
 const optim::AdamWOptions kOptions{
     .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+
+// ----- the CPU kernel (exercise ch11.5) ----------------------------------------------------------
+
+/// The bits of float_to_bfloat16_rne (exercise ch11.1) of every element of float32 `t`.
+std::vector<uint16_t> rounded_bits(const Tensor& t) {
+  std::vector<uint16_t> out;
+  for (float v : t.to(Device::cpu()).contiguous().to_vector<float>()) {
+    out.push_back(float_to_bfloat16_rne(v).bits);
+  }
+  return out;
+}
+
+TEST(Ch11_5_AdamWMasterUpdate, KernelUpdatesTheMastersAsChapter05ThenRoundsThem) {
+  // The kernel alone, on copies it must fill (no conversion runs before it).
+  const std::vector<Tensor> masters = make_params(12);
+  const std::vector<Tensor> plain = clones(masters);
+  std::vector<Tensor> grads, m, v, m05, v05, copies;
+  for (const Tensor& p : masters) {
+    for (auto* list : {&m, &v, &m05, &v05}) list->push_back(zeros_like(p));
+    copies.push_back(empty(p.shape(), {.dtype = DType::kBFloat16}));
+  }
+  const auto detach = [](const std::vector<Tensor>& ts) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : ts) out.push_back(t.detach());
+    return out;
+  };
+  const std::vector<Tensor> mp = detach(masters), pp = detach(plain);
+  for (int64_t step = 1; step <= 3; ++step) {
+    Generator gen(40 + step);
+    grads.clear();
+    for (const Tensor& p : masters) grads.push_back(randn(p.shape(), gen));
+    const optim::AdamWStepArgs args{1e-2, 0.9, 0.95, 1e-8, 0.1, step};
+    const Tensor skip = scalar_tensor(step == 2 ? 1.0 : 0.0, {.dtype = DType::kFloat64});
+    call_kernel<AdamWStepBf16Kernel>("adamw_step_bf16", Device::cpu(), mp, grads, m, v, copies,
+                                     args, step == 1 ? Tensor() : skip);
+    if (step != 2) {  // step 2 is skipped: chapter 05's kernel is not called for it
+      call_kernel<optim::AdamWStepKernel>("adamw_step", Device::cpu(), pp, grads, m05, v05, args);
+    }
+    for (std::size_t j = 0; j < masters.size(); ++j) {
+      ASSERT_TRUE(same(mp[j], pp[j])) << "parameter " << j << " step " << step
+                                      << ": the masters differ from chapter 05's AdamW";
+      ASSERT_TRUE(same(m[j], m05[j]) && same(v[j], v05[j])) << "parameter " << j << " moments";
+      ASSERT_EQ(bits(copies[j]), rounded_bits(mp[j]))
+          << "parameter " << j << " step " << step
+          << (step == 2 ? ": a skipped step still writes the copies from the masters"
+                        : ": the copy is not the updated master, rounded to nearest even");
+    }
+  }
+}
 
 // ----- MasterWeightAdamW on the CPU --------------------------------------------------------------
 
@@ -288,7 +338,7 @@ TEST(Ch11_5_CudaMasterWeightAdamW, MatchesTheCpuKernelOverSteps) {
   }
 }
 
-TEST(Ch11_5_CudaMasterWeightAdamW, ASkippedStepWritesOnlyTheCopies) {
+TEST(Ch11_CudaMasterWeightAdamW, ASkippedStepWritesOnlyTheCopies) {
   TT_SKIP_IF_NO_CUDA();
   const std::vector<Tensor> ps = make_params(8, kCuda);
   const std::vector<Tensor> before = clones(ps);
@@ -307,7 +357,7 @@ TEST(Ch11_5_CudaMasterWeightAdamW, ASkippedStepWritesOnlyTheCopies) {
   }
 }
 
-TEST(Ch11_5_CudaMasterWeightAdamW, Gpt2TrainsAsWithCasts) {
+TEST(Ch11_CudaMasterWeightAdamW, Gpt2TrainsAsWithCasts) {
   TT_SKIP_IF_NO_CUDA();
   const std::vector<double> casts = train_tiny(false, kCuda);
   const std::vector<double> copies = train_tiny(true, kCuda);
