@@ -11,6 +11,7 @@
 
 #include "tt/cuda_block_reduce.h"
 #include "tt/cuda_device.h"
+#include "tt/cuda_gelu.h"
 #include "tt/cuda_ops.h"
 #include "tt/dispatcher.h"
 #include "tt/ops_elementwise.h"
@@ -65,27 +66,6 @@ struct SquareFn {  // pow_scalar with s == 2, as the CPU kernel: one multiply, e
   }
 };
 
-constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
-constexpr double kGeluCoeff = 0.044715;
-
-// y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-struct GeluFn {
-  template <typename T>
-  __device__ T operator()(T x) const {
-    const T beta = static_cast<T>(kSqrt2OverPi), kappa = static_cast<T>(kGeluCoeff);
-    return T(0.5) * x * (T(1) + std::tanh(beta * (x + kappa * x * x * x)));
-  }
-};
-// dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), t = tanh(u).
-struct GeluBackwardFn {
-  template <typename T>
-  __device__ T operator()(T dy, T x) const {
-    const T beta = static_cast<T>(kSqrt2OverPi), kappa = static_cast<T>(kGeluCoeff);
-    const T t = std::tanh(beta * (x + kappa * x * x * x));
-    const T du = beta * (T(1) + T(3) * kappa * x * x);
-    return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
-  }
-};
 // out = mask != 0 ? value : x.
 template <typename T>
 struct MaskedFillFn {

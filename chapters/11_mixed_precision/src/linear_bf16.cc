@@ -91,10 +91,9 @@ struct LinearBf16Fn : autograd::Function {
     const Device dev = x_.device();
     Tensor dh = grads[0].to(kBf16).contiguous();
     if (gelu_) {  // dh = dy gelu'(pre) in float32, rounded to bfloat16
-      Tensor g = empty(dh.shape(), {DType::kFloat32, dev});
-      call_kernel<UnaryBackwardKernel>("gelu_backward", dev, g, dh.to(DType::kFloat32),
-                                       pre_.to(DType::kFloat32));
-      dh = g.to(kBf16);
+      Tensor g = empty(dh.shape(), {kBf16, dev});
+      call_kernel<GeluBackwardBf16Kernel>("gelu_backward_bf16", dev, g, dh, pre_);
+      dh = g;
     }
     const bool empty_problem = dh.numel() == 0;  // no rows: zero gradients
     std::vector<Tensor> out(has_bias_ ? 3 : 2);
@@ -170,7 +169,27 @@ LtGemm checked_lt_linear_dgrad_gemm(const char* op, const Tensor& dx, const Tens
   return lt_linear_dgrad_gemm(dx, dy, w);
 }
 
+void check_gelu_backward_bf16(const char* op, const Tensor& dx, const Tensor& dy,
+                              const Tensor& pre) {
+  TT_CHECK(dx.defined() && dy.defined() && pre.defined(), op, ": undefined operand");
+  const bool ok = dx.dtype() == kBf16 && dy.dtype() == kBf16 && pre.dtype() == kBf16 &&
+                  dx.shape() == dy.shape() && dx.shape() == pre.shape() && dx.is_contiguous() &&
+                  dy.is_contiguous() && pre.is_contiguous() && dx.device() == dy.device() &&
+                  dx.device() == pre.device();
+  TT_CHECK(ok, op,
+           ": expected contiguous bfloat16 dx, dy and pre of one shape on one device, got dx ",
+           dx.describe(), ", dy ", dy.describe(), ", pre ", pre.describe());
+}
+
 namespace cpu {
+
+void gelu_backward_bf16(const Tensor& dx, const Tensor& dy, const Tensor& pre) {
+  check_gelu_backward_bf16("cpu::gelu_backward_bf16", dx, dy, pre);
+  Tensor g = empty(dx.shape());
+  call_kernel<UnaryBackwardKernel>("gelu_backward", Device::cpu(), g, dy.to(DType::kFloat32),
+                                   pre.to(DType::kFloat32));
+  dx.copy_(g);  // rounded to nearest even
+}
 
 bool run_lt(const LtGemm& g) {
   if (g.m == 0 || g.n == 0 || g.k == 0) return false;
@@ -237,5 +256,6 @@ bool matmul_lt_dgrad(const Tensor& dx, const Tensor& dy, const Tensor& w) {
 TT_REGISTER_KERNEL("matmul_lt_forward", DeviceType::kCPU, cpu::matmul_lt_forward);
 TT_REGISTER_KERNEL("matmul_lt_wgrad", DeviceType::kCPU, cpu::matmul_lt_wgrad);
 TT_REGISTER_KERNEL("matmul_lt_dgrad", DeviceType::kCPU, cpu::matmul_lt_dgrad);
+TT_REGISTER_KERNEL("gelu_backward_bf16", DeviceType::kCPU, cpu::gelu_backward_bf16);
 
 }  // namespace tt

@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -188,6 +189,37 @@ inline void check_dgrad_kernel(Device device, int64_t M, int64_t N, int64_t K, u
     EXPECT_TRUE(within_bound(dx, ref, bound,
                              dt == DType::kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -14)))
         << dtype_name(dt) << " dx";
+  }
+}
+
+/// Checks kernel "gelu_backward_bf16" on `device` for n elements (`offset` elements into a larger
+/// buffer: 1 makes every pointer misaligned, the kernel's scalar path): dx = dy gelu'(x) against
+/// float64 on the same bfloat16 values, within one rounding of the result (2^-8 |dx|) and the
+/// float32 arithmetic (2^-22 of the terms' size).
+inline void check_gelu_backward_kernel(Device device, int64_t n, int64_t offset, uint64_t seed) {
+  SCOPED_TRACE("n " + std::to_string(n) + ", offset " + std::to_string(offset) + " on " +
+               device.str());
+  const TensorOptions bf{DType::kBFloat16, device};
+  const Tensor dy = empty({n + offset}, bf).narrow(0, offset, n);
+  const Tensor x = empty({n + offset}, bf).narrow(0, offset, n);
+  const Tensor dx = empty({n + offset}, bf).narrow(0, offset, n);
+  dy.copy_(randn_f32({n}, seed).to(device));
+  x.copy_(mul(randn_f32({n}, seed + 1), 3.0).to(device));  // GELU's curved part and both tails
+  ASSERT_NO_THROW(call_kernel<GeluBackwardBf16Kernel>("gelu_backward_bf16", device, dx, dy, x));
+  const std::vector<double> d = bf16_rounded64(dy).to_vector<double>();
+  const std::vector<double> v = bf16_rounded64(x).to_vector<double>();
+  const std::vector<double> got = bf16_rounded64(dx).to_vector<double>();
+  const double beta = std::sqrt(2.0 / std::numbers::pi), kappa = 0.044715;
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = std::tanh(beta * (v[i] + kappa * v[i] * v[i] * v[i]));
+    const double ref =
+        d[i] * (0.5 * (1 + t) + 0.5 * v[i] * (1 - t * t) * beta * (1 + 3 * kappa * v[i] * v[i]));
+    // float32 evaluation: 1 + t cancels where t ~ -1, an absolute error of a few float32 ulps
+    // of the terms (~ |dy| (1 + |x| du)); the result's rounding: half a bfloat16 ulp.
+    const double du = beta * (1 + 3 * kappa * v[i] * v[i]);
+    const double terms = std::fabs(d[i]) * (1 + std::fabs(v[i]) * du);
+    ASSERT_NEAR(got[i], ref, std::ldexp(std::fabs(ref), -8) + std::ldexp(terms, -22))
+        << "element " << i << ": dy " << d[i] << ", x " << v[i];
   }
 }
 

@@ -75,6 +75,13 @@ TEST(Ch11_LinearBf16, GeluEpilogueNeedsOutMultipleOf8LikeCublasLt) {
       call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", Device::cpu(), y, x, w, b, Tensor()));
 }
 
+TEST(Ch11_LinearBf16, GeluBackwardKernelMatchesFloat64) {
+  test11::check_gelu_backward_kernel(Device::cpu(), 1003, 0, 2600);
+  const Tensor a = empty({4}, {.dtype = DType::kBFloat16}), f = empty({4});
+  EXPECT_TT_ERROR(call_kernel<GeluBackwardBf16Kernel>("gelu_backward_bf16", Device::cpu(), a, a, f),
+                  "gelu_backward_bf16", "bfloat16", "float32");
+}
+
 TEST(Ch11_LinearBf16, RejectsBadInputs) {
   Generator gen(7);
   nn::Linear layer(4, 8, true, gen);

@@ -24,5 +24,12 @@ TEST(Ch11_LinearBf16Cuda, ValuesAndGradientsMatchFloat64OnRoundedInputs) {
   check_linear_case({{2, 64, 768}, 3072, true, true, DType::kBFloat16}, Device::cuda(), 2499);
 }
 
+TEST(Ch11_LinearBf16Cuda, GeluBackwardKernelMatchesFloat64) {
+  TT_SKIP_IF_NO_CUDA();
+  test11::check_gelu_backward_kernel(Device::cuda(), 8 * 4099 + 5, 0, 2610);  // vector + tail
+  test11::check_gelu_backward_kernel(Device::cuda(), 1003, 1, 2620);          // misaligned
+  test11::check_gelu_backward_kernel(Device::cuda(), 8192 * 3072, 0, 2630);   // GPT-2's MLP
+}
+
 }  // namespace
 }  // namespace tt

@@ -59,6 +59,18 @@ LtGemm lt_linear_dgrad_gemm(const Tensor& dx, const Tensor& dy, const Tensor& w)
 LtGemm checked_lt_linear_dgrad_gemm(const char* op, const Tensor& dx, const Tensor& dy,
                                     const Tensor& w);
 
+/// Kernel "gelu_backward_bf16": dx = dy gelu'(pre) (GPT-2's tanh approximation) for bfloat16
+/// dx, dy and pre, contiguous, of one shape, on one device; computed in float32 per element and
+/// rounded once to nearest even. The backward of linear_gelu_bf16 calls it: on CUDA one kernel
+/// reads 4 bytes and writes 2 per element, where converting to float32 around chapter 06's
+/// "gelu_backward" moved 30.
+using GeluBackwardBf16Kernel = void(const Tensor& dx, const Tensor& dy, const Tensor& pre);
+
+/// Checks the operands of "gelu_backward_bf16" (see above); throws tt::Error naming `op`, the
+/// shapes, dtypes and devices otherwise.
+void check_gelu_backward_bf16(const char* op, const Tensor& dx, const Tensor& dy,
+                              const Tensor& pre);
+
 /// Kernel "matmul_lt_dgrad": dx [M, K] = dy [M, N] W [N, K], dy and W of one dtype (float32 or
 /// bfloat16), dx float32 or bfloat16, contiguous on one device. Returns false, writing nothing,
 /// when no algorithm exists for the problem (cuBLASLt) or it is empty.
@@ -80,6 +92,9 @@ bool matmul_lt_forward(const Tensor& y, const Tensor& x, const Tensor& w, const 
 bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db);
 /// CPU kernel "matmul_lt_dgrad": run_lt(checked_lt_linear_dgrad_gemm(...)).
 bool matmul_lt_dgrad(const Tensor& dx, const Tensor& dy, const Tensor& w);
+/// CPU kernel "gelu_backward_bf16": dy and pre widened to float32, chapter 04's CPU
+/// "gelu_backward", the result rounded into dx.
+void gelu_backward_bf16(const Tensor& dx, const Tensor& dy, const Tensor& pre);
 
 }  // namespace cpu
 
@@ -88,6 +103,9 @@ namespace cuda {
 /// CUDA kernel "matmul_lt_dgrad" (CUDA builds only): cuda::run_lt(checked_lt_linear_dgrad_gemm(
 /// ...)) on dx's device.
 bool matmul_lt_dgrad(const Tensor& dx, const Tensor& dy, const Tensor& w);
+/// CUDA kernel "gelu_backward_bf16" (CUDA builds only): one elementwise launch, 8 values per
+/// 16-byte access when aligned, chapter 06's GeluBackwardFn in float (tt/cuda_gelu.h).
+void gelu_backward_bf16(const Tensor& dx, const Tensor& dy, const Tensor& pre);
 
 }  // namespace cuda
 
