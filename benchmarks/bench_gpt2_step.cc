@@ -277,7 +277,7 @@ void fast_train_step(benchmark::State& state, Device device, const StepShape& s,
   optim::AdamWOptions ao;
   ao.lr = 3e-4;
   // The set's own AdamW when it has one ("bf16": MasterWeightAdamW, writing the bf16 copies).
-  const gpt2::AdamWFactory make_adamw = ops != "reference" ? gpt2::model_ops(ops).adamw : nullptr;
+  const gpt2::AdamWFactory& make_adamw = model.ops().adamw;
   const std::unique_ptr<optim::Optimizer> opt_ptr =
       make_adamw ? make_adamw({optim::ParamGroup{model.parameters(), ao.weight_decay}}, ao)
                  : std::make_unique<optim::AdamW>(model.parameters(), ao);

@@ -213,6 +213,16 @@ def completed(result: TestResult) -> bool:
     return result.status != "failed" or "[  FAILED  ]" in result.output
 
 
+def gpu_names() -> list[str]:
+    """The names of this machine's GPUs (nvidia-smi), one per GPU; [] without one."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [line.strip() for line in out if line.strip()]
+
+
 def color(text: str, code: str) -> str:
     if sys.stdout.isatty() and os.environ.get("NO_COLOR") is None:
         return f"\033[{code}m{text}\033[0m"

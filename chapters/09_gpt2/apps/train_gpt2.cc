@@ -227,14 +227,16 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-/// The reason chapter 11's bf16 set is not the default on `device` ("" when it is): bf16 is the
-/// default precision on a GPU where the set runs (its probe step passes; its tensor-core kernels
-/// need sm_80 or later), unless --attention or --fused choose among the float32 sets.
-std::string why_not_bf16_default(const Options& o, Device device) {
-  if (!device.is_cuda()) return "on the CPU bf16 is emulated (ask with --precision bf16)";
-  if (o.attention != "auto" || o.fused != "auto") return "--attention/--fused pick a float32 set";
+/// Why chapter 11's bf16 set (o.recompute: "bf16_recompute") cannot train on `device`, or ""
+/// when it can: it is linked in and a tiny probe step of it (and of its AdamW) runs there.
+std::string why_bf16_cannot_run(const Options& o, Device device) {
   const std::string set = o.recompute ? "bf16_recompute" : "bf16";
-  if (!has_model_ops(set)) return "chapter 11's operation set \"" + set + "\" is not linked in";
+  if (!has_model_ops(set)) {
+    std::string sets;
+    for (const std::string& name : model_ops_names()) sets += (sets.empty() ? "" : ", ") + name;
+    return "chapter 11's operation set \"" + set + "\" is not linked in (linked sets: " + sets +
+           ")";
+  }
   try {
     const std::string todo = model_ops_not_implemented(model_ops(set), device);
     if (!todo.empty()) {
@@ -243,8 +245,8 @@ std::string why_not_bf16_default(const Options& o, Device device) {
     }
   } catch (const Error& e) {
     const std::string what = e.what();
-    return "chapter 11's bf16 operations do not run on " + device.str() + " (" +
-           what.substr(0, what.find('\n')) + ")";
+    return "it does not run on " + device.str() +
+           " (a tiny probe step failed: " + what.substr(0, what.find('\n')) + ")";
   }
   return "";
 }
@@ -252,33 +254,31 @@ std::string why_not_bf16_default(const Options& o, Device device) {
 /// The operations of the run, and the log line that says which: chapter 11's "bf16" (or
 /// "bf16_recompute") set for --precision bf16; otherwise (--attention, --fused) over chapter 09's
 /// "reference" set and chapter 10's "fast" set. Without --precision (o.precision empty), decides
-/// it first: bf16 where why_not_bf16_default() is "", else fp32 (the log line says why).
+/// it first: bf16 on a GPU where the set runs (its tensor-core kernels need sm_80 or later)
+/// unless --attention or --fused choose among the float32 sets, else fp32 (the log line says
+/// why).
 std::pair<ModelOps, std::string> choose_ops(Options& o, Device device) {
-  std::string note;  // how the default precision was chosen
+  std::string note;     // how the default precision was chosen
+  std::string no_bf16;  // why bf16 cannot run ("" when it can or was not asked about)
   if (o.precision.empty()) {
-    const std::string why = why_not_bf16_default(o, device);
-    o.precision = why.empty() ? "bf16" : "fp32";
-    note = why.empty() ? "; precision bf16: the default on a GPU"
-                       : "; precision fp32: the default here (bf16 is not: " + why + ")";
+    if (!device.is_cuda()) {
+      no_bf16 = "on the CPU bf16 is emulated (ask with --precision bf16)";
+    } else if (o.attention != "auto" || o.fused != "auto") {
+      no_bf16 = "--attention/--fused pick a float32 set";
+    } else {
+      no_bf16 = why_bf16_cannot_run(o, device);
+    }
+    o.precision = no_bf16.empty() ? "bf16" : "fp32";
+    note = no_bf16.empty() ? "; precision bf16: the default on a GPU"
+                           : "; precision fp32: the default here (bf16 is not: " + no_bf16 + ")";
     TT_CHECK(!o.recompute || o.precision == "bf16",
-             "train_gpt2: --recompute needs bf16, which is not the default here: ", why);
+             "train_gpt2: --recompute needs bf16, which is not the default here: ", no_bf16);
+  } else if (o.precision == "bf16") {
+    no_bf16 = why_bf16_cannot_run(o, device);
+    TT_CHECK(no_bf16.empty(), "train_gpt2: --precision bf16: ", no_bf16);
   }
   if (o.precision == "bf16") {
-    const std::string set = o.recompute ? "bf16_recompute" : "bf16";
-    std::string sets;
-    for (const std::string& name : model_ops_names()) sets += (sets.empty() ? "" : ", ") + name;
-    TT_CHECK(has_model_ops(set), "train_gpt2: --precision bf16 needs chapter 11's operation set \"",
-             set, "\", which is not linked in (linked sets: ", sets, ")");
-    ModelOps bf16 = model_ops(set);
-    std::string todo;
-    try {
-      todo = model_ops_not_implemented(bf16, device);
-    } catch (const Error& e) {
-      TT_THROW("train_gpt2: --precision bf16 does not run on ", device.str(),
-               " (a tiny probe step failed): ", e.what());
-    }
-    TT_CHECK(todo.empty(), "train_gpt2: --precision bf16: chapter 11's operations are not ",
-             "implemented yet (", todo.substr(0, todo.find('\n')), ")");
+    ModelOps bf16 = model_ops(o.recompute ? "bf16_recompute" : "bf16");
     std::string line = "ops: " + bf16.description + note;  // "bf16 mixed precision: ..."
     return {std::move(bf16), line};
   }

@@ -41,20 +41,20 @@ MasterWeightAdamW::MasterWeightAdamW(std::vector<optim::ParamGroup> groups,
     : AdamW(std::move(groups), options) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
+  // The registry holds weak references: if this constructor throws, entries_ dies and every
+  // entry registered so far expires with it.
   for (const optim::ParamGroup& group : param_groups()) {
     for (const Tensor& p : group.params) {
       const std::size_t i = entries_.size();
       TT_CHECK(p.dtype() == DType::kFloat32, "MasterWeightAdamW: parameter ", i,
                " must be float32 (a master weight), got ", p.describe());
+      std::weak_ptr<Entry>& slot = r.entries[p.impl().get()];
+      TT_CHECK(slot.expired(), "MasterWeightAdamW: parameter ", i, " (", p.describe(),
+               ") already has bfloat16 copies kept by another MasterWeightAdamW");
       auto e = std::make_shared<Entry>();
       e->master = p;
-      const bool fresh = r.entries[p.impl().get()].expired();
-      if (!fresh) {
-        for (const auto& mine : entries_) r.entries.erase(mine->master.impl().get());
-        TT_THROW("MasterWeightAdamW: parameter ", i, " (", p.describe(),
-                 ") already has bfloat16 copies kept by another MasterWeightAdamW");
-      }
-      r.entries[p.impl().get()] = e;
+      slot = e;
+      index_[p.impl().get()] = e.get();
       entries_.push_back(std::move(e));
     }
   }
@@ -69,11 +69,14 @@ MasterWeightAdamW::~MasterWeightAdamW() {
   for (const auto& e : entries_) r.entries.erase(e->master.impl().get());
 }
 
+MasterWeightAdamW::Entry* MasterWeightAdamW::find(const Tensor& param) const {
+  const auto it = index_.find(param.impl().get());
+  return it == index_.end() ? nullptr : it->second;
+}
+
 Tensor MasterWeightAdamW::copy_of(const Tensor& param) const {
   const std::lock_guard<std::mutex> lock(registry().mutex);
-  for (const auto& e : entries_) {
-    if (e->master.impl() == param.impl()) return e->current ? e->copy : Tensor();
-  }
+  if (const Entry* e = find(param)) return e->current ? e->copy : Tensor();
   TT_THROW("MasterWeightAdamW::copy_of: ",
            param.defined() ? param.describe() : std::string("an undefined tensor"),
            " is not one of its parameters");
@@ -95,10 +98,7 @@ void MasterWeightAdamW::update(const std::vector<Tensor>& params, const std::vec
     const std::lock_guard<std::mutex> lock(registry().mutex);
     for (std::size_t j = 0; j < params.size(); ++j) {
       const Tensor& p = params[j];
-      Entry* entry = nullptr;
-      for (const auto& e : entries_) {
-        if (e->master.impl() == p.impl()) entry = e.get();
-      }
+      Entry* entry = find(p);
       TT_CHECK(entry != nullptr, "MasterWeightAdamW::step: ", p.describe(), " is not registered");
       if (!entry->wanted) {
         rp.push_back(p), rg.push_back(grads[j]), rm.push_back(state[0][j]);
@@ -148,11 +148,17 @@ std::unique_ptr<optim::Optimizer> make_master_weight_adamw(std::vector<optim::Pa
 
 namespace {
 
-/// Checks the copies of "adamw_step_bf16" (`op` names the kernel in the message).
-void check_copies(const char* op, const std::vector<Tensor>& params,
-                  const std::vector<Tensor>& copies) {
+/// Checks that "adamw_step_bf16" got one copy per parameter (`op` names the kernel).
+void check_copy_count(const char* op, const std::vector<Tensor>& params,
+                      const std::vector<Tensor>& copies) {
   TT_CHECK(copies.size() == params.size(), op, ": ", copies.size(), " copies for ", params.size(),
            " parameters");
+}
+
+/// check_copy_count, and each copy: contiguous bfloat16 of its parameter's numel and device.
+void check_copies(const char* op, const std::vector<Tensor>& params,
+                  const std::vector<Tensor>& copies) {
+  check_copy_count(op, params, copies);
   for (std::size_t j = 0; j < params.size(); ++j) {
     TT_CHECK(copies[j].defined() && copies[j].dtype() == DType::kBFloat16 &&
                  copies[j].is_contiguous() && copies[j].numel() == params[j].numel() &&
@@ -186,8 +192,7 @@ void adamw_step_bf16(const std::vector<Tensor>& params, const std::vector<Tensor
                      const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                      const std::vector<Tensor>& copies, const optim::AdamWStepArgs& args,
                      const Tensor& skip) {
-  check_copies("cuda::adamw_step_bf16", params, copies);
-  if (params.empty()) return;
+  check_copy_count("cuda::adamw_step_bf16", params, copies);  // chapter 07's table checks each
   adamw_step_with_copies(params, grads, exp_avgs, exp_avg_sqs, copies, args, skip);
 }
 
