@@ -16,9 +16,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
-#include "tt/cuda_block_reduce.h"  // block_allreduce
+#include "tt/cuda_block_reduce.h"  // aligned16, block_allreduce
 #include "tt/cuda_device.h"
 #include "tt/dispatcher.h"
 #include "tt/fused_optim.h"

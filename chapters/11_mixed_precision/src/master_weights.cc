@@ -148,17 +148,11 @@ std::unique_ptr<optim::Optimizer> make_master_weight_adamw(std::vector<optim::Pa
 
 namespace {
 
-/// Checks that "adamw_step_bf16" got one copy per parameter (`op` names the kernel).
-void check_copy_count(const char* op, const std::vector<Tensor>& params,
-                      const std::vector<Tensor>& copies) {
-  TT_CHECK(copies.size() == params.size(), op, ": ", copies.size(), " copies for ", params.size(),
-           " parameters");
-}
-
-/// check_copy_count, and each copy: contiguous bfloat16 of its parameter's numel and device.
+/// Checks the copies of "adamw_step_bf16" (`op` names the kernel in the message).
 void check_copies(const char* op, const std::vector<Tensor>& params,
                   const std::vector<Tensor>& copies) {
-  check_copy_count(op, params, copies);
+  TT_CHECK(copies.size() == params.size(), op, ": ", copies.size(), " copies for ", params.size(),
+           " parameters");
   for (std::size_t j = 0; j < params.size(); ++j) {
     TT_CHECK(copies[j].defined() && copies[j].dtype() == DType::kBFloat16 &&
                  copies[j].is_contiguous() && copies[j].numel() == params[j].numel() &&
@@ -192,7 +186,8 @@ void adamw_step_bf16(const std::vector<Tensor>& params, const std::vector<Tensor
                      const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                      const std::vector<Tensor>& copies, const optim::AdamWStepArgs& args,
                      const Tensor& skip) {
-  check_copy_count("cuda::adamw_step_bf16", params, copies);  // chapter 07's table checks each
+  check_copies("cuda::adamw_step_bf16", params, copies);
+  if (params.empty()) return;
   adamw_step_with_copies(params, grads, exp_avgs, exp_avg_sqs, copies, args, skip);
 }
 

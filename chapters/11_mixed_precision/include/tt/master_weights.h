@@ -121,9 +121,8 @@ void adamw_step_bf16(const std::vector<Tensor>& params, const std::vector<Tensor
 }  // namespace cpu
 
 namespace cuda {
-/// CUDA kernel "adamw_step_bf16" (CUDA builds only): one copy per parameter (chapter 07's table
-/// checks each), then chapter 07's cuda::adamw_step_with_copies (tt/fused_optim.h): the
-/// multi-tensor AdamW launch with the
+/// CUDA kernel "adamw_step_bf16" (CUDA builds only): the same checks of the copies, then chapter
+/// 07's cuda::adamw_step_with_copies (tt/fused_optim.h): the multi-tensor AdamW launch with the
 /// copies as a fifth, bfloat16 list, written in the same pass as the update (float4 loads and
 /// 8-byte copy stores when aligned). It lives in chapter 07's source because its device code
 /// calls adamw_update (exercise ch07.5), and device functions are not linked across files here.
