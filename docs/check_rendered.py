@@ -218,10 +218,10 @@ def main() -> int:
                            "tools/install_deps does; or pass --no-mathjax)")
         else:
             defects += mathjax_defects(chromium, pages)
-    for line in defects:
-        print(f"check_rendered: {line}")
-    print(f"check_rendered: {len(pages)} pages, {len(defects)} rendering defects")
-    return 1 if defects else 0
+    report = [f"check_rendered: {d}" for d in defects]
+    report.append(f"check_rendered: {len(pages)} pages, {len(defects)} rendering defects")
+    print("\n".join(report))
+    return int(bool(defects))
 
 
 if __name__ == "__main__":

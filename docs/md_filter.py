@@ -104,15 +104,18 @@ def convert_fold(line):
     return None
 
 
-def convert_inline(line, readme_dir, repo_root):
-    """Math, links, <br> and \_ outside code spans of one line."""
+def outside(pattern, text, convert):
+    """text with convert applied to the parts outside the matches of pattern (kept as they are)."""
     out, pos = [], 0
-    for span in CODE_SPAN.finditer(line):
-        out.append(convert_text(line[pos:span.start()], readme_dir, repo_root))
-        out.append(span.group(0))
+    for span in pattern.finditer(text):
+        out += [convert(text[pos:span.start()]), span.group(0)]
         pos = span.end()
-    out.append(convert_text(line[pos:], readme_dir, repo_root))
-    return "".join(out)
+    return "".join(out + [convert(text[pos:])])
+
+
+def convert_inline(line, readme_dir, repo_root):
+    """Math, links, <br> and \\_ outside code spans of one line."""
+    return outside(CODE_SPAN, line, lambda text: convert_text(text, readme_dir, repo_root))
 
 
 # Doxygen shows <br> literally after a word and before a code span ("itself<br>`f`").
@@ -125,13 +128,7 @@ MATH_SPAN = re.compile(r"\\f\$.*?\\f\$|\\f\[.*?\\f\]")
 def convert_text(text, readme_dir, repo_root):
     text = DISPLAY_ONE_LINE.sub(lambda m: r"\f[" + m.group(1) + r"\f]", text)
     text = INLINE_MATH.sub(lambda m: r"\f$" + m.group(1) + r"\f$", text)
-    out, pos = [], 0
-    for math in MATH_SPAN.finditer(text):
-        out.append(convert_prose(text[pos:math.start()], readme_dir, repo_root))
-        out.append(math.group(0))
-        pos = math.end()
-    out.append(convert_prose(text[pos:], readme_dir, repo_root))
-    return "".join(out)
+    return outside(MATH_SPAN, text, lambda prose: convert_prose(prose, readme_dir, repo_root))
 
 
 def convert_prose(text, readme_dir, repo_root):

@@ -59,10 +59,9 @@ MATHJAX_RELPATH = {Path(mathjax).resolve().as_uri()}
     print(good.stdout, end="")
     if good.returncode != 0:
         failures.append(f"README.md (filtered): exit {good.returncode}, expected 0")
-    for line in failures:
-        print(f"selftest: FAIL: {line}")
-    print(f"selftest: {len(EXPECTED)} kinds of defect expected, {len(failures)} failures")
-    return 1 if failures else 0
+    print("".join(f"selftest: FAIL: {line}\n" for line in failures) +
+          f"selftest: {len(EXPECTED)} kinds of defect expected, {len(failures)} failures")
+    return min(len(failures), 1)
 
 
 if __name__ == "__main__":
