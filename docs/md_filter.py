@@ -6,7 +6,8 @@ Doxygen site (1.9.4 knows neither $...$ math nor links to files outside its inpu
 
   * the first level-1 heading gets the page label {#chNN} (docs/README.md: {#docs_readme})
     unless it has one, so pages can say \\ref ch03 and the site can list the chapters;
-  * math: $...$ -> \\f$...\\f$, $$...$$ (one or more lines) and ```math blocks -> \\f[...\\f];
+  * math: $...$ (on one line or going on on the next) -> \\f$...\\f$, $$...$$ (one or more
+    lines) and ```math blocks -> \\f[...\\f];
   * links: [t](../NN_x/README.md) -> [t](@ref chNN); [t](include/tt/x.h) -> [t](@ref x.h);
     [t](docs/foo.md)-style links into docs/ pages -> @ref of that page's label (see PAGE_LABELS);
     other relative links (src/x.cc, tests/...) -> the text plus the repository path in code;
@@ -136,6 +137,29 @@ def convert_prose(text, readme_dir, repo_root):
     text = BR.sub("<br/>", text)
     text = WORD_UNDERSCORE.sub("_", text)
     return LINK.sub(lambda m: rewrite_link(m, readme_dir, repo_root), text)
+
+
+# Inline math that goes on on the next line of the paragraph ("$a +" then "b$"): the opening $
+# (not followed by a space, not closed on its line) and the closing one (the first $ of the next
+# line, not after a space nor before a digit).
+MATH_OPEN = re.compile(r"(?<![\\$])\$(?=[^\s$])")
+MATH_CLOSE = re.compile(r"^[^$`]*?[^\s\\]\$(?![\d$])")
+
+
+def math_across_lines(line, following):
+    """(column of the opening $ in line, column of the closing $ in following), or (None, None)
+    when no inline math of line continues on the following line."""
+    if not following.strip() or FENCE.match(following) or following.strip() == "$$":
+        return None, None
+    # The line without its code spans and its complete formulas (same length, no $ left).
+    masked = CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line)
+    masked = INLINE_MATH.sub(lambda c: " " * len(c.group(0)), masked)
+    masked = DISPLAY_ONE_LINE.sub(lambda c: " " * len(c.group(0)), masked)
+    opening = list(MATH_OPEN.finditer(masked))
+    close = MATH_CLOSE.match(following)
+    if len(opening) != 1 or "$" in masked[opening[0].end():] or not close:
+        return None, None
+    return opening[0].start(), close.end() - 1
 
 
 # --- Bold spans ---------------------------------------------------------------------------------
@@ -330,7 +354,9 @@ def filter_markdown(text, path):
     labelled = label is None
     previous = ""  # the previous source line outside code and math
     in_list = False
-    for line in text.split("\n"):
+    source = text.split("\n")
+    closes_math = None  # the column of the $ that closes inline math opened on the line before
+    for number, line in enumerate(source):
         m = FENCE.match(line)
         if fence is None and m and not in_math_block:
             if m.group(2) == "math":
@@ -374,7 +400,16 @@ def filter_markdown(text, path):
             in_list = False
         previous = line
         text_lines.add(len(out))
-        out.append(convert_inline(line, readme_dir, repo_root))
+        head, line = "", line
+        if closes_math is not None:  # the end of a formula: kept as it is
+            head, line = line[:closes_math] + r"\f$", line[closes_math + 1:]
+        following = source[number + 1] if number + 1 < len(source) else ""
+        opens, closes_math = math_across_lines(line, following)
+        if opens is not None:
+            out.append(head + convert_inline(line[:opens], readme_dir, repo_root) + r"\f$" +
+                       line[opens + 1:])
+        else:
+            out.append(head + convert_inline(line, readme_dir, repo_root))
     convert_bold(out, text_lines)
     chapter = re.search(r"/chapters/((\d\d)_[^/]+)/README\.md$",
                         os.path.abspath(path).replace(os.sep, "/"))
