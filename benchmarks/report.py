@@ -311,32 +311,37 @@ def gnuplot(script: str) -> None:
 
 def plot_families(out: Path, groups) -> list[str]:
     """One line plot per family with at least two variants over at least two sizes (the
-    naive-vs-optimized progressions; the device variants have their own bar plot)."""
+    naive-vs-optimized progressions; the device variants have their own bar plot). Only sizes
+    written as numbers (1024^3, 8x1024x768) are points of a progression: named shapes
+    (C768/qkv, lm_head_8192x50257x768) are in the tables, not on a size axis. Each series is
+    drawn in size order; the x ticks are the sizes as the benchmarks name them."""
     plots = []
     for family in sorted({f for f, _ in groups}):
-        series = defaultdict(list)
+        series = defaultdict(dict)
         for (f, args), variants in groups.items():
-            if f != family:
+            if f != family or not re.fullmatch(r"[\d^x]+", args):
                 continue
             for v, r in variants.items():
                 if r["value"] is not None and v not in DEVICES:
-                    series[v].append((size_key(args)[0], r["value"], r["unit"]))
+                    series[v][size_key(args)[0]] = (args, r["value"], r["unit"])
         if len(series) < 2 or max(len(s) for s in series.values()) < 2:
             continue
-        unit = next(iter(series.values()))[0][2]
+        unit = next(iter(next(iter(series.values())).values()))[2]
         dat = out / f"{family}.dat"
         with dat.open("w") as fh:
-            for v, pts in series.items():
+            for v, pts in sorted(series.items()):
                 fh.write(f'"{v}"\n')
-                for x, y, _ in sorted(pts):
-                    fh.write(f"{x} {y}\n")
+                for x in sorted(pts):
+                    args, y, _ = pts[x]
+                    fh.write(f'{x} {y} "{args}"\n')
                 fh.write("\n\n")
         png = out / f"{family}.png"
         gnuplot(f'set terminal pngcairo noenhanced size 900,520; set output "{png}";'
                 f'set title "{family}"; set logscale x 2;'
-                'set xlabel "size (product of the size arguments)";'
-                f'set ylabel "{unit}"; set key left top; set grid;'
-                f'plot for [i=0:{len(series) - 1}] "{dat}" index i using 1:2 '
+                'set xlabel "size (the benchmark\'s size arguments)";'
+                f'set ylabel "{unit}"; set key left top; set grid; set yrange [0:*];'
+                'set offsets graph 0.04, graph 0.04, 0, 0;'
+                f'plot for [i=0:{sum(1 for _ in series) - 1}] "{dat}" index i using 1:2:xtic(3) '
                 'with linespoints title columnheader(1)')
         dat.unlink()
         plots.append(png.name)
@@ -409,7 +414,7 @@ def main() -> int:
     else:
         md += ["", "(gnuplot not found: no plots)"]
     if plots:
-        md += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+        md += ["", "## Plots"] + [line for p in plots for line in ("", f"![{p}]({p})")]
     (out / "report.md").write_text("\n".join(md) + "\n")
     print(f"report: {out / 'report.md'} ({len(results)} results, {len(skipped)} skipped, "
           f"{len(plots)} plots)")

@@ -42,8 +42,10 @@ Tensor Block::forward(const Tensor& x) {
 #else
   (void)x;
   TT_TODO("ch09.2",
-          "Block::forward: pre-norm residual block, x [B, T, C] -> [B, T, C]: x1 = x + "
-          "attn(ln_1(x)), result x1 + mlp(ln_2(x1))");
+          "Block::forward: the pre-norm residual block, x [B, T, C] -> [B, T, C]: attention, "
+          "then the MLP, each reads its own LayerNorm's view of the residual stream and adds "
+          "its output to the stream, which is itself never normalized; matches the PyTorch "
+          "reference block");
 #endif
 }
 

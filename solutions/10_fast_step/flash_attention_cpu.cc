@@ -1,4 +1,4 @@
-// Exercises ch10.2 and ch10.3: FlashAttention forward and backward of one head on the CPU.
+// Exercises ch10.3 and ch10.4: FlashAttention forward and backward of one head on the CPU.
 // q, k, v, o and their gradients are n rows of hs values (row i = query / key i): row i of q, k,
 // v, dq, dk and dv starts at i * ld_qkv, row i of o and dout at i * ld_o (hs for [B, NH, T, hs]
 // tensors; 3C and C for GPT-2's packed qkv [B, T, 3C] and its output [B, T, C]); lse is [n].
@@ -74,7 +74,7 @@ void flash_attention_forward_head(const T* q, const T* k, const T* v, T* o, T* l
   }
 #else
   (void)q, (void)k, (void)v, (void)o, (void)lse, (void)n, (void)hs, (void)ld_qkv, (void)ld_o;
-  TT_TODO("ch10.2",
+  TT_TODO("ch10.3",
           "flash_attention_forward_head: o[i] = sum_{j<=i} softmax_j(q_i.k_j / sqrt(hs)) v_j and "
           "lse[i] = log sum_{j<=i} exp(q_i.k_j / sqrt(hs)) for n rows of hs values (q, k, v rows "
           "ld_qkv apart, o rows ld_o apart), any n >= 1, in tiles of kFlashBlockQ x kFlashBlockK "
@@ -129,7 +129,7 @@ void flash_attention_backward_head(T* dq, T* dk, T* dv, const T* dout, const T* 
 #else
   (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)o, (void)lse;
   (void)n, (void)hs, (void)ld_qkv, (void)ld_o;
-  TT_TODO("ch10.3",
+  TT_TODO("ch10.4",
           "flash_attention_backward_head: dq, dk, dv (rows ld_qkv apart, like q, k, v; dout and "
           "o rows ld_o apart) of causal attention from dout, "
           "recomputing P_ij = exp(q_i.k_j / sqrt(hs) - lse[i]) tile by tile (no n x n buffer); "

@@ -1,4 +1,4 @@
-// Exercises ch10.4 and ch10.5: causal FlashAttention on the GPU, forward and backward, with the
+// Exercises ch10.5 and ch10.6: causal FlashAttention on the GPU, forward and backward, with the
 // matrix products on tensor cores (TF32 mma.sync m16n8k8), registered under the CPU kernels'
 // names ("flash_attention_forward", "flash_attention_backward"), so that tt::flash_attention runs
 // on CUDA tensors unchanged.
@@ -189,7 +189,7 @@ __device__ __forceinline__ void store_rows(float* dst, const float (&c)[D / 8][4
   }
 }
 
-// ----- forward (exercise ch10.4) -----------------------------------------------------------------
+// ----- forward (exercise ch10.5) -----------------------------------------------------------------
 
 /// Grid (query tiles, B * NH). Writes o and lse [n] of one head (b, h) = blockIdx.y.
 template <int D, bool kExact>
@@ -260,11 +260,11 @@ __global__ void __launch_bounds__(kThreads)
     }
     warp_mma_pb<kExact, D, kTile>(acc, s, sv, kLd);  // O += P V
 #else
-    // ch10.4, this loop's body: S = Q K^T (warp_mma_abt), scale, mask the diagonal tile, the
+    // ch10.5, this loop's body: S = Q K^T (warp_mma_abt), scale, mask the diagonal tile, the
     // online softmax of rows g and g+8 (max over the quad, alpha, weights, l, acc *= alpha),
     // then O += P V (warp_mma_pb).
     (void)scale_log2, (void)wq;
-    __trap();  // unreachable: the host wrapper throws TODO ch10.4 before launching
+    __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
 #endif
   }
 #pragma unroll
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<D>(o + out.offset(blockIdx.y, nh), acc, row0, n, 1.f, out.row);
 }
 
-// ----- backward (exercise ch10.5) ----------------------------------------------------------------
+// ----- backward (exercise ch10.6) ----------------------------------------------------------------
 
 /// D[row] = sum_c dout[row, c] o[row, c] for the rows = (b * NH + h) * n + t of every head,
 /// one warp per row (given).
@@ -356,10 +356,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     warp_mma_pb<kExact, D, kTile>(acc, s, sk, kLd);  // dQ += dS K
 #else
-    // ch10.5, this loop's body: S = Q K^T and dP = dO V^T (warp_mma_abt), P = exp2(S - L) (0
+    // ch10.6, this loop's body: S = Q K^T and dP = dO V^T (warp_mma_abt), P = exp2(S - L) (0
     // on the masked part of the diagonal tile), dS = P (dP - D), then dQ += dS K (warp_mma_pb).
     (void)scale_log2, (void)wq, (void)wdo;
-    __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
+    __trap();  // unreachable: the host wrapper throws TODO ch10.6 before launching
 #endif
   }
   store_rows<D>(dq + head, acc, row0, n, scale, in.row);
@@ -420,11 +420,11 @@ __global__ void __launch_bounds__(kThreads)
     warp_mma_pb<kExact, D, kTile>(dv_acc, st, sdo, kLd);  // dV += P^T dO
     warp_mma_pb<kExact, D, kTile>(dk_acc, dpt, sq, kLd);  // dK += dS^T Q
 #else
-    // ch10.5, this loop's body: S^T = K Q^T and dP^T = V dO^T (warp_mma_abt), P^T (L and D of
+    // ch10.6, this loop's body: S^T = K Q^T and dP^T = V dO^T (warp_mma_abt), P^T (L and D of
     // the queries in sl, sd; 0 on the masked part of the diagonal tile), dS^T = P^T (dP^T - D),
     // then dV += P^T dO and dK += dS^T Q (warp_mma_pb).
     (void)scale_log2, (void)wk, (void)wv;
-    __trap();  // unreachable: the host wrapper throws TODO ch10.5 before launching
+    __trap();  // unreachable: the host wrapper throws TODO ch10.6 before launching
 #endif
   }
   store_rows<D>(dk + head, dk_acc, row0, n, scale, in.row);
@@ -490,7 +490,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(g.hs));
   dispatch_kernel(g.hs, [&]<int D, bool kExact>() {
 #if !TT_SOLUTION
-    TT_TODO("ch10.4",
+    TT_TODO("ch10.5",
             "flash_forward_kernel: per 64-row query tile, O = softmax(Q K^T / sqrt(hs), causal) V "
             "and lse = log-sum-exp of each row, with S = Q K^T and O += P V on tensor cores "
             "(warp_mma_abt, warp_mma_pb), the online softmax per row across the quad, the "
@@ -520,7 +520,7 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   const Tensor dsum = empty(lse.shape(), {DType::kFloat32, q.device()});
   dispatch_kernel(g.hs, [&]<int D, bool kExact>() {
 #if !TT_SOLUTION
-    TT_TODO("ch10.5",
+    TT_TODO("ch10.6",
             "flash_backward_dkdv_kernel and flash_backward_dq_kernel: dK, dV per 64-key tile "
             "and dQ per 64-query tile, recomputing P = exp(S - lse) on "
             "tensor cores, dS = P o (dP - D), dV = P^T dO, dK = dS^T Q / sqrt(hs), "

@@ -1,4 +1,4 @@
-// Exercise ch10.1: the online softmax, one pass over a row that arrives in blocks.
+// Exercise ch10.2: the online softmax, one pass over a row that arrives in blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,7 +35,7 @@ T OnlineSoftmax<T>::merge(T* x, int64_t n) {
 #else
   (void)x;
   (void)n;
-  TT_TODO("ch10.1",
+  TT_TODO("ch10.2",
           "OnlineSoftmax::merge: after merging blocks of any sizes, max = max of every score and "
           "sum = sum of exp(x - max) over them; x[j] becomes exp(x[j] - new max) (0 for -inf); "
           "returns exp(old max - new max), 1 while max is still -inf; no overflow for large |x|");

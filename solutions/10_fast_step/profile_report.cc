@@ -1,4 +1,4 @@
-// Exercise ch10.6: reading the profile — rank the ops, compute what each achieved, and place it on
+// Exercise ch10.1: reading the profile — rank the ops, compute what each achieved, and place it on
 // the roofline of the device.
 #include <algorithm>
 #include <cmath>
@@ -47,13 +47,14 @@ std::vector<ReportRow> read_profile(std::vector<OpStats> ops, double step_second
   }
   return rows;
 #else
-  TT_TODO("ch10.6",
-          "read_profile: rows sorted by seconds (descending, ties by op name) with percent_of_step "
-          "= 100 seconds / step, gb_per_s = bytes / seconds / 1e9, tflop_per_s = flops / seconds "
-          "/ 1e12 (0 when seconds is 0), intensity = flops / bytes (0 when bytes is 0), bound = "
-          "compute when intensity >= peak FLOP/s / peak B/s else memory (unknown, fraction 0, "
-          "when a peak is 0), fraction_of_peak = achieved / that peak; throws when step <= 0 or "
-          "a peak < 0");
+  TT_TODO("ch10.1",
+          "read_profile: one row per op, longest total time first (equal times in op-name "
+          "order), with its share of the step in percent, its achieved GB/s and TFLOP/s, its "
+          "arithmetic intensity (FLOP/B), whether it is compute-bound (intensity at or above the "
+          "ridge point of peaks) or memory-bound, and the fraction of that roof it reaches; an op "
+          "of 0 seconds or 0 bytes gives 0, not a division by zero; a peak of 0 means unknown "
+          "(bound unknown, fraction 0); throws for a non-finite or non-positive step time or a "
+          "negative peak");
 #endif
 }
 

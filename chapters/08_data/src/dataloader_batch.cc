@@ -30,9 +30,9 @@ Batch make_batch(const TokenShard& shard, int64_t start, int64_t batch_size, int
            shard.num_tokens(), " tokens");
   Batch batch{empty({B, T}, {.dtype = DType::kInt64}), empty({B, T}, {.dtype = DType::kInt64})};
   TT_TODO("ch08.4",
-          "make_batch: int64 [B, T] inputs[b][t] = shard.token(start + b*T + t) and targets[b][t] "
-          "= shard.token(start + b*T + t + 1), from the window of B*T + 1 tokens at start (checked "
-          "by the given code)");
+          "make_batch: int64 [B, T] inputs and targets cut from the window of B*T + 1 tokens at "
+          "start (checked by the given code): the B rows are consecutive pieces of T tokens of "
+          "the window, and every target is the token that follows its input in the shard");
 }
 
 }  // namespace tt

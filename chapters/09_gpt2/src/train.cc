@@ -25,8 +25,8 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
           "train_step: gradients = those of the mean loss over grad_accum_steps micro-batches "
           "(from zero), clipped to max_grad_norm (<= 0: not clipped); result holds the mean "
           "loss, total tokens, pre-clip norm, finite; the update only when loss and norm are "
-          "finite; backward, clipping, update, loss mean and token count through "
-          "options.parallel (or single_process()), see train_step's comment");
+          "finite; backward, clipping, the update, the loss mean and the token count go through "
+          "the hooks of options.parallel (null: one process), as include/tt/train.h describes");
 }
 
 TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,

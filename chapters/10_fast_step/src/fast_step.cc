@@ -1,5 +1,11 @@
+// ============================================================================================
+// YOUR EXERCISE FILE for chapter 10_fast_step. Implement every TT_TODO(...) below, then run
+//   cmake --build --preset learner --target check-ch10
+// Generated from solutions/10_fast_step/fast_step.cc by tools/sync_starters (maintainers: edit that file instead).
+// ============================================================================================
 // Chapter 10, "A step without waste": chapter 09's training step with its decisions (clipping,
-// the non-finite check) made on the device and its results read once, at the end (tt/fast_step.h).
+// the non-finite check) made on the device and its results read once, at the end (exercise
+// ch10.9), and that step captured as a CUDA graph (exercise ch10.10); see tt/fast_step.h.
 #include "tt/fast_step.h"
 
 #include <cmath>
@@ -9,6 +15,7 @@
 
 #include "tt/autograd.h"
 #include "tt/functional.h"
+#include "tt/todo.h"
 
 #if TT_WITH_CUDA
 #include "tt/cuda_device.h"
@@ -27,45 +34,15 @@ PendingStep forward_backward_async(optim::Optimizer& optimizer,
   // Token ids are checked by a kernel; finish_step reads the record.
   cuda::IndexChecksGuard device_checks(cuda::IndexChecks::kDevice);
 #endif
-  PendingStep pending;
-  optimizer.zero_grad();
-  const double scale = 1.0 / static_cast<double>(options.grad_accum_steps);
-  Tensor loss_sum;  // float64 0-d on the loss's device: chapter 09's host double, kept there
-  for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
-    const Batch batch = next_batch();
-    const Tensor loss = loss_of(batch);
-    TT_CHECK(loss.defined() && loss.numel() == 1,
-             "fast::train_step_async: loss_of must return a one-element tensor, got ",
-             loss.describe());
-    {
-      autograd::NoGradGuard no_grad;
-      const Tensor term = mul(loss.detach().reshape({}).to(DType::kFloat64), scale);
-      loss_sum = loss_sum.defined() ? add(loss_sum, term) : term;
-    }
-    pending.tokens += batch.inputs.numel();
-    autograd::backward(mul(loss, scale));
-  }
-  std::vector<Tensor> params, grads;
-  for (const auto& group : optimizer.param_groups()) {
-    params.insert(params.end(), group.params.begin(), group.params.end());
-  }
-  for (const Tensor& p : params) {
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    TT_CHECK(g.is_contiguous() && g.device() == loss_sum.device(),
-             "fast::train_step_async: gradient ", g.describe(),
-             " must be contiguous and on the loss's device (", loss_sum.device().str(), ")");
-    grads.push_back(g);
-  }
-  const Device device = loss_sum.device();
-  const Tensor sumsq = grads.empty() ? zeros({}, {DType::kFloat64, device})
-                                     : call_kernel<optim::SumOfSquaresDeviceKernel>(
-                                           "sum_of_squares_device", device, grads);
-  const double max_norm = options.max_grad_norm > 0 ? options.max_grad_norm : INFINITY;
-  pending.status = empty({3}, {DType::kFloat64, device});
-  call_kernel<optim::ClipAndCheckKernel>("clip_and_check_", device, grads, sumsq, max_norm,
-                                         loss_sum, pending.status);
-  return pending;
+  (void)optimizer, (void)loss_of, (void)next_batch;
+  TT_TODO("ch10.9",
+          "forward_backward_async: the gradients of the mean loss over grad_accum_steps "
+          "micro-batches from next_batch (from zero), clipped to max_grad_norm (<= 0: not "
+          "clipped), and a PendingStep whose status is a float64 [3] tensor on the loss's device "
+          "{mean loss, norm before clipping, skip = loss or norm not finite} and whose tokens "
+          "count the inputs; bit for bit chapter 09's train_step; nothing read on the host (no "
+          "host synchronization, no update); throws when loss_of returns more than one element "
+          "or a gradient is not contiguous on the loss's device");
 }
 
 PendingStep train_step_async(optim::Optimizer& optimizer,
@@ -164,30 +141,22 @@ GraphedTrainStep::~GraphedTrainStep() = default;
 
 PendingStep GraphedTrainStep::step(const std::function<Batch()>& next_batch) {
   Impl& s = *impl_;
-  for (Batch& buffer : s.buffers) {
-    const Batch b = next_batch();
+  std::vector<Batch> batches;  // one per micro-batch, checked before anything runs
+  for (const Batch& buffer : s.buffers) {
+    batches.push_back(next_batch());
+    const Batch& b = batches.back();
     TT_CHECK(
         b.inputs.shape() == buffer.inputs.shape() && b.targets.shape() == buffer.targets.shape(),
         "fast::GraphedTrainStep::step: batches must be [", s.B, ", ", s.T, "], got inputs ",
         b.inputs.describe(), " and targets ", b.targets.describe());
-    buffer.inputs.copy_(b.inputs);  // staged: the host does not wait
-    buffer.targets.copy_(b.targets);
   }
-  PendingStep pending;
-#if TT_WITH_CUDA
-  if (s.steps < s.warmup) {
-    pending = s.run_on_buffers();
-  } else {
-    if (!s.graph->captured()) {
-      s.graph->capture([&] { s.captured_pending = s.run_on_buffers(); });
-    }
-    s.graph->replay();
-    pending = s.captured_pending;
-  }
-#endif
-  ++s.steps;
-  s.optimizer.step_unless(pending.status.select(0, 2));
-  return pending;
+  TT_TODO("ch10.10",
+          "GraphedTrainStep::step: the step of train_step_async on these batches, bit for bit, "
+          "with the forward and backward read from the fixed token buffers (s.buffers); the "
+          "first `warmup` steps run eagerly, the next one captures forward_backward_async into "
+          "s.graph once, and every later step replays it (captured() true, graph_nodes() "
+          "unchanged) without a host wait or a cudaMalloc; the returned PendingStep is the one "
+          "the replay writes; the optimizer's update runs after it, outside the graph");
 }
 
 bool GraphedTrainStep::captured() const {

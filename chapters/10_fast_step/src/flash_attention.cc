@@ -1,6 +1,6 @@
 // Front-ends, the autograd Function and the CPU kernel glue of FlashAttention
-// (tt/flash_attention.h). The per-head algorithms are the exercises ch10.2 and ch10.3
-// (flash_attention_cpu.cc); the online softmax they use is ch10.1 (online_softmax.cc).
+// (tt/flash_attention.h). The per-head algorithms are the exercises ch10.3 and ch10.4
+// (flash_attention_cpu.cc); the online softmax they use is ch10.2 (online_softmax.cc).
 #include <cmath>
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 // The per-op profiler (tt/profiler.h): recording through the kernel observer of chapter 02,
 // CUDA event pairs or wall-clock times, aggregation, FLOP counts, the table and the JSON. Reading
-// the profile (read_profile) is exercise ch10.6, in profile_report.cc.
+// the profile (read_profile) is exercise ch10.1, in profile_report.cc.
 #include "tt/profiler.h"
 
 #include <algorithm>

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tt/autograd.h"
 #include "tt/fast_step.h"
 #include "tt/functional.h"
 #include "tt/gpt2_ops.h"
@@ -114,15 +115,74 @@ void nan_step_changes_nothing(Device device) {
   EXPECT_EQ(opt.step_count(), 2);
 }
 
-TEST(Ch10_FastStep, EqualsChapter09TrainStepBitForBit) {
+/// Global L2 norm of the gradients of `params` (float64 on the host).
+double grad_norm_of(const std::vector<Tensor>& params) {
+  double sumsq = 0;
+  for (const Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    for (float g : p.grad().to(Device::cpu()).to_vector<float>()) sumsq += double(g) * g;
+  }
+  return std::sqrt(sumsq);
+}
+
+/// forward_backward_async alone: the status holds the mean loss, the norm before clipping and a
+/// zero skip flag, on the loss's device; the gradients are clipped to max_norm; the parameters
+/// and the step count are untouched (the update is not part of it).
+void status_holds_loss_norm_and_flag(Device device) {
+  gpt2::GPT2 m(small_config(), 13), twin(small_config(), 13);
+  m.to(device);
+  twin.to(device);
+  optim::AdamW opt = make_adamw(m);
+  const std::vector<Batch> batches = {random_batch(2, 16, 96, 30), random_batch(2, 16, 96, 31)};
+  // The unclipped reference: the same two micro-batches, each loss / 2, no clipping.
+  double mean_loss = 0;
+  for (const Batch& b : batches) {
+    const Tensor loss = twin.loss(b.inputs.to(device), b.targets.to(device));
+    mean_loss += loss.item() * 0.5;
+    autograd::backward(mul(loss, 0.5));
+  }
+  const double norm = grad_norm_of(twin.parameters());
+  const double max_norm = 0.01;
+  ASSERT_GT(norm, 10 * max_norm) << "the test needs clipping to be active";
+  std::vector<Tensor> before;
+  for (const Tensor& p : m.parameters()) before.push_back(p.to(Device::cpu()).clone());
+  std::size_t next = 0;
+  const PendingStep pending = forward_backward_async(
+      opt, [&](const Batch& b) { return m.loss(b.inputs.to(device), b.targets.to(device)); },
+      [&] { return batches[next++]; }, {2, max_norm});
+  EXPECT_EQ(next, 2u) << "one batch per micro-batch";
+  EXPECT_EQ(pending.tokens, 2 * 2 * 16);
+  ASSERT_TRUE(pending.status.defined());
+  EXPECT_EQ(pending.status.shape(), Shape({3}));
+  EXPECT_EQ(pending.status.dtype(), DType::kFloat64);
+  EXPECT_EQ(pending.status.device(), device) << "the status stays where the loss is";
+  const std::vector<double> st = pending.status.to(Device::cpu()).to_vector<double>();
+  EXPECT_NEAR(st[0], mean_loss, 1e-12 * std::abs(mean_loss)) << "status[0]: the mean loss";
+  EXPECT_NEAR(st[1], norm, 1e-5 * norm) << "status[1]: the norm before clipping";
+  EXPECT_EQ(st[2], 0.0) << "status[2]: a finite step is not skipped";
+  EXPECT_NEAR(grad_norm_of(m.parameters()), max_norm, 1e-4 * max_norm)
+      << "the gradients must be clipped to max_grad_norm";
+  EXPECT_EQ(opt.step_count(), 0) << "forward_backward_async makes no update";
+  const auto params = m.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i].to(Device::cpu()).to_vector<float>(), before[i].to_vector<float>())
+        << "parameter " << i << " changed: the update is not part of forward_backward_async";
+  }
+}
+
+TEST(Ch10_9_FastStep, EqualsChapter09TrainStepBitForBit) {
   compare_with_chapter_09(Device::cpu());
 }
 
-TEST(Ch10_FastStep, NonFiniteLossSkipsTheUpdate) {
+TEST(Ch10_9_FastStep, NonFiniteLossSkipsTheUpdate) {
   nan_step_changes_nothing(Device::cpu());
 }
 
-TEST(Ch10_FastStep, RejectsBadArguments) {
+TEST(Ch10_9_FastStep, StatusHoldsTheMeanLossTheNormAndTheFlag) {
+  status_holds_loss_norm_and_flag(Device::cpu());
+}
+
+TEST(Ch10_9_FastStep, RejectsBadArguments) {
   gpt2::GPT2 m(small_config(), 7);
   optim::AdamW opt = make_adamw(m);
   const Batch batch = random_batch(2, 8, 96, 4);
@@ -139,14 +199,19 @@ TEST(Ch10_FastStep, RejectsBadArguments) {
 
 #if TT_WITH_CUDA
 
-TEST(Ch10_FastStepCuda, EqualsChapter09TrainStepBitForBit) {
+TEST(Ch10_9_FastStepCuda, EqualsChapter09TrainStepBitForBit) {
   TT_SKIP_IF_NO_CUDA();
   compare_with_chapter_09(Device::cuda(0));
 }
 
-TEST(Ch10_FastStepCuda, NonFiniteLossSkipsTheUpdate) {
+TEST(Ch10_9_FastStepCuda, NonFiniteLossSkipsTheUpdate) {
   TT_SKIP_IF_NO_CUDA();
   nan_step_changes_nothing(Device::cuda(0));
+}
+
+TEST(Ch10_9_FastStepCuda, StatusHoldsTheMeanLossTheNormAndTheFlag) {
+  TT_SKIP_IF_NO_CUDA();
+  status_holds_loss_norm_and_flag(Device::cuda(0));
 }
 
 /// Installs the ModelOps set `ops` on `model` ("reference": chapter 09's compositions).
@@ -190,7 +255,7 @@ void steady_state_step_is_sync_and_malloc_free(const std::string& ops) {
   }
 }
 
-TEST(Ch10_FastStepCuda, SteadyStateStepMakesNoCudaMallocAndNoHostSync) {
+TEST(Ch10_9_FastStepCuda, SteadyStateStepMakesNoCudaMallocAndNoHostSync) {
   TT_SKIP_IF_NO_CUDA();
   if (!cuda::caching_enabled()) {
     GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0): every tensor is a "
@@ -199,13 +264,13 @@ TEST(Ch10_FastStepCuda, SteadyStateStepMakesNoCudaMallocAndNoHostSync) {
   steady_state_step_is_sync_and_malloc_free("reference");
 }
 
-TEST(Ch10_FastStepCuda, SteadyFastOpsStepMakesNoCudaMallocAndNoHostSync) {
+TEST(Ch10_9_FastStepCuda, SteadyFastOpsStepMakesNoCudaMallocAndNoHostSync) {
   TT_SKIP_IF_NO_CUDA();
   if (!cuda::caching_enabled()) GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0)";
   steady_state_step_is_sync_and_malloc_free("fast");
 }
 
-TEST(Ch10_FastStepCuda, OutOfRangeTokenIsReportedAtTheEnd) {
+TEST(Ch10_9_FastStepCuda, OutOfRangeTokenIsReportedAtTheEnd) {
   TT_SKIP_IF_NO_CUDA();
   gpt2::GPT2 model(small_config(), 9);
   model.to(Device::cuda(0));
@@ -254,19 +319,54 @@ void graphed_step_equals_eager(const std::string& ops) {
   expect_same_parameters(a, b);
 }
 
-TEST(Ch10_FastStepCuda, GraphedStepEqualsTheEagerStepAndNeitherWaitsNorAllocates) {
+TEST(Ch10_10_GraphedStepCuda, GraphedStepEqualsTheEagerStepAndNeitherWaitsNorAllocates) {
   TT_SKIP_IF_NO_CUDA();
   if (!cuda::caching_enabled()) GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0)";
   graphed_step_equals_eager("reference");
 }
 
-TEST(Ch10_FastStepCuda, GraphedFastOpsStepEqualsTheEagerStep) {
+TEST(Ch10_10_GraphedStepCuda, GraphedFastOpsStepEqualsTheEagerStep) {
   TT_SKIP_IF_NO_CUDA();
   if (!cuda::caching_enabled()) GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0)";
   graphed_step_equals_eager("fast");
 }
 
-TEST(Ch10_FastStepCuda, GraphedStepRejectsACpuModelAndOtherShapes) {
+/// The warm-up steps run eagerly (nothing captured), the next step captures once, and later
+/// steps replay that graph (the node count stays) on the new tokens copied into its buffers.
+TEST(Ch10_10_GraphedStepCuda, WarmsUpThenCapturesOnceAndReplaysOnNewBatches) {
+  TT_SKIP_IF_NO_CUDA();
+  if (!cuda::caching_enabled()) GTEST_SKIP() << "the caching allocator is off (TT_CUDA_CACHING=0)";
+  gpt2::GPT2 m(small_config(), 14);
+  m.to(Device::cuda(0));
+  optim::AdamW opt = make_adamw(m);
+  const std::vector<Batch> batches = {random_batch(2, 16, 96, 40), random_batch(2, 16, 96, 41)};
+  std::size_t next = 0;
+  const auto next_batch = [&] { return batches[next++ % batches.size()]; };
+  GraphedTrainStep graphed(m, opt, 2, 16, {1, 1.0}, /*warmup=*/1);
+  EXPECT_FALSE(graphed.captured());
+  EXPECT_TRUE(finish_step(opt, graphed.step(next_batch)).finite);
+  EXPECT_FALSE(graphed.captured()) << "the warm-up step must run eagerly";
+  EXPECT_EQ(graphed.graph_nodes(), 0u);
+  std::vector<double> losses;
+  std::size_t nodes = 0;
+  for (int step = 1; step < 5; ++step) {
+    const gpt2::TrainStepResult r = finish_step(opt, graphed.step(next_batch));
+    EXPECT_TRUE(r.finite) << "step " << step;
+    EXPECT_TRUE(graphed.captured()) << "step " << step;
+    if (step == 1) nodes = graphed.graph_nodes();
+    EXPECT_EQ(graphed.graph_nodes(), nodes) << "step " << step << " captured again";
+    losses.push_back(r.loss);
+  }
+  EXPECT_GT(nodes, 10u);
+  EXPECT_EQ(next, 5u) << "one batch per step";
+  EXPECT_EQ(opt.step_count(), 5);
+  // Steps 1..4 alternate between the two batches: a replay that ignored the new tokens would
+  // repeat the captured loss; one that skipped the update would see the same loss again.
+  EXPECT_NE(losses[1], losses[0]) << "the replay must read the tokens copied for its step";
+  EXPECT_NE(losses[2], losses[0]) << "the same batch two updates later must give another loss";
+}
+
+TEST(Ch10_10_GraphedStepCuda, GraphedStepRejectsACpuModelAndOtherShapes) {
   TT_SKIP_IF_NO_CUDA();
   gpt2::GPT2 cpu_model(small_config(), 12);
   optim::AdamW opt_cpu = make_adamw(cpu_model);

@@ -1,5 +1,5 @@
-// Chapter 10 on the CPU: the online softmax (ch10.1), FlashAttention forward (ch10.2) and
-// backward (ch10.3) against chapter 04's naive composition computed in float64, a float64
+// Chapter 10 on the CPU: the online softmax (ch10.2), FlashAttention forward (ch10.3) and
+// backward (ch10.4) against chapter 04's naive composition computed in float64, a float64
 // gradcheck of the whole op, and the front-end's errors.
 #include <cmath>
 #include <limits>
@@ -15,7 +15,7 @@ using test10::shape_name;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// ----- ch10.1 online softmax -----------------------------------------------------------------
+// ----- ch10.2 online softmax -----------------------------------------------------------------
 
 /// Softmax of `x` by merging blocks of `block` elements, then normalizing; also checks that
 /// rescaling an accumulator with merge()'s factor gives sum_j softmax_j * w_j.
@@ -48,7 +48,7 @@ void check_online_softmax(const std::vector<double>& xd, int64_t block, uint64_t
   EXPECT_NEAR(double(state.logsumexp()), lse_max + std::log(s), tol * std::abs(lse_max) + tol);
 }
 
-TEST(Ch10_1_OnlineSoftmax, MatchesSoftmaxForAnyBlocking) {
+TEST(Ch10_2_OnlineSoftmax, MatchesSoftmaxForAnyBlocking) {
   for (const int64_t n : {1, 5, 64, 1000}) {
     const Tensor x = randn_t({n}, 7 + static_cast<uint64_t>(n), DType::kFloat64);
     std::vector<double> xd(x.data<double>(), x.data<double>() + n);
@@ -60,7 +60,7 @@ TEST(Ch10_1_OnlineSoftmax, MatchesSoftmaxForAnyBlocking) {
   }
 }
 
-TEST(Ch10_1_OnlineSoftmax, IncreasingMaxRescales) {
+TEST(Ch10_2_OnlineSoftmax, IncreasingMaxRescales) {
   // Each block raises the maximum: every merge must rescale what came before.
   std::vector<double> xd;
   for (int i = 0; i < 40; ++i) xd.push_back(3.0 * i - 50.0);
@@ -68,7 +68,7 @@ TEST(Ch10_1_OnlineSoftmax, IncreasingMaxRescales) {
   check_online_softmax<double>(xd, 7, 3);
 }
 
-TEST(Ch10_1_OnlineSoftmax, MaskedScores) {
+TEST(Ch10_2_OnlineSoftmax, MaskedScores) {
   // Leading fully masked blocks (a causal row's keys above the diagonal come first here) and
   // masked entries inside a block are probability 0.
   std::vector<double> xd = {-kInf, -kInf, -kInf, -kInf, 1.5, -kInf, -2.0, 0.25, -kInf, 3.0};
@@ -85,7 +85,7 @@ TEST(Ch10_1_OnlineSoftmax, MaskedScores) {
   EXPECT_EQ(empty_row.merge(nullptr, 0), 1.0f);  // an empty block changes nothing
 }
 
-// ----- ch10.2 / ch10.3 against the naive composition -----------------------------------------
+// ----- ch10.3 / ch10.4 against the naive composition -----------------------------------------
 
 struct Case {
   int64_t B, NH, T, hs;
@@ -96,7 +96,7 @@ struct Case {
 const std::vector<Case> kCases = {{1, 1, 1, 64},   {2, 3, 17, 64}, {2, 3, 100, 64},
                                   {1, 2, 257, 64}, {2, 2, 33, 24}, {1, 3, 100, 7}};
 
-TEST(Ch10_2_FlashAttentionCpu, ForwardMatchesNaive) {
+TEST(Ch10_3_FlashAttentionCpu, ForwardMatchesNaive) {
   uint64_t seed = 100;
   for (const Case& c : kCases) {
     const Shape shape{c.B, c.NH, c.T, c.hs};
@@ -114,7 +114,7 @@ TEST(Ch10_2_FlashAttentionCpu, ForwardMatchesNaive) {
   }
 }
 
-TEST(Ch10_2_FlashAttentionCpu, Float64AndThreadCountsAgree) {
+TEST(Ch10_3_FlashAttentionCpu, Float64AndThreadCountsAgree) {
   const Shape shape{2, 3, 70, 16};
   const Tensor q = randn_t(shape, 1, DType::kFloat64), k = randn_t(shape, 2, DType::kFloat64);
   const Tensor v = randn_t(shape, 3, DType::kFloat64);
@@ -132,7 +132,7 @@ TEST(Ch10_2_FlashAttentionCpu, Float64AndThreadCountsAgree) {
   EXPECT_TENSOR_NEAR(one, two, 0.0, 0.0);  // one thread per head: bitwise the same
 }
 
-TEST(Ch10_3_FlashAttentionCpu, BackwardMatchesNaive) {
+TEST(Ch10_4_FlashAttentionCpu, BackwardMatchesNaive) {
   uint64_t seed = 200;
   for (const Case& c : kCases) {
     const Shape shape{c.B, c.NH, c.T, c.hs};
@@ -140,7 +140,7 @@ TEST(Ch10_3_FlashAttentionCpu, BackwardMatchesNaive) {
     const test10::AttentionReference ref = test10::reference_attention(in);
     const Tensor &q = in.q, &k = in.k, &v = in.v, &dout = in.dout;
     // The backward kernel alone, fed with the reference's forward results (so that this test
-    // does not depend on exercise ch10.2).
+    // does not depend on exercise ch10.3).
     Tensor dq = empty(shape), dk = empty(shape), dv = empty(shape);
     call_kernel<FlashAttentionBackwardKernel>("flash_attention_backward", Device::cpu(), dq, dk, dv,
                                               dout, q, k, v, ref.out.to(DType::kFloat32),
@@ -151,7 +151,7 @@ TEST(Ch10_3_FlashAttentionCpu, BackwardMatchesNaive) {
   }
 }
 
-TEST(Ch10_3_FlashAttentionCpu, AutogradMatchesNaive) {
+TEST(Ch10_4_FlashAttentionCpu, AutogradMatchesNaive) {
   const Shape shape{2, 2, 45, 64};
   Tensor q = randn_t(shape, 31, DType::kFloat32), k = randn_t(shape, 32, DType::kFloat32);
   Tensor v = randn_t(shape, 33, DType::kFloat32);
@@ -164,7 +164,7 @@ TEST(Ch10_3_FlashAttentionCpu, AutogradMatchesNaive) {
   EXPECT_TENSOR_NEAR(v.grad(), ref.dv, 2e-5, 2e-5);
 }
 
-TEST(Ch10_3_FlashAttentionCpu, Gradcheck) {
+TEST(Ch10_4_FlashAttentionCpu, Gradcheck) {
   // float64, T = 37 crosses a tile boundary (32), two heads.
   const Shape shape{1, 2, 37, 5};
   std::vector<Tensor> in;

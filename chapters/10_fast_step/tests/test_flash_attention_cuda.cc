@@ -1,4 +1,4 @@
-// Chapter 10 on a GPU: the CUDA FlashAttention kernels (ch10.4 forward, ch10.5 backward) against
+// Chapter 10 on a GPU: the CUDA FlashAttention kernels (ch10.5 forward, ch10.6 backward) against
 // the float64 reference of the naive composition, in both precision modes, the op through
 // autograd, the errors of the CUDA path, and a sequence (T = 8192, B = 8, NH = 12) whose naive
 // attention would need 25.8 GB per [B, NH, T, T] tensor. All tests skip without a CUDA device.
@@ -73,7 +73,7 @@ void for_each_case(Fn&& fn) {
   }
 }
 
-TEST(Ch10_4_FlashAttentionCuda, ForwardMatchesReference) {
+TEST(Ch10_5_FlashAttentionCuda, ForwardMatchesReference) {
   TT_SKIP_IF_NO_CUDA();
   uint64_t seed = 300;
   for_each_case([&](const Case& c, bool tf32, const std::string& name) {
@@ -92,7 +92,7 @@ TEST(Ch10_4_FlashAttentionCuda, ForwardMatchesReference) {
   });
 }
 
-TEST(Ch10_5_FlashAttentionCuda, BackwardMatchesReference) {
+TEST(Ch10_6_FlashAttentionCuda, BackwardMatchesReference) {
   TT_SKIP_IF_NO_CUDA();
   uint64_t seed = 400;
   for_each_case([&](const Case& c, bool tf32, const std::string& name) {
@@ -103,7 +103,7 @@ TEST(Ch10_5_FlashAttentionCuda, BackwardMatchesReference) {
     const Device gpu = Device::cuda(0);
     const TensorOptions opts{DType::kFloat32, gpu};
     Tensor dq = full(shape, NAN, opts), dk = full(shape, NAN, opts), dv = full(shape, NAN, opts);
-    // The forward results come from the reference, so this test does not depend on ch10.4.
+    // The forward results come from the reference, so this test does not depend on ch10.5.
     call_kernel<FlashAttentionBackwardKernel>(
         "flash_attention_backward", gpu, dq, dk, dv, dout.to(gpu), q.to(gpu), k.to(gpu), v.to(gpu),
         ref.out.to(DType::kFloat32).to(gpu), ref.lse.to(DType::kFloat32).to(gpu));

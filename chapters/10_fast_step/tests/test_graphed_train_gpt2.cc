@@ -95,9 +95,9 @@ TEST(Ch10_GraphedStepRunner, IsRegisteredOnceAndRefusesWhatItCannotRun) {
 /// bit chapter 09's train_step. Once with the operations train_gpt2 picks (chapter 10's "fast"
 /// ones where implemented), once with chapter 09's reference ones.
 /// The same runs on a GPU (skipped without one).
-class Ch10_GraphedTrainGpt2Cuda : public Ch10_GraphedTrainGpt2 {};
+class Ch10_10_GraphedTrainGpt2Cuda : public Ch10_GraphedTrainGpt2 {};
 
-TEST_F(Ch10_GraphedTrainGpt2Cuda, GraphedRunEqualsTheEagerRunBitForBit) {
+TEST_F(Ch10_10_GraphedTrainGpt2Cuda, GraphedRunEqualsTheEagerRunBitForBit) {
   TT_SKIP_IF_NO_CUDA();
   for (const std::string ops : {"", "--attention naive --fused off"}) {
     SCOPED_TRACE("ops: " + (ops.empty() ? std::string("default") : ops));

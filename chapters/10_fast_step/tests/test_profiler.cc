@@ -1,4 +1,4 @@
-// Tests of the per-op profiler: reading a profile (exercise ch10.6) on hand-made records with
+// Tests of the per-op profiler: reading a profile (exercise ch10.1) on hand-made records with
 // exact expected values, and the recording itself (given) on a tiny MLP on the CPU and on CUDA.
 #include <cmath>
 #include <limits>
@@ -22,9 +22,9 @@ using prof::ReportRow;
 // A roofline with a round ridge point: 1 TB/s, 10 TFLOP/s -> 10 FLOP per byte.
 constexpr Peaks kRoundPeaks{1e12, 10e12};
 
-// ----- ch10.6 reading the profile ------------------------------------------------------------
+// ----- ch10.1 reading the profile ------------------------------------------------------------
 
-TEST(Ch10_6_ProfileReport, RanksByTotalTimeTiesByName) {
+TEST(Ch10_1_ProfileReport, RanksByTotalTimeTiesByName) {
   const std::vector<OpStats> ops = {{"gelu_forward", 3, 1e-3, 0, 0},
                                     {"matmul", 9, 3e-3, 0, 0},
                                     {"softmax_forward", 1, 2e-3, 0, 0},
@@ -42,7 +42,7 @@ TEST(Ch10_6_ProfileReport, RanksByTotalTimeTiesByName) {
   EXPECT_DOUBLE_EQ(rows[3].percent_of_step, 10.0);
 }
 
-TEST(Ch10_6_ProfileReport, RatesIntensityAndRoofline) {
+TEST(Ch10_1_ProfileReport, RatesIntensityAndRoofline) {
   // A GEMM: 4 ms, 0.2 GB, 0.4 TFLOP -> 50 GB/s, 100 TFLOP/s, 2000 FLOP/B: compute-bound at
   // 100 of 10 TFLOP/s would be impossible, so use the H100 TF32 roofline (ridge ~147.7 FLOP/B).
   // A GELU: 1 ms, 2.5 GB, no FLOPs counted -> 2500 GB/s, intensity 0: memory-bound.
@@ -68,7 +68,7 @@ TEST(Ch10_6_ProfileReport, RatesIntensityAndRoofline) {
   EXPECT_DOUBLE_EQ(g.fraction_of_peak, 2500e9 / h100.bytes_per_second);
 }
 
-TEST(Ch10_6_ProfileReport, RidgePointIsComputeBound) {
+TEST(Ch10_1_ProfileReport, RidgePointIsComputeBound) {
   // Ridge of kRoundPeaks: 10 FLOP/B. Exactly on it: compute-bound; just below: memory-bound.
   const std::vector<OpStats> ops = {{"on_ridge", 1, 2e-3, 1e9, 10e9},
                                     {"below_ridge", 1, 1e-3, 1e9, 9.99e9}};
@@ -84,7 +84,7 @@ TEST(Ch10_6_ProfileReport, RidgePointIsComputeBound) {
   EXPECT_DOUBLE_EQ(rows[1].intensity, 9.99);
 }
 
-TEST(Ch10_6_ProfileReport, UnknownPeaksAndZeroTimesAreNotDividedBy) {
+TEST(Ch10_1_ProfileReport, UnknownPeaksAndZeroTimesAreNotDividedBy) {
   const std::vector<OpStats> ops = {{"instant", 1, 0.0, 1e6, 1e6}, {"no_bytes", 1, 1e-3, 0, 0}};
   const auto rows = prof::read_profile(ops, 1e-3, Peaks{});
   ASSERT_EQ(rows.size(), 2u);
@@ -106,7 +106,7 @@ TEST(Ch10_6_ProfileReport, UnknownPeaksAndZeroTimesAreNotDividedBy) {
   EXPECT_TRUE(prof::read_profile({}, 1e-3, kRoundPeaks).empty());
 }
 
-TEST(Ch10_6_ProfileReport, RejectsBadStepAndPeaks) {
+TEST(Ch10_1_ProfileReport, RejectsBadStepAndPeaks) {
   const std::vector<OpStats> ops = {{"add", 1, 1e-3, 1, 0}};
   EXPECT_TT_ERROR(prof::read_profile(ops, 0.0, kRoundPeaks), "read_profile", "step");
   EXPECT_TT_ERROR(prof::read_profile(ops, -1.0, kRoundPeaks), "read_profile", "step");
@@ -116,7 +116,7 @@ TEST(Ch10_6_ProfileReport, RejectsBadStepAndPeaks) {
   EXPECT_TT_ERROR(prof::read_profile(ops, 1e-3, Peaks{1e12, -1}), "read_profile", "peak");
 }
 
-TEST(Ch10_6_ProfileReport, TableAndJsonShowTheRows) {
+TEST(Ch10_1_ProfileReport, TableAndJsonShowTheRows) {
   const std::vector<OpStats> ops = {{"gelu_forward", 12, 1e-3, 2.5e9, 0},
                                     {"matmul", 48, 4e-3, 2e8, 4e11}};
   const auto rows = prof::read_profile(ops, 10e-3, prof::kH100Tf32);

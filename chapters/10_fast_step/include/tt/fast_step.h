@@ -50,7 +50,8 @@ struct PendingStep {
 /// The step without its update: zero_grad; for each micro-batch the forward and the backward of
 /// loss / grad_accum_steps; then the gradient norm, the clipping and the finite check
 /// ("sum_of_squares_device", "clip_and_check_"), all on the device. train_step_async is this
-/// followed by Optimizer::step_unless; GraphedTrainStep captures exactly this part.
+/// followed by Optimizer::step_unless; GraphedTrainStep captures exactly this part (exercise
+/// ch10.9).
 PendingStep forward_backward_async(optim::Optimizer& optimizer,
                                    const std::function<Tensor(const Batch&)>& loss_of,
                                    const std::function<Batch()>& next_batch,
@@ -105,7 +106,7 @@ class GraphedTrainStep {
   GraphedTrainStep& operator=(const GraphedTrainStep&) = delete;
 
   /// One step on grad_accum_steps batches from next_batch (each [B, T], any device); read the
-  /// result with finish_step. Throws tt::Error for a batch of another shape.
+  /// result with finish_step. Throws tt::Error for a batch of another shape (exercise ch10.10).
   PendingStep step(const std::function<Batch()>& next_batch);
   /// True once the graph is captured.
   bool captured() const;

@@ -112,7 +112,7 @@ inline constexpr int64_t kFlashBlockQ = 64;
 /// Keys per tile of the CPU kernels (the scores of one row and one key tile: kFlashBlockK values).
 inline constexpr int64_t kFlashBlockK = 64;
 
-/// The running state of a softmax over a row that arrives in blocks (exercise ch10.1): the
+/// The running state of a softmax over a row that arrives in blocks (exercise ch10.2): the
 /// largest score seen so far and the sum of \f$ e^{x_j - \mathrm{max}} \f$ over the scores seen.
 ///
 /// After merging blocks \f$ x^{(1)}, \dots, x^{(b)} \f$ (in any sizes), `max` is the maximum of
@@ -140,7 +140,7 @@ struct OnlineSoftmax {
 extern template struct OnlineSoftmax<float>;
 extern template struct OnlineSoftmax<double>;
 
-/// FlashAttention forward of one head (exercise ch10.2): q, k, v, o hold n rows of hs values,
+/// FlashAttention forward of one head (exercise ch10.3): q, k, v, o hold n rows of hs values,
 /// row i of q, k and v at i * ld_qkv, row i of o at i * ld_o (both hs when the head is a
 /// contiguous [n, hs] matrix); lse is [n]. Tiles of kFlashBlockQ query rows and kFlashBlockK
 /// keys, an OnlineSoftmax per row, key tiles entirely above the diagonal skipped; memory beyond
@@ -149,7 +149,7 @@ template <typename T>
 void flash_attention_forward_head(const T* q, const T* k, const T* v, T* o, T* lse, int64_t n,
                                   int64_t hs, int64_t ld_qkv, int64_t ld_o);
 
-/// FlashAttention backward of one head (exercise ch10.3): writes dq, dk, dv (rows ld_qkv apart,
+/// FlashAttention backward of one head (exercise ch10.4): writes dq, dk, dv (rows ld_qkv apart,
 /// like q, k, v) from dout (rows ld_o apart, like o), and the forward's q, k, v, o and lse,
 /// recomputing P tile by tile from q, k and lse.
 template <typename T>
@@ -171,12 +171,12 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 
 namespace cuda {
 
-/// The CUDA kernel "flash_attention_forward" (CUDA builds only; exercise ch10.4): float32,
+/// The CUDA kernel "flash_attention_forward" (CUDA builds only; exercise ch10.5): float32,
 /// hs in {32, 64, 128}, tensor cores in TF32 (3xTF32 when cuda::allow_tf32() is false); every
 /// stride and data address a multiple of 16 bytes (whole float4 loads).
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                              const Tensor& v);
-/// The CUDA kernel "flash_attention_backward" (CUDA builds only; exercise ch10.5).
+/// The CUDA kernel "flash_attention_backward" (CUDA builds only; exercise ch10.6).
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse);

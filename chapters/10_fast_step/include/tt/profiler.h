@@ -85,7 +85,7 @@ struct ReportRow {
   double fraction_of_peak = 0;    ///< achieved rate / the peak that bounds the op (0..1)
 };
 
-/// Reads a profile (exercise ch10.6): the ops ranked by total time, each with its share of the
+/// Reads a profile (exercise ch10.1): the ops ranked by total time, each with its share of the
 /// step, achieved bandwidth and FLOP rate, arithmetic intensity and roofline classification.
 /// Throws tt::Error when step_seconds is not positive or a peak is negative.
 std::vector<ReportRow> read_profile(std::vector<OpStats> ops, double step_seconds,
