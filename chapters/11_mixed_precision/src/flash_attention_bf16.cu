@@ -1,13 +1,8 @@
-// ============================================================================================
-// YOUR EXERCISE FILE for chapter 11_mixed_precision. Implement every TT_TODO(...) below, then run
-//   cmake --build --preset learner --target check-ch11
-// Generated from solutions/11_mixed_precision/flash_attention_bf16.cu by tools/sync_starters (maintainers: edit that file instead).
-// ============================================================================================
-// Exercise ch11.4 (the body of the forward kernel's key-tile loop). Causal FlashAttention in bf16
-// on tensor cores (tt/flash_attention_bf16.h): chapter 10's algorithm and geometry (64-row tiles,
-// 4 warps of 16 rows, separate dK/dV and dQ kernels) with bf16 operands,
-// mma.sync.aligned.m16n8k16 (bf16 x bf16 -> fp32), ldmatrix fragment loads and cp.async double
-// buffering of the streamed tiles.
+// Causal FlashAttention in bf16 on tensor cores (tt/flash_attention_bf16.h), given code: chapter
+// 10's algorithm and geometry (64-row tiles, 4 warps of 16 rows, separate dK/dV and dQ kernels;
+// the forward's key-tile loop is the one of chapter 10's TF32 flash_forward_kernel) with bf16
+// operands, mma.sync.aligned.m16n8k16 (bf16 x bf16 -> fp32), ldmatrix fragment loads and cp.async
+// double buffering of the streamed tiles.
 //
 // Layout. As in chapter 10 the kernels take strided views (FlashLayout): each (batch, head) is n
 // rows of D bf16 values, row t of q, k, v, dq, dk, dv at t * in.row from the head's start, row t
@@ -43,7 +38,6 @@
 #include "tt/cuda_device.h"
 #include "tt/dispatcher.h"
 #include "tt/flash_attention_bf16.h"
-#include "tt/todo.h"
 
 namespace tt::cuda {
 
@@ -214,7 +208,7 @@ __device__ __forceinline__ void store_rows(bf16* dst, const float (&c)[D / 8][4]
   }
 }
 
-// ----- forward (exercise ch11.4) ------------------------------------------------------------------
+// ----- forward -----------------------------------------------------------------------------------
 
 /// Grid (query tiles, B * NH). Writes o and lse [n] of one head (b, h) = blockIdx.y. Shared:
 /// the Q tile and two buffers of K and V tiles (the next pair loads while this one is used).
@@ -249,11 +243,45 @@ __global__ void __launch_bounds__(kThreads)
     const bf16* ck = sk + kt % 2 * kTileElems;
     const bf16* cv = sv + kt % 2 * kTileElems;
 
-    // ch11.4, this loop's body: S = Q K^T (warp_mma_abt on qf and the K tile ck), scaled to base
-    // 2, the diagonal tile masked, the fp32 online softmax of rows g and g+8 (max over the quad,
-    // alpha, weights, l, acc *= alpha), then O += P V (warp_mma_pb on the V tile cv).
-    (void)scale_log2, (void)qf, (void)ck, (void)cv;
-    __trap();  // unreachable: the host wrapper throws TODO ch11.4 before launching
+    float s[kTile / 8][4] = {};
+    warp_mma_abt<kTile, D>(s, qf, ck, kLd);  // S = Q K^T, 16 x 64 per warp
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + g + 8 * h;
+      float mx = m[h];
+#pragma unroll
+      for (int j = 0; j < kTile / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = s[j][2 * h + e] * scale_log2;
+          if (kt == tile && kt * kTile + j * 8 + 2 * t + e > row) x = -INFINITY;
+          s[j][2 * h + e] = x;
+          mx = fmaxf(mx, x);
+        }
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // a row lies in the 4 lanes of a quad
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx == -INFINITY ? 0.f : mx;
+      const float alpha = exp2f(m[h] - base);
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kTile / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float p = exp2f(s[j][2 * h + e] - base);
+          s[j][2 * h + e] = p;
+          sum += p;
+        }
+      }
+      l[h] = l[h] * alpha + sum;
+      m[h] = mx;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        acc[j][2 * h] *= alpha;
+        acc[j][2 * h + 1] *= alpha;
+      }
+    }
+    warp_mma_pb<D, kTile>(acc, s, cv, kLd);  // O += P V
     __syncthreads();  // this buffer is refilled by the prefetch of iteration kt + 1
   }
 #pragma unroll
@@ -541,12 +569,6 @@ void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Te
   const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(g.hs));
   dispatch_head_size(g.hs, [&]<int D>() {
-    TT_TODO("ch11.4",
-            "flash_bf16_forward_kernel: per 64-row query tile, O = softmax(Q K^T / sqrt(hs), "
-            "causal) V rounded to bf16 once and lse = the fp32 log-sum-exp of each row, with "
-            "S = Q K^T and O += P V on tensor cores (warp_mma_abt, warp_mma_pb: bf16 operands, "
-            "fp32 accumulation), the online softmax (m, l, acc) in fp32 per row across the quad, "
-            "the diagonal tile masked; matches the float64 reference within the bf16 tolerance");
     constexpr auto kernel = flash_bf16_forward_kernel<D>;
     const std::size_t smem = shared_bytes<kernel>(dev, D, 5);
     kernel<<<grid, kThreads, smem, stream(dev)>>>(bf16_data(q), bf16_data(k), bf16_data(v),

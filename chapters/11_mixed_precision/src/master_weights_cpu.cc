@@ -20,9 +20,10 @@ void adamw_master_update(const std::vector<Tensor>& params, const std::vector<Te
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)copies, (void)args,
       (void)skip;
   TT_TODO("ch11.5",
-          "adamw_master_update: the float32 masters and their moments updated as chapter 05's "
-          "\"adamw_step\" (\"adamw_step_unless\" when skip is defined), then each bfloat16 "
-          "copies[j] = params[j] rounded to nearest even, also after a skipped step");
+          "adamw_master_update: params, exp_avgs and exp_avg_sqs end bit for bit as chapter 05's "
+          "CPU AdamW step leaves them (unchanged when skip is defined and non-zero), and every "
+          "copies[j] holds params[j]'s final values rounded to the nearest bfloat16, ties to "
+          "even, skipped step included");
 }
 
 }  // namespace tt::cpu

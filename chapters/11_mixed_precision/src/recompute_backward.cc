@@ -14,9 +14,10 @@ namespace tt {
 Tensor recompute_backward(const Segment& segment, const Tensor& x, const Tensor& dy) {
   (void)segment, (void)x, (void)dy;
   TT_TODO("ch11.3",
-          "recompute_backward: re-runs segment on a fresh leaf holding x's values with grad mode "
-          "on, backpropagates dy through that graph (the segment's parameters accumulate their "
-          "gradients) and returns the leaf's gradient, of x's shape, dtype and device");
+          "recompute_backward: returns the gradient of sum(segment(x) * dy) with respect to x "
+          "(x's shape, dtype and device) and adds to the .grad of every parameter the segment "
+          "uses what a backward through a recorded forward would add, although the forward kept "
+          "no graph; nothing flows into x's own graph, and grad mode is as it was on return");
 }
 
 }  // namespace tt

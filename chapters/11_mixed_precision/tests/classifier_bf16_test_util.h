@@ -2,14 +2,17 @@
 // 10's classifier_loss_unfused: matmul + cross_entropy, with autograd) on the bfloat16-rounded x
 // and wte, and bounds derived from bfloat16's 8-bit significand.
 //
-// Tolerances. Z[n, v] = sum_c |x[n, c]| |w[v, c]| bounds the error of a logit computed in float32
-// and rounded to bfloat16 by 2^-9 Z (half an ulp); with d_n = 2^-9 max_v Z[n, v]:
+// Tolerances. A logit z computed in float32 and rounded to bfloat16 moves by at most u |z| (u =
+// 2^-8, bf16's unit roundoff: half an ulp, relative), and |z[n, v]| <= Z[n, v] = sum_c |x[n, c]|
+// |w[v, c]|; with d_n = u max_v Z[n, v]:
 // - loss_n = lse(z_n) - z_{n, t}: each term moves by at most d_n, so |mean loss error| <=
-//   mean_n 2 d_n; checked with 2x that.
+//   mean_n 2 d_n.
 // - the softmax p moves by at most p (e^{2 d_n} - 1) ~ 2 d_n p, and the gradient (p - onehot)/N
-//   is rounded to bfloat16: |error of dz[n, v]| <= E[n, v] = (2 d_n p + 2^-9 |p - onehot|) / N.
-// - dx = dz W (rounded to bfloat16 once more) and dW = dz^T x (float32): |error| <= 2 (E |W| +
-//   2^-9 |dz| |W|) and 2 E^T |x| element-wise.
+//   is rounded to bfloat16: |error of dz[n, v]| <= E[n, v] = (2 d_n p + u |p - onehot|) / N.
+// - dx = dz W (rounded to bfloat16 once more) and dW = dz^T x (float32): |error| <= E |W| +
+//   u |dz| |W| and E^T |x| element-wise.
+// The checks use these bounds as they are: the float32 sums' own errors are far below them, and
+// Z overestimates |z| by far for random inputs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -64,29 +67,29 @@ inline void check_classifier_case(int64_t B, int64_t T, int64_t C, int64_t V, in
   std::vector<double> e(static_cast<std::size_t>(N * V)), dz(e.size());
   double loss_bound = 0;
   for (int64_t n = 0; n < N; ++n) {
-    const double d = std::ldexp(*std::max_element(z.begin() + n * V, z.begin() + (n + 1) * V), -9);
+    const double d = std::ldexp(*std::max_element(z.begin() + n * V, z.begin() + (n + 1) * V), -8);
     loss_bound += 2 * d / static_cast<double>(N);
     for (int64_t v = 0; v < V; ++v) {
       const std::size_t i = static_cast<std::size_t>(n * V + v);
       const double g = p[i] - (v == t[n] ? 1.0 : 0.0);
-      e[i] = (2 * d * p[i] + std::ldexp(std::fabs(g), -9)) / static_cast<double>(N);
+      e[i] = (2 * d * p[i] + std::ldexp(std::fabs(g), -8)) / static_cast<double>(N);
       dz[i] = std::fabs(g) / static_cast<double>(N);
     }
   }
   const Tensor E = from_vector(e, {N, V}), Dz = from_vector(dz, {N, V});
-  const Tensor dx_bound = add(matmul(E, wv), mul(matmul(Dz, wv), std::ldexp(1.0, -9)));
+  const Tensor dx_bound = add(matmul(E, wv), mul(matmul(Dz, wv), std::ldexp(1.0, -8)));
   Tensor dw_bound = zeros({Vp, C}, {DType::kFloat64});
   dw_bound.narrow(0, 0, V).copy_(matmul(transpose(E, 0, 1), x2));
 
   EXPECT_TRUE(within_bound(loss.reshape({1}), ref.detach().reshape({1}),
-                           from_vector(std::vector<double>{loss_bound}, {1}), 2.0))
+                           from_vector(std::vector<double>{loss_bound}, {1}), 1.0))
       << "loss";
   ASSERT_TRUE(x.grad().defined() && wte.grad().defined());
   EXPECT_EQ(x.grad().dtype(), DType::kBFloat16);
   EXPECT_EQ(wte.grad().dtype(), DType::kFloat32);
-  EXPECT_TRUE(within_bound(x.grad(), xr.grad(), dx_bound.reshape({B, T, C}), 2.0)) << "dx";
+  EXPECT_TRUE(within_bound(x.grad(), xr.grad(), dx_bound.reshape({B, T, C}), 1.0)) << "dx";
   // The padding rows [V, Vp) get an exactly zero gradient (bound 0).
-  EXPECT_TRUE(within_bound(wte.grad(), wr.grad(), dw_bound, 2.0)) << "dwte";
+  EXPECT_TRUE(within_bound(wte.grad(), wr.grad(), dw_bound, 1.0)) << "dwte";
 }
 
 }  // namespace tt::test11

@@ -9,9 +9,10 @@
 // On the CPU (the emulation runs chapter 10's row cores on float32 copies) all of this holds bit
 // for bit. On CUDA the bf16 kernel is another instantiation of the same template, so the
 // compiler may contract a multiply-add differently: y is then within one bf16 rounding of the
-// float32 op's y (|err| <= 2^-8 |ref|: half an ulp of bf16 is 2^-9 relative, doubled for the
-// float32 difference before rounding), and r and the gradients (the same backward kernel on the
-// same inputs) stay bit for bit equal.
+// float32 op's y (|err| <= 2^-8 |ref| plus a small absolute term: one bf16 rounding, at most
+// u = 2^-8 relative, of a float32 value that may differ from the reference's in its last
+// bits), and r and the gradients (the same backward kernel on the same inputs) stay bit for bit
+// equal.
 #pragma once
 
 #include <tuple>

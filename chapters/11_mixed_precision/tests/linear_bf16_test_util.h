@@ -4,18 +4,20 @@
 // significand.
 //
 // Tolerances. A bfloat16 keeps 8 significant bits, so rounding a value v to bfloat16 changes it
-// by at most 2^-9 |v| (half a unit in the last place). With S = the sum of the absolute values
-// of the products a dot product adds (the usual GEMM error bound; computed here from |x|, |W|,
-// |b|, |dy|), every check below is |got - ref| <= c * S element-wise:
-// - y = x W^T + b (bfloat16): one rounding of the float32 sum: c = 2^-8 (2x the bound).
-// - gelu: the stored pre-activation h is rounded (2^-9 S), gelu is 1.13-Lipschitz, then y is
-//   rounded: c = 2^-7.
+// by at most u |v| with u = 2^-8, the unit roundoff (half a unit in the last place, relative).
+// With S = the sum of the absolute values of the products a dot product adds (the usual GEMM
+// error bound; computed here from |x|, |W|, |b|, |dy|), every check below is
+// |got - ref| <= c * S element-wise:
+// - y = x W^T + b (bfloat16): one rounding of the float32 sum, u |y| <= u S: c = 2^-8.
+// - gelu: the stored pre-activation h is rounded (u S), gelu is 1.13-Lipschitz, then y is
+//   rounded (u |y|, far below u S for these random inputs): c = 2^-7.
 // - dx = dy W (bfloat16) without GELU: one rounding: c = 2^-8 with S = |dy| |W|. With GELU, dh =
-//   dy gelu'(h~) is off by |dy| 2^-9 (1.13 + 0.8 |h|) (gelu'' <= 0.8, then dh's rounding), so S
-//   uses |dy| (1.13 + 0.8 Hs) with Hs = |x| |W|^T + |b| and c = 2^-8.
+//   dy gelu'(h~) is off by |dy| u (1.13 + 0.8 |h|) (gelu'' <= 0.8, then dh's rounding), so S
+//   uses |dy| (1.13 + 0.8 Hs) with Hs = |x| |W|^T + |b| and c = 2^-8 (dx's own rounding, u |dx|,
+//   fits in the slack of S: |dx| is far below it).
 // - dW, db (float32) without GELU: exact bfloat16 products summed in float32, never rounded to
-//   bfloat16: c = 2^-14 (bfloat16 rounding would be caught: it is 2^-9). With GELU they inherit
-//   dh's error: c = 2^-8 with S as for dx.
+//   bfloat16: c = 2^-14 (a bfloat16 rounding would be caught: up to 2^-8). With GELU they
+//   inherit dh's error: c = 2^-8 with S as for dx.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -2,9 +2,8 @@
 // reference of chapter 10's tests on the same bf16 values (tolerances derived from the format in
 // flash_bf16_test_util.h), through chapter 10's front-ends (flash_attention,
 // flash_attention_qkv on GPT-2's packed qkv), determinism, and the errors of what the kernels do
-// not take. The forward's test is exercise ch11.4's (Ch11_4_*: its inputs are rounded to bf16 on
-// the GPU, so on the starters it fails with "TODO ch11.4" whether or not ch11.1 is done). All
-// tests skip without a CUDA device.
+// not take (given code: no exercise). The inputs are rounded to bf16 on the GPU, so these tests do
+// not depend on exercise ch11.1. All tests skip without a CUDA device.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -32,13 +31,13 @@ std::string name_of(const Case& c) {
   return test10::shape_name({c.B, c.NH, c.T, c.hs});
 }
 
-TEST(Ch11_4_FlashBf16Cuda, ForwardMatchesReference) {
+TEST(Ch11_FlashBf16Cuda, ForwardMatchesReference) {
   TT_SKIP_IF_NO_CUDA();
   uint64_t seed = 1100;
   const Device gpu = Device::cuda(0);
   for (const Case& c : kCases) {
     const Shape shape{c.B, c.NH, c.T, c.hs};
-    // Rounded on the GPU (the same values): this test needs exercise ch11.4 only.
+    // Rounded on the GPU (the same values as the CPU's rounding).
     const test11::Bf16Inputs in = test11::bf16_inputs(shape, seed += 4, gpu);
     const test10::AttentionReference ref = test10::reference_attention(in.f32);
     // Poisoned outputs: every element must be written.
