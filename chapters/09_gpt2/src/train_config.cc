@@ -186,9 +186,9 @@ std::string TrainConfig::usage(const std::string& program) {
          "at a NaN/Inf loss or gradient norm (nothing written after the last good checkpoint)\n";
 }
 
-TrainConfig TrainConfig::parse(int argc, char** argv) {
+TrainConfig TrainConfig::parse(int argc, char** argv, const std::string& program) {
   TrainConfig c;
-  ArgParser args("train_gpt2", usage("train_gpt2"));
+  ArgParser args(program, usage(program));
   bind(args, c);
   args.parse(argc, argv);
   c.validate();

@@ -96,9 +96,9 @@ struct TrainConfig {
   /// The usage text of `program` (every flag, with its default).
   static std::string usage(const std::string& program);
   /// Parses argv with common/cli's strict parser (a malformed number, an unknown flag or a
-  /// missing value prints the problem and exits 2; --help prints usage() and exits 0), then
-  /// validate()s (throws tt::Error).
-  static TrainConfig parse(int argc, char** argv);
+  /// missing value prints the problem and exits 2; --help prints usage(program) and exits 0),
+  /// then validate()s (throws tt::Error). `program` names the app in messages.
+  static TrainConfig parse(int argc, char** argv, const std::string& program = "train_gpt2");
   /// parse() for argv without the program name, throwing tt::Error instead of exiting (tests).
   static TrainConfig parse_args(const std::vector<std::string>& args);
 
