@@ -3,6 +3,7 @@
 #include "tt/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -290,6 +291,16 @@ StateDict parse(const std::vector<std::byte>& bytes, const std::string& source) 
   return out;
 }
 
+/// The mode write_file_atomic gives `path`: its current permission bits when it exists, else
+/// 0666 without the process's umask (what open(O_CREAT, 0666) would give).
+static mode_t file_mode_for(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return st.st_mode & 07777;
+  const mode_t mask = ::umask(0);  // umask can only be read by setting it
+  ::umask(mask);
+  return 0666 & ~mask;
+}
+
 void write_file_atomic(const std::string& path, const std::vector<std::byte>& bytes) {
   namespace fs = std::filesystem;
   const fs::path target(path);
@@ -308,6 +319,10 @@ void write_file_atomic(const std::string& path, const std::vector<std::byte>& by
     if (n <= 0) throw_errno("writing", tmp.path);
     done += static_cast<std::size_t>(n);
   }
+  // mkstemp creates the file with mode 0600; the target gets the mode an ordinary write would
+  // give it (the target's own mode when it exists, else 0666 minus the umask), so a file that
+  // is rewritten atomically (a checkpoint, a run log cut back on --resume) stays readable.
+  if (::fchmod(tmp.fd, file_mode_for(path)) != 0) throw_errno("setting the mode of", tmp.path);
   if (::fsync(tmp.fd) != 0) throw_errno("fsync of", tmp.path);
   const int fd = tmp.fd;
   tmp.fd = -1;
@@ -354,8 +369,19 @@ StateDict checkpoint_state(const nn::Module& model, const optim::Optimizer* opti
 }
 
 void save_checkpoint(const std::string& path, const nn::Module& model,
-                     const optim::Optimizer* optimizer) {
-  write_file_atomic(path, serialize_impl(checkpoint_state(model, optimizer), &path));
+                     const optim::Optimizer* optimizer, const StateDict& metadata) {
+  StateDict all = checkpoint_state(model, optimizer);
+  for (auto& entry : nn::prefixed(kMetadataPrefix, metadata)) all.push_back(std::move(entry));
+  write_file_atomic(path, serialize_impl(all, &path));
+}
+
+StateDict checkpoint_metadata(const std::vector<std::byte>& bytes, const std::string& source) {
+  StateDict out;
+  const std::string prefix = std::string(kMetadataPrefix) + ".";
+  for (auto& [name, t] : parse(bytes, source)) {
+    if (name.starts_with(prefix)) out.emplace_back(name.substr(prefix.size()), t);
+  }
+  return out;
 }
 
 void load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer) {
@@ -364,7 +390,10 @@ void load_checkpoint(const std::string& path, nn::Module& model, optim::Optimize
 
 void load_checkpoint(const std::vector<std::byte>& bytes, const std::string& source,
                      nn::Module& model, optim::Optimizer* optimizer) {
-  nn::apply_state_dict(checkpoint_state(model, optimizer), parse(bytes, source), source);
+  StateDict state = parse(bytes, source);
+  const std::string prefix = std::string(kMetadataPrefix) + ".";
+  std::erase_if(state, [&](const auto& entry) { return entry.first.starts_with(prefix); });
+  nn::apply_state_dict(checkpoint_state(model, optimizer), state, source);
 }
 
 }  // namespace tt::ckpt

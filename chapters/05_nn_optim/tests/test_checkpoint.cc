@@ -1,5 +1,6 @@
 // Tests of state-dict loading (all-or-nothing, ch05.6), the checkpoint file format (every
 // rejection), the atomic write, and resuming training bit for bit from a checkpoint.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -281,6 +282,39 @@ TEST_F(Ch05_Checkpoint, SaveCheckpointRefusesNonFiniteValues) {
   // The generic ckpt::save stores any values, NaN included.
   ckpt::save(path("raw.ckpt"), {{"x", from_vector<float>({NAN}, {1})}});
   EXPECT_TRUE(std::isnan(ckpt::load(path("raw.ckpt"))[0].second.item()));
+}
+
+TEST_F(Ch05_Checkpoint, MetadataIsStoredAndSkippedByTheLoader) {
+  Generator gen(4);
+  nn::Linear model(3, 2, true, gen);
+  optim::AdamW opt(model.parameters(), {});
+  const std::string p = path("meta.ckpt");
+  ckpt::save_checkpoint(p, model, &opt, {{"config", tensor_i64({1, 2, 3})}});
+  const nn::StateDict meta = ckpt::checkpoint_metadata(ckpt::read_file(p), p);
+  ASSERT_EQ(meta.size(), 1u);
+  EXPECT_EQ(meta[0].first, "config");
+  EXPECT_EQ(meta[0].second.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3}));
+  // The strict loader sees model and optimizer keys only.
+  nn::Linear other(3, 2, true, gen);
+  optim::AdamW other_opt(other.parameters(), {});
+  ckpt::load_checkpoint(p, other, &other_opt);
+  EXPECT_EQ(other.weight.to_vector<float>(), model.weight.to_vector<float>());
+  EXPECT_TRUE(ckpt::checkpoint_metadata(ckpt::read_file(one_tensor_file())).empty());
+}
+
+TEST_F(Ch05_Checkpoint, AtomicWritesKeepTheModeOfAnOrdinaryWrite) {
+  // mkstemp makes 0600 files; the written file gets 0666 minus the umask, or the mode the
+  // target already had.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  const std::string p = one_tensor_file();
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask);
+  ASSERT_EQ(::chmod(p.c_str(), 0640), 0);
+  ckpt::save(p, {{"v", tensor({9})}});
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
 }
 
 TEST_F(Ch05_Checkpoint, ModelAndOptimizerMismatchesChangeNothing) {

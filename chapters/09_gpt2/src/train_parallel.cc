@@ -38,7 +38,7 @@ void ParallelStrategy::step(optim::Optimizer& optimizer) {
 
 void ParallelStrategy::save_checkpoint(const std::string& path, const nn::Module& model,
                                        optim::Optimizer& optimizer) {
-  ckpt::save_checkpoint(path, model, &optimizer);
+  ckpt::save_checkpoint(path, model, &optimizer, checkpoint_metadata());
 }
 
 void ParallelStrategy::load_checkpoint(const std::string& path, nn::Module& model,

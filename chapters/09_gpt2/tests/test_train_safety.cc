@@ -79,10 +79,12 @@ TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) 
   const std::string good_model_bin = test09::read_bytes(out + "/model.bin");
 
   // 2. Resumed with an absurd learning rate: step 4's loss and gradient norm are finite, but
-  //    its update overflows the float32 weights. The run must stop right there (before any
+  //    its update overflows the float32 weights (more steps and another learning rate than the
+  //    checkpoint's run: --override says so). The run must stop right there (before any
   //    sample, evaluation or checkpoint uses them), say so, and exit with status 3.
   const RunResult blown = run_program(
-      app, base + "--steps 6 --lr 1e39 --resume --out '" + out + "'", dir.file("blown.log"));
+      app, base + "--steps 6 --lr 1e39 --resume --override steps,lr --out '" + out + "'",
+      dir.file("blown.log"));
   EXPECT_EQ(blown.status, 3) << blown.output;
   EXPECT_TRUE(contains(blown.output, "resumed from"));
   EXPECT_TRUE(contains(blown.output, "step 4: loss"));
@@ -104,7 +106,8 @@ TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) 
   ckpt::save(poisoned_ckpt, state);  // the generic save writes any values
   const std::string poisoned_bytes = test09::read_bytes(poisoned_ckpt);
   const RunResult nan_loss = run_program(
-      app, base + "--steps 6 --lr 1e-3 --resume --out '" + poisoned_out + "'", dir.file("nan.log"));
+      app, base + "--steps 6 --lr 1e-3 --resume --override steps --out '" + poisoned_out + "'",
+      dir.file("nan.log"));
   EXPECT_EQ(nan_loss.status, 3) << nan_loss.output;
   EXPECT_TRUE(contains(nan_loss.output, "step 4: loss "));  // "nan" or "-nan"
   EXPECT_TRUE(contains(nan_loss.output, "is not finite (the update was skipped); stopping"));

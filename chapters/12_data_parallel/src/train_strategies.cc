@@ -182,7 +182,7 @@ class Zero1Strategy final : public WorldStrategy {
                       .view(t.shape()));
         }
       }
-      ckpt::save_checkpoint(path, model, &full_state);
+      ckpt::save_checkpoint(path, model, &full_state, checkpoint_metadata());
     }
     group_.barrier();
   }

@@ -130,5 +130,23 @@ TEST_F(Ch12_TrainGpt2App, InterruptedJobsResumeLikeAnUninterruptedOne) {
   }
 }
 
+TEST_F(Ch12_TrainGpt2App, RanksStartedWithOtherOptionsFailAtStartNamingTheRank) {
+  // Rank 1 gets --steps 9 where rank 0 has 8 (an MPMD launch, or a script that builds each
+  // rank's command line): the job must fail before the first step, naming rank 1 and --steps,
+  // not later in a collective that the ranks reach at different steps.
+  const std::string app = ch12_test::program_path("train_gpt2");
+  const std::string args = "--data '" + dir_.file("data") + "' --out '" + dir_.file("mixed") +
+                           "' --device cpu --threads 1 --layers 1 --heads 2 --channels 16 "
+                           "--B 2 --T 8 --warmup 1 --eval-batches 1 --sample-tokens 2";
+  const JobResult r = ch12_test::run_mpi_job(
+      2, "sh", "-c \"exec " + app + " " + args + " --steps \\$((8 + OMPI_COMM_WORLD_RANK))\"");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 was started with other options than rank 0"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--steps 9"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("CUDA"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace tt::dist

@@ -73,12 +73,21 @@ StateDict load(const std::string& path);
 /// under "model.", then the optimizer's under "optimizer." (handles to the live tensors).
 StateDict checkpoint_state(const nn::Module& model, const optim::Optimizer* optimizer = nullptr);
 
-/// Saves checkpoint_state(model, optimizer) into one file (atomically). Refuses (throws
-/// tt::Error naming the path, the key, the value and its index, before touching the file) when a
-/// float tensor holds NaN or Inf: the state of a diverged run never replaces the last good
+/// Saves checkpoint_state(model, optimizer) into one file (atomically), with `metadata` (e.g. a
+/// training run's configuration, tt/train_config.h) under "meta.". Refuses (throws tt::Error
+/// naming the path, the key, the value and its index, before touching the file) when a float
+/// tensor holds NaN or Inf: the state of a diverged run never replaces the last good
 /// checkpoint. (ckpt::save writes any values.)
 void save_checkpoint(const std::string& path, const nn::Module& model,
-                     const optim::Optimizer* optimizer = nullptr);
+                     const optim::Optimizer* optimizer = nullptr, const StateDict& metadata = {});
+
+/// The prefix of the metadata entries of a checkpoint ("meta"): load_checkpoint ignores them.
+inline constexpr const char* kMetadataPrefix = "meta";
+
+/// The metadata entries (names without "meta.") of checkpoint bytes; empty for a checkpoint
+/// saved without any. Validates the file like parse().
+StateDict checkpoint_metadata(const std::vector<std::byte>& bytes,
+                              const std::string& source = "<memory>");
 
 /// Test hook: when set, write_file_atomic calls `hook(temporary path)` after the temporary file
 /// is complete and fsync'ed and before it is renamed over the target, the one moment a crash
@@ -86,7 +95,8 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
 /// survives. An empty function removes it. Not thread-safe; for tests only.
 void set_before_rename_hook(std::function<void(const std::string& temp_path)> hook);
 
-/// Loads a file written by save_checkpoint into the model and (when given) the optimizer. The
+/// Loads a file written by save_checkpoint into the model and (when given) the optimizer
+/// (metadata entries are skipped; read them with checkpoint_metadata). The
 /// file, every key, shape and dtype of both are validated before the first value is copied:
 /// when the load throws, neither the model nor the optimizer has changed.
 void load_checkpoint(const std::string& path, nn::Module& model,

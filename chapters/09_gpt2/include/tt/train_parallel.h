@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tt/dispatcher.h"  // TT_CONCAT
@@ -87,6 +88,11 @@ class ParallelStrategy {
   /// format (ckpt::save_checkpoint), from rank 0 only; returns when the file is complete.
   virtual void save_checkpoint(const std::string& path, const nn::Module& model,
                                optim::Optimizer& optimizer);
+  /// Entries every save_checkpoint writes with the state, under "meta." (ckpt::save_checkpoint):
+  /// the training library (tt/trainer.h) puts the run's configuration there. Empty by default.
+  void set_checkpoint_metadata(nn::StateDict metadata) { metadata_ = std::move(metadata); }
+  /// The entries set with set_checkpoint_metadata.
+  const nn::StateDict& checkpoint_metadata() const { return metadata_; }
   /// Reads a checkpoint written by save_checkpoint (by any strategy with the same parameters)
   /// into the model and this rank's optimizer state.
   virtual void load_checkpoint(const std::string& path, nn::Module& model,
@@ -97,6 +103,9 @@ class ParallelStrategy {
   /// rank at the normal end of a run, never on an error path (a rank that leaves with an error
   /// makes the launcher end the others).
   virtual void finish() {}
+
+ private:
+  nn::StateDict metadata_;
 };
 
 /// The one-process strategy (a shared instance of the base class).
