@@ -60,11 +60,11 @@ struct TraceEvent {
   std::vector<std::pair<std::string, std::string>> args;  ///< "args": shown when selected
 };
 
-/// The JSON object of one event (exercise ch12.5), e.g.
-/// `{"name":"matmul","cat":"op","ph":"X","ts":12.5,"dur":3.25,"pid":0,"tid":1,"args":{"shapes":"[2, 3]"}}`:
-/// name, cat, ph (one character), ts, pid, tid, args (an object of the string pairs, {} when
-/// none); "dur" for 'X' only; "s":"t" (thread scope) for 'i' only. Throws tt::Error naming the
-/// event for another phase, a negative ts or a negative dur.
+/// The JSON object of one event (exercise ch12.5), e.g. `{"name":"matmul","cat":"op","ph":"X",`
+/// `"ts":12.5,"dur":3.25,"pid":0,"tid":1,"args":{"shapes":"[2, 3]"}}`: name, cat, ph (one
+/// character), ts, pid, tid, args (an object of the string pairs, {} when none); "dur" for 'X'
+/// only; "s":"t" (thread scope) for 'i' only. Throws tt::Error naming the event for another
+/// phase, or a negative or non-finite ts or dur.
 std::string trace_event_json(const TraceEvent& event);
 
 /// The tid names above, by tid ("host", "kernels", "collectives", "cpu kernels",
@@ -121,8 +121,9 @@ class TraceWriter {
   /// then the events sorted by (tid, ts, longer first)], "displayTimeUnit": "ms"}.
   std::string json() const;
   /// Writes the trace to `path`. With a group of N > 1 ranks, every rank calls it: each writes
-  /// `path`.rank<r>, rank 0 then merges them into `path` and removes them (the ranks must share
-  /// a file system, as on one machine). Throws tt::Error naming the file when it cannot write.
+  /// `path` + ".rank" + its rank, rank 0 then merges them into `path` and removes them (the
+  /// ranks must share a file system, as on one machine). Throws tt::Error naming the file when
+  /// it cannot write.
   void write(const std::string& path) const;
 
  private:
