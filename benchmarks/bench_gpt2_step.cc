@@ -50,10 +50,17 @@
 // --profile-json=DIR also writes it to DIR/profile_<mode>_<config>.json. Profile only what you
 // need, e.g.
 //   build/bin/bench_gpt2_step --profile --benchmark_filter='cuda_tf32/L12'
+//
+// --trace=DIR (chapter 12's tools lab): for each benchmark that runs, after the warm-up,
+// --trace-steps=N (default 3) more steps recorded as a Chrome trace (tt/trace.h: every kernel on
+// the device's timeline, the steps) in DIR/trace_<mode>_<config>.json, for ui.perfetto.dev or
+// chrome://tracing. TT_NVTX=1 in the environment makes ops and steps NVTX ranges (tt/nvtx.h) for
+// ncu/nsys.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -70,6 +77,7 @@
 #include "tt/gpt2_ops.h"
 #include "tt/optim.h"
 #include "tt/profiler.h"
+#include "tt/trace.h"
 #include "tt/train.h"
 
 #if TT_WITH_CUDA
@@ -112,9 +120,11 @@ struct ProfileRequest {
 };
 ProfileRequest g_profile;
 bool g_cuda_graph = false;  // --cuda-graph
+std::string g_trace_dir;    // --trace=DIR (empty: no trace)
+int g_trace_steps = 3;      // --trace-steps=N
 
-/// Removes --profile, --profile-json=DIR and --cuda-graph from argv (Google Benchmark rejects
-/// unknown flags).
+/// Removes --profile, --profile-json=DIR, --trace=DIR, --trace-steps=N and --cuda-graph from argv
+/// (Google Benchmark rejects unknown flags).
 void parse_profile_flags(int& argc, char** argv) {
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
@@ -126,11 +136,40 @@ void parse_profile_flags(int& argc, char** argv) {
     } else if (arg.rfind("--profile-json=", 0) == 0) {
       g_profile.enabled = true;
       g_profile.json_dir = std::string(arg.substr(std::string_view("--profile-json=").size()));
+    } else if (arg.rfind("--trace=", 0) == 0) {
+      g_trace_dir = std::string(arg.substr(std::string_view("--trace=").size()));
+    } else if (arg.rfind("--trace-steps=", 0) == 0) {
+      const std::string text(arg.substr(std::string_view("--trace-steps=").size()));
+      char* end = nullptr;
+      const long v = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || v <= 0 || v > 1000) {
+        std::fprintf(stderr, "bench_gpt2_step: --trace-steps needs 1..1000, got '%s'\n",
+                     text.c_str());
+        std::exit(2);
+      }
+      g_trace_steps = static_cast<int>(v);
     } else {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
+}
+
+/// With --trace=DIR: runs `step` --trace-steps times under a TraceWriter and writes
+/// DIR/trace_<mode>_<config>.json; `mode` is "cpu", "cuda", "cuda_fast_tf32", ...
+template <typename Step>
+void trace_steps(Device device, const std::string& mode, const StepShape& s, const Step& step) {
+  if (g_trace_dir.empty()) return;
+  trace::TraceWriter writer(device);
+  for (int i = 0; i < g_trace_steps; ++i) {
+    writer.begin_step(i);
+    step();
+    writer.end_step();
+  }
+  const std::string path = g_trace_dir + "/trace_" + mode + "_" + s.args() + ".json";
+  writer.write(path);
+  std::printf("trace of %d step(s) of gpt2_train_step/%s/%s written to %s\n", g_trace_steps,
+              mode.c_str(), s.args().c_str(), path.c_str());
 }
 
 /// Runs `step` once under the profiler and prints (and with --profile-json writes) its per-op
@@ -227,6 +266,7 @@ void train_step(benchmark::State& state, Device device, const StepShape& s,
   };
   for (int i = 0; i < (device.is_cuda() ? 2 : 1); ++i) step();
   if (g_profile.enabled) profile_one_step(device, mode, s, step);
+  trace_steps(device, mode, s, step);
 
   StepCounters counters(device);
   counters.start();
@@ -299,6 +339,7 @@ void fast_train_step(benchmark::State& state, Device device, const StepShape& s,
   if (g_profile.enabled && !graphed) {
     profile_one_step(device, mode, s, [&] { last = fast::finish_step(opt, launch()); });
   }
+  if (!graphed) trace_steps(device, mode, s, [&] { last = fast::finish_step(opt, launch()); });
   bench::DeviceClock clock(device, 2);
   StepCounters counters(device);
   counters.start();

@@ -145,15 +145,20 @@ void Profiler::stop() {
     events_->wait(last);  // the one synchronization: every earlier event has completed too
     step_seconds_ = events_->seconds(0, last);
     for (Pending& p : pending_) {
-      if (p.event_begin >= 0) p.record.seconds = events_->seconds(p.event_begin, p.event_end);
+      if (p.event_begin >= 0) {
+        p.record.seconds = events_->seconds(p.event_begin, p.event_end);
+        p.record.start_seconds = events_->seconds(0, p.event_begin);
+      }
     }
   }
 #endif
   if (!device_.is_cuda())
     step_seconds_ = std::chrono::duration<double>(Clock::now() - step_begin_).count();
   for (Pending& p : pending_) {
-    if (p.event_begin < 0)
+    if (p.event_begin < 0) {
       p.record.seconds = std::chrono::duration<double>(p.end - p.begin).count();
+      p.record.start_seconds = std::chrono::duration<double>(p.begin - step_begin_).count();
+    }
     records_.push_back(std::move(p.record));
   }
   pending_.clear();

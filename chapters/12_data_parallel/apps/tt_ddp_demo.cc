@@ -8,8 +8,13 @@
 // On CUDA also the GPU's own timeline, from timing events: when each bucket's all-reduce ran on
 // the NCCL stream and when backward's kernels ended, and how much of each all-reduce was hidden
 // behind them. --layers/--hidden make a deeper, wider MLP (a backward of several ms on a GPU).
+// --trace FILE writes the last --trace-steps steps (default 3) as a Chrome trace (tt/trace.h;
+// open it in ui.perfetto.dev or chrome://tracing): one process per rank, the host's forward /
+// backward / step phases, every kernel, and each bucket's all-reduce, so the overlap of the
+// all-reduces with backward is visible. With TT_NVTX=1 ops and steps are NVTX ranges (tt/nvtx.h).
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "tt/backend.h"
@@ -18,6 +23,7 @@
 #include "tt/functional.h"
 #include "tt/nn.h"
 #include "tt/timer.h"
+#include "tt/trace.h"
 #include "tt/zero.h"
 
 using namespace tt;
@@ -108,21 +114,25 @@ int main(int argc, char** argv) {
   int zero = 0;
   int64_t steps = 30, global_batch = 64, bucket_kb = dist::kDefaultBucketCapBytes / 1024;
   int64_t hidden = 1024, layers = 1;
-  std::string device_name = "cpu";
+  std::string device_name = "cpu", trace_path;
+  int64_t trace_steps = 3;
   ArgParser args("tt_ddp_demo",
                  "usage: [mpirun -np N] tt_ddp_demo [--zero 0|1] [--steps 30] [--batch 64] "
                  "[--bucket-kb 25600] [--device cpu|cuda] [--hidden 1024] [--layers 1]\n"
                  "  --batch is the GLOBAL batch (rows over all ranks); it must divide by N\n"
                  "  --bucket-kb is DDP's bucket capacity in KiB (the timeline shows the buckets)\n"
                  "  --device cuda trains on GPU <local rank> (collectives through NCCL)\n"
-                 "  --hidden H --layers L: 256-H-...-H-4 with L hidden layers (GELU)\n");
+                 "  --hidden H --layers L: 256-H-...-H-4 with L hidden layers (GELU)\n"
+                 "  --trace FILE [--trace-steps 3]: the last steps as a Chrome trace (Perfetto)\n");
   args.option("--zero", &zero)
       .option("--steps", &steps)
       .option("--batch", &global_batch)
       .option("--bucket-kb", &bucket_kb)
       .option("--device", &device_name)
       .option("--hidden", &hidden)
-      .option("--layers", &layers);
+      .option("--layers", &layers)
+      .option("--trace", &trace_path)
+      .option("--trace-steps", &trace_steps);
   args.parse(argc, argv);
   try {
     dist::ProcessGroup& g = dist::world();
@@ -191,17 +201,33 @@ int main(int argc, char** argv) {
       }
     }
 
+    TT_CHECK(trace_steps > 0, "tt_ddp_demo: --trace-steps ", trace_steps, " must be positive");
+    std::unique_ptr<trace::TraceWriter> tracer;
+    if (!trace_path.empty()) tracer = std::make_unique<trace::TraceWriter>(device, &g);
     Timer timer;
     Clock::time_point backward_start, backward_end;
     std::shared_ptr<dist::DeviceMark> backward_mark;  // CUDA: the GPU's start of backward
     for (int64_t step = 0; step < steps; ++step) {
+      trace::TraceWriter* trace = tracer && step >= steps - trace_steps ? tracer.get() : nullptr;
+      if (trace) trace->begin_step(step);
       auto [x_cpu, y_cpu] = batch_rows(step, global_batch, r * rows, rows);
       const Tensor x = x_cpu.to(device), y = y_cpu.to(device);
-      Tensor loss = cross_entropy(model->forward(x), y);
+      Tensor loss;
+      {
+        std::optional<trace::TraceWriter::Span> span;
+        if (trace) span.emplace(*trace, "forward");
+        loss = cross_entropy(model->forward(x), y);
+      }
       if (ddp) backward_mark = g.mark(loss);  // nullptr on the CPU
       backward_start = Clock::now();
-      autograd::backward(loss);  // with DDP, the hooks start bucket all-reduces in here
+      {
+        std::optional<trace::TraceWriter::Span> span;
+        if (trace) span.emplace(*trace, "backward");
+        autograd::backward(loss);  // with DDP, the hooks start bucket all-reduces in here
+      }
       backward_end = Clock::now();
+      std::optional<trace::TraceWriter::Span> step_span;
+      if (trace) step_span.emplace(*trace, sharded ? "ZeRO-1 step" : "sync_gradients + AdamW");
       if (sharded) {
         sharded->step();
         sharded->zero_grad();
@@ -210,6 +236,8 @@ int main(int argc, char** argv) {
         plain->step();
         plain->zero_grad();
       }
+      step_span.reset();
+      if (trace) trace->end_step(ddp ? &ddp->reducer() : nullptr);
       Tensor l = full({1}, loss.item(), {.dtype = DType::kFloat64});
       g.all_reduce(l, dist::ReduceOp::kAvg);  // the loss of the global batch
       if (r == 0 && (step % 5 == 0 || step + 1 == steps)) {
@@ -225,6 +253,13 @@ int main(int argc, char** argv) {
       if (ddp) print_timeline(ddp->reducer(), backward_start, backward_end, device.is_cuda());
       if (ddp && backward_mark)
         print_device_timeline(ddp->reducer(), *backward_mark, backward_start);
+    }
+    if (tracer) {
+      tracer->write(trace_path);
+      if (r == 0) {
+        std::printf("trace of the last %lld step(s) written to %s (open in ui.perfetto.dev)\n",
+                    static_cast<long long>(std::min(trace_steps, steps)), trace_path.c_str());
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tt_ddp_demo: %s\n", e.what());

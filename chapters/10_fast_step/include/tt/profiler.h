@@ -41,6 +41,10 @@ struct KernelRecord {
   double bytes = 0;           ///< lower bound of the bytes it moved (sum of tensor footprints)
   double flops = 0;           ///< floating-point operations (kernel_flops), 0 when not counted
   std::vector<Shape> shapes;  ///< shapes of its tensor arguments, in argument order
+  /// When it started, in seconds from start() on the step's timeline (the device's stream for a
+  /// CUDA kernel of the profiled device, the wall clock for a CPU kernel): what a timeline
+  /// (tt/trace.h) places it by.
+  double start_seconds = 0;
 };
 
 /// Every call of one op, aggregated: the raw material of a profile row.
@@ -137,6 +141,8 @@ class Profiler final : public KernelObserver {
   std::vector<OpStats> op_stats(GroupBy group = GroupBy::kOp) const;
   /// The device of the step's timeline.
   Device device() const { return device_; }
+  /// The wall-clock time of the last start(): the origin of the CPU kernels' start_seconds.
+  std::chrono::steady_clock::time_point host_start() const { return step_begin_; }
 
   /// KernelObserver: marks the start of a call (thread-safe).
   std::uint64_t on_kernel_begin(const KernelCall& call) override;
