@@ -65,6 +65,7 @@
 #include "tt/parallel.h"
 #include "tt/progress.h"
 #include "tt/sampling.h"
+#include "tt/shard_set.h"
 #include "tt/timer.h"
 #include "tt/tokenizer.h"
 #include "tt/train.h"
@@ -323,20 +324,10 @@ std::pair<ModelOps, std::string> choose_ops(Options& o, Device device) {
   return {std::move(ops), line + note};
 }
 
-/// Shards <dir>/*_<split>_*.bin in name order.
+/// The shards of `split` in the shard set <dir>, checked against the tokenizer train_gpt2 loads
+/// (tt/shard_set.h: refuses another tokenizer's shards, unlisted shards, sets without manifest).
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split) {
-  std::vector<std::string> paths;
-  TT_CHECK(fs::is_directory(dir), "train_gpt2: data directory '", dir,
-           "' does not exist; create it with tt_prepare_data --out ", dir);
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.find("_" + split + "_") != std::string::npos && name.ends_with(".bin")) {
-      paths.push_back(entry.path().string());
-    }
-  }
-  std::sort(paths.begin(), paths.end());
-  TT_CHECK(!paths.empty(), "train_gpt2: no *_", split, "_*.bin shards in '", dir, "'");
-  return paths;
+  return shard_set_paths(dir, split, dir + "/tokenizer.ttbpe");
 }
 
 /// "auto": CUDA when a GPU, the CUDA backend and every kernel of a training step exist there,

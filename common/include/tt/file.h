@@ -12,12 +12,12 @@ namespace tt {
 
 /// A file opened read-only (RAII: closed on destruction, movable, not copyable).
 ///
-/// Errors are tt::Error whose message starts with `what` (the kind of file, e.g. "checkpoint",
-/// "tokenizer", "token shard") and names the path:
-/// - `<what> '<path>' is a directory` when the path names a directory;
-/// - `cannot open <what> '<path>': <strerror(errno)>` when open(2) fails (missing file, no
+/// Errors are tt::Error whose message names `what` (WHAT: the kind of file, e.g. "checkpoint",
+/// "tokenizer", "token shard") and the path (PATH):
+/// - `WHAT 'PATH' is a directory` when the path names a directory;
+/// - `cannot open WHAT 'PATH': strerror(errno)` when open(2) fails (missing file, no
 ///   permission, ...);
-/// - `error reading <what> '<path>': <strerror(errno)>` when read(2) fails.
+/// - `error reading WHAT 'PATH': strerror(errno)` when read(2) fails.
 class ReadOnlyFile {
  public:
   /// Opens `path` for reading (O_RDONLY | O_CLOEXEC) and refuses a directory.

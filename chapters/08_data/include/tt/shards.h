@@ -37,7 +37,7 @@ inline constexpr int64_t kMaxU16Vocab = 65536;            ///< uint16 tokens nee
 class MappedFile {
  public:
   /// Maps `path`; throws tt::Error naming the file (as `what`, e.g. "token shard") and the
-  /// system error, or saying "<what> '<path>' is a directory" (see tt::ReadOnlyFile).
+  /// system error, or saying `WHAT 'PATH' is a directory` (see tt::ReadOnlyFile).
   explicit MappedFile(const std::string& path, const std::string& what = "file");
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
