@@ -224,13 +224,12 @@ ShardSetWriter::ShardSetWriter(const std::string& out, bool overwrite) : overwri
   std::error_code ec;
   if (fs::is_symlink(target, ec)) target = fs::canonical(target);
   TT_CHECK(target.has_filename() && target.filename() != "." && target.filename() != "..",
-           "tt_prepare_data: --out '", out, "' must name a directory (not '.' or '..')");
+           "ShardSetWriter: the set '", out, "' must name a directory (not '.' or '..')");
   out_ = target.string();
   const fs::file_status st = fs::status(target, ec);
   if (fs::exists(st)) {
-    TT_CHECK(fs::is_directory(st), "tt_prepare_data: --out '", out_,
-             "' exists and is not a directory");
-    TT_CHECK(overwrite || fs::is_empty(target), "tt_prepare_data: --out '", out_,
+    TT_CHECK(fs::is_directory(st), "shard set '", out_, "' exists and is not a directory");
+    TT_CHECK(overwrite || fs::is_empty(target), "shard set '", out_,
              "' already holds files (a shard set made earlier?): pass --overwrite to replace the "
              "whole set, or choose another --out");
   }
@@ -238,9 +237,8 @@ ShardSetWriter::ShardSetWriter(const std::string& out, bool overwrite) : overwri
   if (parent.empty()) parent = ".";
   fs::create_directories(parent);
   std::string tmpl = (parent / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  TT_CHECK(::mkdtemp(tmpl.data()) != nullptr,
-           "tt_prepare_data: cannot create a staging directory '", tmpl,
-           "': ", std::strerror(errno));
+  TT_CHECK(::mkdtemp(tmpl.data()) != nullptr, "ShardSetWriter: cannot create a staging directory '",
+           tmpl, "': ", std::strerror(errno));
   staging_ = tmpl;
   // mkdtemp makes the directory private (0700); the published set gets the usual mode
   // (0777 minus the umask), as a directory made by mkdir would.
@@ -299,7 +297,7 @@ void ShardSetWriter::commit() {
     return;
   }
   const int err = errno;
-  TT_CHECK((err == ENOTEMPTY || err == EEXIST) && overwrite_, "tt_prepare_data: cannot publish '",
+  TT_CHECK((err == ENOTEMPTY || err == EEXIST) && overwrite_, "ShardSetWriter: cannot publish '",
            staging_, "' as '", out_, "': ", std::strerror(err),
            err == ENOTEMPTY || err == EEXIST
                ? " (another run published a set there meanwhile; pass --overwrite to replace it)"
@@ -309,9 +307,9 @@ void ShardSetWriter::commit() {
     // A file system without RENAME_EXCHANGE: move the old set aside, then rename (a crash
     // between the two renames leaves no set at `out`, never a mixed one).
     const std::string old = staging_ + ".old";
-    TT_CHECK(::rename(out_.c_str(), old.c_str()) == 0, "tt_prepare_data: cannot move the old set '",
+    TT_CHECK(::rename(out_.c_str(), old.c_str()) == 0, "ShardSetWriter: cannot move the old set '",
              out_, "' aside: ", std::strerror(errno));
-    TT_CHECK(::rename(staging_.c_str(), out_.c_str()) == 0, "tt_prepare_data: cannot publish '",
+    TT_CHECK(::rename(staging_.c_str(), out_.c_str()) == 0, "ShardSetWriter: cannot publish '",
              staging_, "' as '", out_, "': ", std::strerror(errno));
     staging_ = old;
   }
