@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <csignal>
@@ -29,6 +30,8 @@ class TempDir {
     for (char& c : name) {
       if (c == '/') c = '_';
     }
+    // The process id keeps two builds' test runs (other checkouts, ctest -j) apart in /tmp.
+    name += "_" + std::to_string(::getpid());
     path_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
