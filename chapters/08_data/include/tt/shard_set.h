@@ -10,18 +10,18 @@
 /// @code{.json}
 /// {
 ///   "format": "tt-shard-set",
-///   "version": 1,
-///   "tokenizer": {"file": "tokenizer.ttbpe", "fnv1a64": "8c2f0e4d1a7b3c95", "vocab_size": 4096},
 ///   "shards": [
-///     {"file": "fortunes_train_000000.bin", "split": "train", "tokens": 154123},
-///     {"file": "fortunes_val_000000.bin", "split": "val", "tokens": 14724}
-///   ]
+///     {"file": "fortunes_train_000000.bin", "split": "train", "tokens": 772043},
+///     {"file": "fortunes_val_000000.bin", "split": "val", "tokens": 88682}
+///   ],
+///   "tokenizer": {"file": "tokenizer.ttbpe", "fnv1a64": "e1993070f5ddbffe", "vocab_size": 4096},
+///   "version": 1
 /// }
 /// @endcode
 ///
-/// `fnv1a64` is the FNV-1a 64-bit hash (tt::ckpt::fnv1a64) of the tokenizer file's bytes as 16
-/// lowercase hex digits: not a cryptographic hash, an identity that changes with any byte of the
-/// tokenizer. A reader (train_gpt2) calls shard_set_paths() (or verify_shard_set()), which refuse
+/// (to_json() writes the keys in this order, one value a line.) `fnv1a64` is the FNV-1a 64-bit
+/// hash (tt::ckpt::fnv1a64) of the tokenizer file's bytes as 16 lowercase hex digits: not a
+/// cryptographic hash, an identity that changes with any byte of the tokenizer. A reader (train_gpt2) calls shard_set_paths() (or verify_shard_set()), which refuse
 /// shards encoded with another tokenizer, shards the manifest does not list and directories
 /// without a manifest (sets written before manifests existed: rerun tt_prepare_data).
 /// ShardSetWriter writes a set into a staging directory and publishes it with one rename, so a
