@@ -21,9 +21,10 @@
 ///
 /// (to_json() writes the keys in this order, one value a line.) `fnv1a64` is the FNV-1a 64-bit
 /// hash (tt::ckpt::fnv1a64) of the tokenizer file's bytes as 16 lowercase hex digits: not a
-/// cryptographic hash, an identity that changes with any byte of the tokenizer. A reader (train_gpt2) calls shard_set_paths() (or verify_shard_set()), which refuse
-/// shards encoded with another tokenizer, shards the manifest does not list and directories
-/// without a manifest (sets written before manifests existed: rerun tt_prepare_data).
+/// cryptographic hash, an identity that changes with any byte of the tokenizer. A reader
+/// (train_gpt2) calls shard_set_paths() (or verify_shard_set()), which refuse shards encoded
+/// with another tokenizer, shards the manifest does not list and directories without a manifest
+/// (sets written before manifests existed: rerun tt_prepare_data).
 /// ShardSetWriter writes a set into a staging directory and publishes it with one rename, so a
 /// set is always complete and never mixes two runs.
 #pragma once
