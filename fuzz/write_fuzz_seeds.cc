@@ -20,6 +20,7 @@
 #include "fuzz_util.h"
 #include "tt/checkpoint.h"
 #include "tt/gpt2.h"
+#include "tt/shard_set.h"
 #include "tt/shards.h"
 #include "tt/tensor.h"
 #include "tt/tokenizer.h"
@@ -99,6 +100,31 @@ void shard_seeds(const fs::path& root) {
   put_le32(bad, 8, 41);  // one token more than the file holds
   c.write("count_too_large.bin", bad);
   c.write("truncated_header.bin", c.read("u16.bin").substr(0, 1000));
+}
+
+// fuzz_shard_manifest: manifest.json texts.
+void shard_manifest_seeds(const fs::path& root) {
+  const Corpus c(root, "shard_manifest");
+  tt::ShardManifest m;
+  m.tokenizer_fnv1a64 = "0123456789abcdef";
+  m.vocab_size = 4096;
+  m.shards = {{"fortunes_train_000000.bin", "train", 154123},
+              {"fortunes_train_000001.bin", "train", 0},
+              {"fortunes_val_000000.bin", "val", 14724}};
+  const std::string valid = m.to_json();
+  c.write("valid.json", valid);
+  m.shards.clear();
+  c.write("no_shards.json", m.to_json());
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string t = valid;
+    return t.replace(t.find(from), from.size(), to);
+  };
+  c.write("version_2.json", edited("\"version\": 1", "\"version\": 2"));
+  c.write("path_in_name.json", edited("fortunes_val_000000.bin", "../val.bin"));
+  c.write("float_tokens.json", edited("154123", "1.5e5"));
+  c.write("huge_tokens.json", edited("154123", "18446744073709551615"));
+  c.write("duplicate.json", edited("fortunes_train_000001.bin", "fortunes_train_000000.bin"));
+  c.write("truncated.json", valid.substr(0, valid.size() / 2));
 }
 
 // fuzz_tokenizer_file: saved tokenizers.
@@ -199,6 +225,7 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   checkpoint_seeds(root);
   shard_seeds(root);
+  shard_manifest_seeds(root);
   tokenizer_file_seeds(root);
   gpt2_vocab_seeds(root);
   bpe_roundtrip_seeds(root);

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <type_traits>
 
@@ -35,7 +36,7 @@ ArgParser& ArgParser::add(const std::string& name, Target target) {
   for (const auto& e : entries_) {
     TT_CHECK(e.name != name, program_, ": option ", name, " registered twice");
   }
-  entries_.push_back({name, target});
+  entries_.push_back({name, target, false, ""});
   return *this;
 }
 
@@ -60,6 +61,12 @@ ArgParser& ArgParser::option(const std::string& n, double* t) {
 ArgParser& ArgParser::flag(const std::string& n, bool* t) {
   return add(n, t);
 }
+ArgParser& ArgParser::optional_value(const std::string& n, std::string* t, std::string implicit) {
+  add(n, t);
+  entries_.back().value_optional = true;
+  entries_.back().implicit = std::move(implicit);
+  return *this;
+}
 
 bool ArgParser::parse_or_throw(const std::vector<std::string>& args) const {
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -72,6 +79,10 @@ bool ArgParser::parse_or_throw(const std::vector<std::string>& args) const {
     TT_CHECK(entry != nullptr, program_, ": unknown option '", arg, "'");
     if (auto* b = std::get_if<bool*>(&entry->target)) {
       **b = true;
+      continue;
+    }
+    if (entry->value_optional && (i + 1 == args.size() || args[i + 1].starts_with("--"))) {
+      *std::get<std::string*>(entry->target) = entry->implicit;
       continue;
     }
     TT_CHECK(i + 1 < args.size(), program_, ": ", arg, " needs a value");
@@ -91,8 +102,12 @@ bool ArgParser::parse_or_throw(const std::vector<std::string>& args) const {
             *t = convert<uint64_t>(
                 p, arg, v, [](const std::string& s, std::size_t* u) { return std::stoull(s, u); });
           } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-            *t = convert<T>(p, arg, v,
-                            [](const std::string& s, std::size_t* u) { return std::stoll(s, u); });
+            const long long n = convert<long long>(
+                p, arg, v, [](const std::string& s, std::size_t* u) { return std::stoll(s, u); });
+            TT_CHECK(n >= std::numeric_limits<T>::min() && n <= std::numeric_limits<T>::max(), p,
+                     ": ", arg, " ", v, " is out of range [", std::numeric_limits<T>::min(), ", ",
+                     std::numeric_limits<T>::max(), "]");
+            *t = static_cast<T>(n);
           }
         },
         entry->target);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tt/error.h"
+#include "tt/file.h"
 
 namespace tt {
 
@@ -208,13 +209,7 @@ NpyArray parse_npy(const std::vector<std::byte>& bytes, const std::string& name)
 }
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TT_CHECK(in, "read_npy(", path, "): cannot open file");
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  TT_CHECK(!in.bad(), "read_npy(", path, "): read error");
-  std::vector<std::byte> bytes(raw.size());
-  if (!raw.empty()) std::memcpy(bytes.data(), raw.data(), raw.size());
-  return parse_npy(bytes, path);
+  return parse_npy(read_whole_file<std::vector<std::byte>>(path, ".npy file"), path);
 }
 
 std::vector<std::byte> serialize_npy(const NpyArray& array) {

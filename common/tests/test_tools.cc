@@ -48,6 +48,33 @@ TEST(Common_Cli, RejectsUnknownMissingAndMalformed) {
   EXPECT_TT_ERROR(p.option("--steps", &steps), "registered twice");
 }
 
+TEST(Common_Cli, IntegersMustFitTheirType) {
+  int vocab = 7;
+  ArgParser p("prog", "usage\n");
+  p.option("--vocab-size", &vocab);
+  EXPECT_TT_ERROR(p.parse_or_throw({"--vocab-size", "4294967297"}), "--vocab-size 4294967297",
+                  "out of range");
+  EXPECT_TT_ERROR(p.parse_or_throw({"--vocab-size", "300abc"}), "expects a number", "300abc");
+  EXPECT_TT_ERROR(p.parse_or_throw({"--vocab-size", "abc"}), "expects a number", "'abc'");
+  EXPECT_EQ(vocab, 7);
+  EXPECT_TRUE(p.parse_or_throw({"--vocab-size", "-2147483648"}));
+  EXPECT_EQ(vocab, -2147483648LL);
+}
+
+TEST(Common_Cli, OptionalValueTakesTheImplicitOneWhenLeftOut) {
+  std::string dir = "unset";
+  int64_t n = 0;
+  ArgParser p("prog", "usage\n");
+  p.optional_value("--gpt2-vocab", &dir, "default/dir").option("--n", &n);
+  EXPECT_TRUE(p.parse_or_throw({"--gpt2-vocab"}));
+  EXPECT_EQ(dir, "default/dir");
+  EXPECT_TRUE(p.parse_or_throw({"--gpt2-vocab", "--n", "3"}));
+  EXPECT_EQ(dir, "default/dir");
+  EXPECT_EQ(n, 3);
+  EXPECT_TRUE(p.parse_or_throw({"--gpt2-vocab", "mine"}));
+  EXPECT_EQ(dir, "mine");
+}
+
 TEST(Common_Progress, EtaAndText) {
   EXPECT_DOUBLE_EQ(ProgressBar::eta_seconds(25, 100, 10.0), 30.0);
   EXPECT_DOUBLE_EQ(ProgressBar::eta_seconds(100, 100, 10.0), 0.0);

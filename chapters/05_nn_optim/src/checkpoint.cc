@@ -11,10 +11,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <utility>
+
+#include "tt/file.h"
 
 namespace tt::ckpt {
 
@@ -340,14 +341,7 @@ void write_file_atomic(const std::string& path, const std::vector<std::byte>& by
 }
 
 std::vector<std::byte> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  TT_CHECK(in, "checkpoint: cannot open '", path, "' for reading");
-  const std::streamsize n = in.tellg();
-  std::vector<std::byte> bytes(static_cast<std::size_t>(n));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(bytes.data()), n);
-  TT_CHECK(in || n == 0, "checkpoint: error while reading '", path, "'");
-  return bytes;
+  return read_whole_file<std::vector<std::byte>>(path, "checkpoint");
 }
 
 void save(const std::string& path, const StateDict& state) {

@@ -172,6 +172,15 @@ TEST_F(Ch05_Checkpoint, RejectsBadMagicVersionChecksumTruncation) {
   EXPECT_TT_ERROR(ckpt::load(path("missing.ckpt")), "cannot open", "missing.ckpt");
 }
 
+TEST_F(Ch05_Checkpoint, DirectoryGivenAsCheckpointSaysSo) {
+  // A directory where the file is expected: "is a directory", not std::bad_alloc.
+  fs::create_directories(path("run"));
+  Generator gen(1);
+  nn::Linear model(3, 2, true, gen);
+  EXPECT_TT_ERROR(ckpt::load(path("run")), "checkpoint '" + path("run") + "' is a directory");
+  EXPECT_TT_ERROR(ckpt::load_checkpoint(path("run"), model), "checkpoint '", "is a directory");
+}
+
 TEST_F(Ch05_Checkpoint, RejectsInconsistentTablesEvenWithAValidChecksum) {
   const std::string p = one_tensor_file();
   const auto good = ckpt::read_file(p);

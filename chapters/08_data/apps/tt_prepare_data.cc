@@ -1,30 +1,38 @@
 // tt_prepare_data: text -> tokenizer -> train/val token shards (llm.c's format).
 //
-//   tt_prepare_data [--input PATH]... [--out DIR] [--format auto|fortune|paragraph|file]
+//   tt_prepare_data [--input PATH]... [--out DIR] [--overwrite]
+//                   [--format auto|fortune|paragraph|file]
 //                   [--vocab-size N | --tokenizer FILE | --gpt2-vocab [DIR]]
 //                   [--val-fraction F] [--shard-tokens N] [--name NAME]
 //
 // Defaults: --input /usr/share/games/fortunes (Debian's `fortunes`), --out data/fortunes,
 // --vocab-size 4096, --val-fraction 0.1, --shard-tokens 100000000. --gpt2-vocab without DIR
 // uses GPT-2's vocabulary committed in reference_data/gpt2_vocab/ ($TT_GPT2_VOCAB_DIR
-// overrides it; see tt::gpt2_vocab_dir()).
-// Writes DIR/tokenizer.ttbpe and DIR/NAME_{train,val}_NNNNNN.bin. Every document is preceded
+// overrides it; see tt::gpt2_vocab_dir()). Numbers are parsed strictly (common/cli: "10k" is
+// an error, not 10).
+// Writes the shard set DIR (tt/shard_set.h): DIR/tokenizer.ttbpe, DIR/NAME_{train,val}_NNNNNN.bin
+// and DIR/manifest.json (the tokenizer's hash and every shard with its token count). The set is
+// written into a staging directory and published with one rename: an existing non-empty DIR is
+// refused unless --overwrite, which replaces the whole set at once. Every document is preceded
 // by <|endoftext|> (as in llm.c). Document i is a validation document when
 // floor((i+1)*F) > floor(i*F) (every 10th document for F = 0.1); a trained tokenizer only sees
-// the training documents.
+// the training documents. Symbolic links inside an input directory are not followed; each one
+// skipped is named on stderr (give it as --input to read it).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <sstream>
+#include <functional>
+#include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
+#include "tt/cli.h"
 #include "tt/corpus.h"
 #include "tt/error.h"
-#include "tt/shards.h"
+#include "tt/file.h"
+#include "tt/shard_set.h"
 #include "tt/tokenizer.h"
 
 namespace {
@@ -32,6 +40,7 @@ namespace {
 struct Options {
   std::vector<std::string> inputs;
   std::string out = "data/fortunes";
+  bool overwrite = false;
   std::string format = "auto";
   int32_t vocab_size = 4096;
   std::string tokenizer_path;
@@ -41,65 +50,43 @@ struct Options {
   std::string name;
 };
 
-[[noreturn]] void usage(int code) {
-  std::fprintf(code == 0 ? stdout : stderr,
-               "usage: tt_prepare_data [--input PATH]... [--out DIR] "
-               "[--format auto|fortune|paragraph|file]\n"
-               "                       [--vocab-size N | --tokenizer FILE | --gpt2-vocab [DIR]]\n"
-               "                       [--val-fraction F] [--shard-tokens N] [--name NAME]\n"
-               "Text file(s) or directories -> DIR/tokenizer.ttbpe + DIR/NAME_{train,val}_*.bin\n"
-               "(defaults: --input /usr/share/games/fortunes --out data/fortunes "
-               "--vocab-size 4096 --val-fraction 0.1;\n"
-               " --gpt2-vocab without DIR: %s)\n",
-               tt::gpt2_vocab_dir().c_str());
-  std::exit(code);
+std::string usage_text() {
+  return "usage: tt_prepare_data [--input PATH]... [--out DIR] [--overwrite]\n"
+         "                       [--format auto|fortune|paragraph|file]\n"
+         "                       [--vocab-size N | --tokenizer FILE | --gpt2-vocab [DIR]]\n"
+         "                       [--val-fraction F] [--shard-tokens N] [--name NAME]\n"
+         "Text file(s) or directories -> the shard set DIR: DIR/tokenizer.ttbpe,\n"
+         "DIR/NAME_{train,val}_*.bin and DIR/manifest.json (tokenizer hash, shard list).\n"
+         "An existing non-empty DIR is refused unless --overwrite (replaces the whole set).\n"
+         "(defaults: --input /usr/share/games/fortunes --out data/fortunes "
+         "--vocab-size 4096 --val-fraction 0.1;\n"
+         " --gpt2-vocab without DIR: " +
+         tt::gpt2_vocab_dir() + ")\n";
 }
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") usage(0);
-    if (arg == "--gpt2-vocab" && (i + 1 >= argc || std::string(argv[i + 1]).starts_with("--"))) {
-      o.gpt2_dir = tt::gpt2_vocab_dir();  // no DIR: GPT-2's vocabulary of this repository
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "tt_prepare_data: %s needs a value\n", arg.c_str());
-      usage(2);
-    }
-    const std::string value = argv[++i];
-    if (arg == "--input") {
-      o.inputs.push_back(value);
-    } else if (arg == "--out") {
-      o.out = value;
-    } else if (arg == "--format") {
-      o.format = value;
-    } else if (arg == "--vocab-size") {
-      o.vocab_size = std::stoi(value);
-    } else if (arg == "--tokenizer") {
-      o.tokenizer_path = value;
-    } else if (arg == "--gpt2-vocab") {
-      o.gpt2_dir = value;
-    } else if (arg == "--val-fraction") {
-      o.val_fraction = std::stod(value);
-    } else if (arg == "--shard-tokens") {
-      o.shard_tokens = std::stoll(value);
-    } else if (arg == "--name") {
-      o.name = value;
-    } else {
-      std::fprintf(stderr, "tt_prepare_data: unknown option %s\n", arg.c_str());
-      usage(2);
-    }
-  }
+  tt::ArgParser args("tt_prepare_data", usage_text());
+  args.option("--input", &o.inputs).option("--out", &o.out).flag("--overwrite", &o.overwrite);
+  args.option("--format", &o.format).option("--vocab-size", &o.vocab_size);
+  args.option("--tokenizer", &o.tokenizer_path);
+  args.optional_value("--gpt2-vocab", &o.gpt2_dir, tt::gpt2_vocab_dir());
+  args.option("--val-fraction", &o.val_fraction).option("--shard-tokens", &o.shard_tokens);
+  args.option("--name", &o.name);
+  args.parse(argc, argv);
   if (o.inputs.empty()) o.inputs.push_back("/usr/share/games/fortunes");
   if (o.name.empty()) {
     std::filesystem::path p(o.inputs.front());
     o.name = p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
   }
   TT_CHECK(o.tokenizer_path.empty() || o.gpt2_dir.empty(),
-           "tt_prepare_data: --tokenizer and --gpt2-vocab exclude each other");
-  TT_CHECK(o.shard_tokens > 0, "tt_prepare_data: --shard-tokens must be positive");
+           "--tokenizer and --gpt2-vocab exclude each other");
+  TT_CHECK(o.vocab_size >= 257,
+           "--vocab-size must be at least 257 (256 bytes + <|endoftext|>), got ", o.vocab_size);
+  TT_CHECK(o.shard_tokens > 0, "--shard-tokens must be positive, got ", o.shard_tokens);
+  TT_CHECK(o.val_fraction >= 0.0 && o.val_fraction < 1.0, "--val-fraction must be in [0, 1), got ",
+           o.val_fraction);
+  (void)tt::parse_document_format(o.format);  // an unknown --format fails before any work
   return o;
 }
 
@@ -128,58 +115,62 @@ class Progress {
   int64_t last_tenth_ = 0;
 };
 
-// Collects tokens and writes a shard every `shard_tokens` tokens.
+// Collects tokens and writes a shard of the set every `shard_tokens` tokens.
 class ShardSink {
  public:
-  ShardSink(std::string prefix, int64_t shard_tokens, int64_t vocab_size)
-      : prefix_(std::move(prefix)), shard_tokens_(shard_tokens), vocab_size_(vocab_size) {}
+  ShardSink(tt::ShardSetWriter& set, std::string name, std::string split, int64_t shard_tokens)
+      : set_(set), name_(std::move(name)), split_(std::move(split)), shard_tokens_(shard_tokens) {}
   void append(const std::vector<int32_t>& tokens) {
     buffer_.insert(buffer_.end(), tokens.begin(), tokens.end());
     while (static_cast<int64_t>(buffer_.size()) >= shard_tokens_) flush(shard_tokens_);
   }
   void finish() {
-    if (!buffer_.empty() || paths_.empty()) flush(static_cast<int64_t>(buffer_.size()));
+    if (!buffer_.empty() || files_.empty()) flush(static_cast<int64_t>(buffer_.size()));
   }
-  const std::vector<std::string>& paths() const { return paths_; }
+  const std::vector<std::string>& files() const { return files_; }
   int64_t total() const { return total_; }
 
  private:
   void flush(int64_t n) {
     char suffix[32];
-    std::snprintf(suffix, sizeof suffix, "_%06zu.bin", paths_.size());
-    const std::string path = prefix_ + suffix;
-    tt::write_shard(path, std::span<const int32_t>(buffer_.data(), static_cast<std::size_t>(n)),
-                    vocab_size_);
+    std::snprintf(suffix, sizeof suffix, "_%06zu.bin", files_.size());
+    const std::string file = name_ + "_" + split_ + suffix;
+    set_.write_shard(file, split_,
+                     std::span<const int32_t>(buffer_.data(), static_cast<std::size_t>(n)));
     buffer_.erase(buffer_.begin(), buffer_.begin() + n);
-    paths_.push_back(path);
+    files_.push_back(file);
     total_ += n;
   }
-  std::string prefix_;
+  tt::ShardSetWriter& set_;
+  std::string name_, split_;
   int64_t shard_tokens_;
-  int64_t vocab_size_;
   std::vector<int32_t> buffer_;
-  std::vector<std::string> paths_;
+  std::vector<std::string> files_;
   int64_t total_ = 0;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TT_CHECK(in.good(), "tt_prepare_data: cannot open '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int run(const Options& o) {
   const auto t_start = std::chrono::steady_clock::now();
+  // 0. The set is written into a staging directory; an existing set is refused here, before
+  // any work, unless --overwrite.
+  tt::ShardSetWriter set(o.out, o.overwrite);
   // 1. Documents, in corpus order (files in name order, documents in file order).
   const tt::DocumentFormat format = tt::parse_document_format(o.format);
   std::vector<std::string> docs;
   int64_t bytes = 0;
   int64_t num_files = 0;
   for (const std::string& input : o.inputs) {
-    for (const std::string& file : tt::list_input_files(input)) {
-      const std::string text = read_text(file);
+    std::vector<std::string> links;
+    const std::vector<std::string> files = tt::list_input_files(input, &links);
+    for (const std::string& link : links) {
+      std::error_code ec;
+      std::fprintf(stderr,
+                   "skipped symbolic link %s -> %s (links inside an input directory are not "
+                   "followed; give it as --input to read it)\n",
+                   link.c_str(), std::filesystem::read_symlink(link, ec).c_str());
+    }
+    for (const std::string& file : files) {
+      const std::string text = tt::read_whole_file(file, "input");
       bytes += static_cast<int64_t>(text.size());
       ++num_files;
       for (std::string& d : tt::split_documents(text, format)) docs.push_back(std::move(d));
@@ -198,7 +189,6 @@ int run(const Options& o) {
                seconds_since(t_start));
 
   // 2. The tokenizer: loaded, GPT-2's, or trained on the training documents.
-  std::filesystem::create_directories(o.out);
   auto t0 = std::chrono::steady_clock::now();
   auto make_tokenizer = [&]() -> tt::Tokenizer {
     if (!o.tokenizer_path.empty()) return tt::Tokenizer::load(o.tokenizer_path);
@@ -217,16 +207,15 @@ int run(const Options& o) {
     return trainer.train(o.vocab_size, std::ref(progress));
   };
   const tt::Tokenizer tok = make_tokenizer();
-  const std::string tok_path = o.out + "/tokenizer.ttbpe";
-  tok.save(tok_path);
-  std::fprintf(stderr, "tokenizer: %d ids (%zu merges), saved to %s (%.2f s)\n", tok.vocab_size(),
-               tok.merges().size(), tok_path.c_str(), seconds_since(t0));
+  set.set_tokenizer(tok);
+  std::fprintf(stderr, "tokenizer: %d ids (%zu merges, fnv1a64 %s) (%.2f s)\n", tok.vocab_size(),
+               tok.merges().size(), set.manifest().tokenizer_fnv1a64.c_str(), seconds_since(t0));
 
   // 3. Encode: <|endoftext|> before every document, then shards.
   t0 = std::chrono::steady_clock::now();
   const int32_t eot = tok.eot_id();
-  ShardSink train(o.out + "/" + o.name + "_train", o.shard_tokens, tok.vocab_size());
-  ShardSink val(o.out + "/" + o.name + "_val", o.shard_tokens, tok.vocab_size());
+  ShardSink train(set, o.name, "train", o.shard_tokens);
+  ShardSink val(set, o.name, "val", o.shard_tokens);
   Progress progress("documents encoded");
   std::vector<int32_t> tokens;
   for (std::size_t i = 0; i < docs.size(); ++i) {
@@ -243,8 +232,11 @@ int run(const Options& o) {
                static_cast<long long>(train.total() + val.total()), secs,
                static_cast<double>(bytes) / 1e6 / secs,
                static_cast<double>(bytes) / static_cast<double>(train.total() + val.total()));
+  set.commit();
+  std::fprintf(stderr, "shard set: %s (%s lists the tokenizer and %zu shards)\n", set.out().c_str(),
+               tt::shard_set::kManifestFile, set.manifest().shards.size());
   for (const auto* sink : {&train, &val}) {
-    for (const std::string& p : sink->paths()) std::printf("%s\n", p.c_str());
+    for (const std::string& f : sink->files()) std::printf("%s/%s\n", set.out().c_str(), f.c_str());
   }
   std::fprintf(stderr, "train: %lld tokens, val: %lld tokens, total %.2f s\n",
                static_cast<long long>(train.total()), static_cast<long long>(val.total()),

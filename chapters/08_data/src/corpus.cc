@@ -75,22 +75,35 @@ std::vector<std::string> split_documents(std::string_view text, DocumentFormat f
   return docs;
 }
 
-std::vector<std::string> list_input_files(const std::string& path) {
+std::vector<std::string> list_input_files(const std::string& path,
+                                          std::vector<std::string>* skipped_links) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   TT_CHECK(!ec && fs::exists(st), "list_input_files: '", path, "' does not exist");
   if (!fs::is_directory(st)) return {path};
-  std::vector<std::string> files;
+  std::vector<std::string> files, links;
   for (const fs::directory_entry& e : fs::directory_iterator(path)) {
     const std::string name = e.path().filename().string();
     const std::string ext = e.path().extension().string();
     if (name.empty() || name[0] == '.' || ext == ".dat" || ext == ".u8") continue;
-    if (e.is_symlink() || !e.is_regular_file()) continue;
-    files.push_back(e.path().string());
+    if (e.is_symlink()) {
+      links.push_back(e.path().string());
+    } else if (e.is_regular_file()) {
+      files.push_back(e.path().string());
+    }
   }
   std::sort(files.begin(), files.end());
-  TT_CHECK(!files.empty(), "list_input_files: directory '", path, "' has no input files");
+  std::sort(links.begin(), links.end());
+  if (files.empty()) {
+    TT_CHECK(!links.empty(), "list_input_files: directory '", path, "' has no input files");
+    TT_THROW("list_input_files: directory '", path,
+             "' has no input files (symbolic links inside it are not followed; give them as "
+             "--input to read them: ",
+             links, ")");
+  }
+  if (skipped_links != nullptr)
+    skipped_links->insert(skipped_links->end(), links.begin(), links.end());
   return files;
 }
 

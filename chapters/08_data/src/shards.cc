@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tt/error.h"
+#include "tt/file.h"
 
 namespace tt {
 namespace {
@@ -26,22 +27,17 @@ uint32_t read_u32le(const uint8_t* p) {
 
 // ----- MappedFile ---------------------------------------------------------------------------
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TT_CHECK(fd_ >= 0, "MappedFile: cannot open '", path, "': ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) {
-    const int err = errno;
-    release();
-    TT_THROW("MappedFile: cannot stat '", path, "': ", std::strerror(err));
-  }
-  size_ = static_cast<std::size_t>(st.st_size);
+MappedFile::MappedFile(const std::string& path, const std::string& what) : path_(path) {
+  ReadOnlyFile file(path, what);  // refuses a directory, names the system error
+  size_ = file.size();
+  fd_ = file.release();
   if (size_ == 0) return;  // mmap of 0 bytes is an error; an empty file simply has no data
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
+    const std::size_t bytes = size_;
     release();
-    TT_THROW("MappedFile: cannot map '", path, "' (", st.st_size, " bytes): ", std::strerror(err));
+    TT_THROW("cannot map ", what, " '", path, "' (", bytes, " bytes): ", std::strerror(err));
   }
   data_ = static_cast<const uint8_t*>(p);
   ::madvise(p, size_, MADV_SEQUENTIAL);  // a hint only; failure is harmless
@@ -79,7 +75,7 @@ void MappedFile::release() noexcept {
 // ----- TokenShard ---------------------------------------------------------------------------
 
 TokenShard::TokenShard(const std::string& path, int64_t vocab_size)
-    : file_(path), vocab_size_(vocab_size) {
+    : file_(path, "token shard"), vocab_size_(vocab_size) {
   using namespace shard_format;
   TT_CHECK(vocab_size > 0, "TokenShard: '", path, "': vocab_size must be positive, got ",
            vocab_size);

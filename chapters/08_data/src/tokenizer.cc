@@ -13,18 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tt/error.h"
+#include "tt/file.h"
 
 namespace tt {
 namespace {
-
-std::string read_file(const std::string& path, const std::string& op) {
-  std::ifstream in(path, std::ios::binary);
-  TT_CHECK(in.good(), op, ": cannot open '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  TT_CHECK(!in.bad(), op, ": error while reading '", path, "'");
-  return ss.str();
-}
 
 // Little-endian fields of the saved format (explicit byte order: files move between machines).
 void put_u32(std::string& out, uint32_t v) {
@@ -247,7 +239,7 @@ void Tokenizer::save(const std::string& path) const {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  return parse(read_file(path, "Tokenizer::load"), path);
+  return parse(read_whole_file(path, "tokenizer"), path);
 }
 
 Tokenizer Tokenizer::parse(std::string_view bytes, const std::string& source) {
@@ -305,8 +297,8 @@ std::string gpt2_token_text(std::string_view bytes) {
 
 Tokenizer Tokenizer::load_gpt2(const std::string& encoder_json_path,
                                const std::string& vocab_bpe_path) {
-  return parse_gpt2(read_file(encoder_json_path, "Tokenizer::load_gpt2"),
-                    read_file(vocab_bpe_path, "Tokenizer::load_gpt2"), encoder_json_path,
+  return parse_gpt2(read_whole_file(encoder_json_path, "GPT-2 encoder.json"),
+                    read_whole_file(vocab_bpe_path, "GPT-2 vocab.bpe"), encoder_json_path,
                     vocab_bpe_path);
 }
 

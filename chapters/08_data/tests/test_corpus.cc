@@ -40,6 +40,15 @@ TEST(Ch08_Corpus, InputFilesSkipFortuneIndexes) {
   std::filesystem::create_symlink(dir.file("art"), dir.file("art.u8"));
   std::filesystem::create_symlink(dir.file("art"), dir.file("link"));
   EXPECT_EQ(list_input_files(dir.str()), (Docs{dir.file("art"), dir.file("zen")}));
+  // Symbolic links are not followed, but named for the caller (fortune's *.u8 links are index
+  // files, skipped silently like *.dat).
+  Docs links = {"earlier"};
+  EXPECT_EQ(list_input_files(dir.str(), &links), (Docs{dir.file("art"), dir.file("zen")}));
+  EXPECT_EQ(links, (Docs{"earlier", dir.file("link")}));
+  std::filesystem::create_directories(dir.file("only_links"));
+  std::filesystem::create_symlink(dir.file("art"), dir.file("only_links/l"));
+  EXPECT_TT_ERROR(list_input_files(dir.file("only_links")), "no input files",
+                  "symbolic links inside it are not followed", dir.file("only_links/l"));
   EXPECT_EQ(list_input_files(dir.file("zen")), (Docs{dir.file("zen")}));
   EXPECT_TT_ERROR(list_input_files(dir.file("nope")), "nope", "does not exist");
   TempDir empty_dir_holder;

@@ -64,6 +64,10 @@ TEST(Ch08_Shards, RejectsBadShards) {
     return TokenShard(path, vocab);
   };
   EXPECT_TT_ERROR(TokenShard(dir.file("none.bin"), 10), "none.bin", "cannot open");
+  // A directory where the file is expected: said so (mmap's "No such device" before).
+  std::filesystem::create_directories(dir.file("dir.bin"));
+  EXPECT_TT_ERROR(TokenShard(dir.file("dir.bin"), 10),
+                  "token shard '" + dir.file("dir.bin") + "' is a directory");
   EXPECT_TT_ERROR(open_patched([](std::string& d) { d.clear(); }), "s.bin", "truncated header",
                   "0 bytes");
   EXPECT_TT_ERROR(open_patched([](std::string& d) { d.resize(1000); }), "s.bin", "truncated header",

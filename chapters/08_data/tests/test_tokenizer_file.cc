@@ -61,6 +61,10 @@ TEST(Ch08_TokenizerFile, RejectsBadFiles) {
   };
 
   EXPECT_TT_ERROR(Tokenizer::load(dir.file("absent.ttbpe")), "absent.ttbpe", "cannot open");
+  // A directory where the file is expected: said so (it read as an empty, truncated file).
+  std::filesystem::create_directories(dir.file("tok_dir"));
+  EXPECT_TT_ERROR(Tokenizer::load(dir.file("tok_dir")),
+                  "tokenizer '" + dir.file("tok_dir") + "' is a directory");
   EXPECT_TT_ERROR(load_patched([](std::string& d) { d[0] = 'X'; }), "tok.ttbpe", "wrong magic");
   EXPECT_TT_ERROR(load_patched([](std::string& d) { test08::put_le32(d, 8, 2); }), "tok.ttbpe",
                   "unsupported version 2");

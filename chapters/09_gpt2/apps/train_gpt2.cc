@@ -59,6 +59,7 @@
 #include "tt/parallel.h"
 #include "tt/run_dir.h"
 #include "tt/sampling.h"
+#include "tt/shard_set.h"
 #include "tt/timer.h"
 #include "tt/tokenizer.h"
 #include "tt/train.h"
@@ -241,22 +242,10 @@ std::string fmt(const char* format, double v) {
 
 /// Shards <dir>/*_<split>_*.bin in name order.
 ///
-/// DATA CHECK HOOK (issue 22, item 2): the one place train_gpt2 finds its shards. Chapter 08's
-/// validation of a shard directory against the tokenizer (a manifest carrying the tokenizer's
-/// hash) is to be called here, so that shards made with another tokenizer are refused.
+/// The shards of `split` in the shard set <dir>, checked against the tokenizer train_gpt2 loads
+/// (tt/shard_set.h: refuses another tokenizer's shards, unlisted shards, sets without manifest).
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split) {
-  std::vector<std::string> paths;
-  TT_CHECK(fs::is_directory(dir), "data directory '", dir,
-           "' does not exist; create it with tt_prepare_data --out ", dir);
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.find("_" + split + "_") != std::string::npos && name.ends_with(".bin")) {
-      paths.push_back(entry.path().string());
-    }
-  }
-  std::sort(paths.begin(), paths.end());
-  TT_CHECK(!paths.empty(), "no *_", split, "_*.bin shards in '", dir, "'");
-  return paths;
+  return shard_set_paths(dir, split, dir + "/tokenizer.ttbpe");
 }
 
 int run(TrainConfig o) {

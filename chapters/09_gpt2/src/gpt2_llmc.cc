@@ -90,7 +90,7 @@ GPT2Config parse_llmc_header(std::span<const std::byte> bytes, const std::string
 }
 
 GPT2Config read_llmc_header(const std::string& path) {
-  const MappedFile file(path);
+  const MappedFile file(path, "llm.c model file");
   return parse_llmc_header(std::as_bytes(std::span(file.data(), file.size())), path);
 }
 
@@ -109,7 +109,7 @@ std::unique_ptr<GPT2> parse_llmc(std::span<const std::byte> bytes, const std::st
 }
 
 std::unique_ptr<GPT2> load_llmc(const std::string& path) {
-  const MappedFile file(path);
+  const MappedFile file(path, "llm.c model file");
   return parse_llmc(std::as_bytes(std::span(file.data(), file.size())), path);
 }
 

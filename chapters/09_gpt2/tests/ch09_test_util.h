@@ -19,6 +19,7 @@
 #include "tt/dataloader.h"
 #include "tt/generator.h"
 #include "tt/gpt2.h"
+#include "tt/shard_set.h"
 #include "tt/shards.h"
 #include "tt/testing.h"
 #include "tt/tokenizer.h"
@@ -26,8 +27,11 @@
 namespace tt::test09 {
 
 using test08::identity_bytes;
+using test08::program_path;
 using test08::put_le32;
 using test08::read_bytes;
+using test08::run_program;
+using test08::RunResult;
 using test08::TempDir;
 using test08::write_bytes;
 
@@ -56,46 +60,21 @@ inline Batch fixed_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   return {from_vector(x, {B, T}), from_vector(y, {B, T})};
 }
 
-/// The path of chapter 09's program `name` (chapter 10 runs train_gpt2 too): next to this test binary (bin/), or one folder up
-/// for the starter build's binary (bin/starter/). Empty when it is missing.
-inline std::string program_path(const std::string& name) {
-  const std::filesystem::path exe_dir =
-      std::filesystem::read_symlink("/proc/self/exe").parent_path();
-  for (const std::filesystem::path& dir : {exe_dir, exe_dir.parent_path()}) {
-    if (std::filesystem::exists(dir / name)) return (dir / name).string();
-  }
-  return "";
-}
-
-/// The exit status and the combined stdout/stderr of one program run.
-struct RunResult {
-  int status = -1;      ///< exit status (-1: ended by a signal)
-  std::string output;   ///< stdout and stderr
-  bool killed = false;  ///< ended by SIGKILL (directly, or as the shell's status 128 + 9)
-};
-
-/// Runs `program args` through the shell, its stdout and stderr written to the file `log`.
-inline RunResult run_program(const std::string& program, const std::string& args,
-                             const std::string& log) {
-  const int rc = std::system((program + " " + args + " > '" + log + "' 2>&1").c_str());
-  const bool killed = (WIFSIGNALED(rc) && WTERMSIG(rc) == SIGKILL) ||
-                      (WIFEXITED(rc) && WEXITSTATUS(rc) == 128 + SIGKILL);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, test09::read_bytes(log), killed};
-}
-
-/// A dataset train_gpt2 accepts (chapter 12 runs it too): a byte-level tokenizer (256 bytes +
-/// <|endoftext|> = 257 ids, no merges) and shards of seeded random tokens.
+/// A shard set train_gpt2 accepts (chapter 12 runs it too; tt/shard_set.h): a byte-level
+/// tokenizer (256 bytes + <|endoftext|> = 257 ids, no merges), shards of seeded random tokens
+/// and the manifest. Replaces a set already in `dir`.
 inline void write_tiny_dataset(const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  Tokenizer(identity_bytes(), {}, {{"<|endoftext|>", 256}}).save(dir + "/tokenizer.ttbpe");
+  ShardSetWriter set(dir, /*overwrite=*/true);
+  set.set_tokenizer(Tokenizer(identity_bytes(), {}, {{"<|endoftext|>", 256}}));
   Generator gen(5);
   auto tokens = [&](std::size_t n) {
     std::vector<int32_t> t(n);
     for (int32_t& v : t) v = static_cast<int32_t>(gen.next_u64() % 257);
     return t;
   };
-  write_shard(dir + "/tiny_train_000000.bin", tokens(4000), 257);
-  write_shard(dir + "/tiny_val_000000.bin", tokens(400), 257);
+  set.write_shard("tiny_train_000000.bin", "train", tokens(4000));
+  set.write_shard("tiny_val_000000.bin", "val", tokens(400));
+  set.commit();
 }
 
 /// The rows of a train.csv (header first), split at commas (the log has no quoted cells).

@@ -137,6 +137,11 @@ TEST(Ch09_LlmcHeader, RejectsMalformedFiles) {
   test09::write_bytes(f, "GPT");
   EXPECT_TT_ERROR(read_llmc_header(f), "shorter than");
   EXPECT_TT_ERROR(read_llmc_header(dir.file("missing.bin")), "cannot open");
+  // A directory where the model file is expected: said so (mmap's "No such device" before).
+  std::filesystem::create_directories(dir.file("model_dir"));
+  EXPECT_TT_ERROR(read_llmc_header(dir.file("model_dir")),
+                  "llm.c model file '" + dir.file("model_dir") + "' is a directory");
+  EXPECT_TT_ERROR(load_llmc(dir.file("model_dir")), "llm.c model file '", "is a directory");
 }
 
 TEST(Ch09_LlmcHeader, HostileSizesAreRejectedWithoutOverflow) {

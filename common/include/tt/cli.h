@@ -37,8 +37,13 @@ class ArgParser {
   ArgParser& option(const std::string& name, double* target);
   /// Binds a value-less `--name` switch: present sets *target to true.
   ArgParser& flag(const std::string& name, bool* target);
+  /// Binds `--name [value]` to a string whose value may be left out: `--name` followed by
+  /// nothing or by another option (an argument starting with "--") sets *target to `implicit`.
+  ArgParser& optional_value(const std::string& name, std::string* target, std::string implicit);
   /// Parses argv. On -h/--help prints the usage to stdout and exits 0; on an unknown option, a
   /// missing value or a malformed number prints the problem and the usage to stderr and exits 2.
+  /// Numbers are strict: the whole value must be a number ("10k", "300abc" and "" are errors)
+  /// that fits the variable's type.
   void parse(int argc, char** argv) const;
   /// Parses `args` (argv without the program name) like parse() but throws tt::Error instead
   /// of exiting; returns false, without parsing further, when -h/--help is met.
@@ -50,6 +55,8 @@ class ArgParser {
   struct Entry {
     std::string name;
     Target target;
+    bool value_optional = false;  ///< optional_value(): the value may be left out
+    std::string implicit;         ///< the value when it is left out
   };
   ArgParser& add(const std::string& name, Target target);
   std::string program_, usage_;

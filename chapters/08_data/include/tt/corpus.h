@@ -25,10 +25,15 @@ DocumentFormat parse_document_format(std::string_view name);
 /// newlines and end with a newline; empty (whitespace-only) documents are dropped.
 std::vector<std::string> split_documents(std::string_view text, DocumentFormat format);
 
-/// The input files of `path`: the file itself, or for a directory its regular files in name
-/// order, skipping hidden files, symbolic links and fortune's index files (*.dat, *.u8), e.g.
-/// /usr/share/games/fortunes. Throws tt::Error when the path does not exist or has no files.
-std::vector<std::string> list_input_files(const std::string& path);
+/// The input files of `path`: the file itself (a symbolic link given as `path` is followed), or
+/// for a directory its regular files in name order, skipping hidden files, fortune's index
+/// files (*.dat, *.u8), e.g. /usr/share/games/fortunes, and symbolic links: a link inside an
+/// input directory is not followed (it may point back into the corpus and read a file twice).
+/// When `skipped_links` is given, the paths of the skipped links (other than hidden files and
+/// index files) are appended to it in name order, for the caller to name them. Throws tt::Error
+/// when the path does not exist or has no files.
+std::vector<std::string> list_input_files(const std::string& path,
+                                          std::vector<std::string>* skipped_links = nullptr);
 
 /// The split rule: document i (0-based, in corpus order) is a validation document when
 /// floor((i+1) * val_fraction) > floor(i * val_fraction), i.e. every (1/val_fraction)-th

@@ -36,8 +36,9 @@ inline constexpr int64_t kMaxU16Vocab = 65536;            ///< uint16 tokens nee
 /// loaded on first access, so files larger than memory work.
 class MappedFile {
  public:
-  /// Maps `path`; throws tt::Error naming the file and the system error.
-  explicit MappedFile(const std::string& path);
+  /// Maps `path`; throws tt::Error naming the file (as `what`, e.g. "token shard") and the
+  /// system error, or saying `WHAT 'PATH' is a directory` (see tt::ReadOnlyFile).
+  explicit MappedFile(const std::string& path, const std::string& what = "file");
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
