@@ -38,6 +38,10 @@ get_filename_component(TT_SOURCE_ROOT "${TT_SOURCE_ROOT}" ABSOLUTE)
 set(TT_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}" CACHE INTERNAL "")
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 add_custom_target(check-all)
+# `tests`: every executable CTest runs (each one registered by tt_discover_tests, with the apps
+# it calls), nothing else (no benchmarks): what a build needs before `ctest`. The sanitizer
+# build of CI and the learner build of tools/exercise_coverage build only this target.
+add_custom_target(tests)
 
 function(tt_add_chapter dir)
   cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES;DEFINITIONS;MPI_PROCS;CHAIN_TOP_APPS"
@@ -204,13 +208,15 @@ endfunction()
 #   tt_discover_tests(<target> LABEL <label> [MPI_PROCS <n>...])   e.g. LABEL ch04, LABEL common
 #
 # Each gtest becomes one CTest test with the labels <label>, chNN.M (from a name like
-# ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu. With MPI_PROCS, a test whose
+# ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu. The target `tests` builds
+# <target>. With MPI_PROCS, a test whose
 # name contains "Mpi" is also registered under `mpirun -np <n>` for each n (see TTAddTests.cmake).
 function(tt_discover_tests target)
   cmake_parse_arguments(ARG "" "LABEL" "MPI_PROCS" ${ARGN})
   if(NOT ARG_LABEL)
     message(FATAL_ERROR "tt_discover_tests(${target}): LABEL is required")
   endif()
+  add_dependencies(tests ${target})
   string(REPLACE ";" " " mpi_procs "${ARG_MPI_PROCS}")
   string(REPLACE ";" " " mpi_flags "${TT_MPIEXEC_FLAGS}")
   set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
