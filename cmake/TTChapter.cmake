@@ -111,15 +111,37 @@ function(tt_add_chapter dir)
   set_property(GLOBAL PROPERTY TT_LAST_CHAPTER_LIB ${lib})
   set_property(GLOBAL APPEND PROPERTY TT_CHAPTER_NUMBERS ${num})
 
-  # Starter library for the exercise coverage tool (solution builds only): this chapter's
-  # starters on top of the previous chapters' SOLUTIONS, i.e. what a learner has when chapters
-  # 1..N-1 are done. Its tests are never registered with CTest (they are meant to fail).
+  # Libraries for the exercise coverage tool (solution builds with TT_STARTER_TESTS only). The
+  # starters are compiled once (an object library) and used twice, with the given objects:
+  #   ${lib}_starter  this chapter's starters on top of the previous chapters' SOLUTIONS, i.e.
+  #                   what a learner has when chapters 1..N-1 are done (tests in bin/starter/);
+  #   ${lib}_learner  on top of the previous chapters' ${lib}_learner: every chapter a starter,
+  #                   what the learner preset builds, without compiling anything again (tests
+  #                   in bin/learner/; tools/exercise_coverage checks that none crashes).
+  # Their tests are never registered with CTest (they are meant to fail).
   set(build_starter_tests OFF)
-  if(TT_STARTER_TESTS AND TT_IMPLEMENTATION STREQUAL "solution" AND starters)
-    set(build_starter_tests ON)
-    add_library(${lib}_starter STATIC ${given_objects} ${starters})
-    target_link_libraries(${lib}_starter PUBLIC ${lib}_usage ${prev_link})
-    target_compile_options(${lib}_starter PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-error>)
+  set(build_learner_tests OFF)
+  set(starter_objects "")
+  if(TT_STARTER_TESTS AND TT_IMPLEMENTATION STREQUAL "solution")
+    set(build_learner_tests ON)
+    if(starters)
+      set(build_starter_tests ON)
+      add_library(${lib}_starter_objects OBJECT ${starters})
+      target_link_libraries(${lib}_starter_objects PUBLIC ${lib}_usage ${prev_link})
+      target_compile_options(${lib}_starter_objects PRIVATE
+                             $<$<COMPILE_LANGUAGE:CXX>:-Wno-error>)
+      set(starter_objects "$<TARGET_OBJECTS:${lib}_starter_objects>")
+      add_library(${lib}_starter STATIC ${given_objects} ${starter_objects})
+      target_link_libraries(${lib}_starter PUBLIC ${lib}_usage ${prev_link})
+    endif()
+    get_property(prev_learner GLOBAL PROPERTY TT_LAST_LEARNER_LIB)
+    if(NOT prev_learner)
+      set(prev_learner tt_common)
+    endif()
+    add_library(${lib}_learner STATIC ${given_objects} ${starter_objects})
+    target_link_libraries(${lib}_learner PUBLIC ${lib}_usage
+                          "$<LINK_LIBRARY:WHOLE_ARCHIVE,${prev_learner}>")
+    set_property(GLOBAL PROPERTY TT_LAST_LEARNER_LIB ${lib}_learner)
   endif()
 
   # Tests (compiled once; linked against the chapter library, and against the starter library).
@@ -149,6 +171,13 @@ function(tt_add_chapter dir)
                             tt_test_support)
       set_target_properties(${exe}_starter PROPERTIES
         RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bin/starter")
+    endif()
+    if(build_learner_tests)
+      add_executable(${exe}_learner $<TARGET_OBJECTS:${exe}_objects>)
+      target_link_libraries(${exe}_learner PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}_learner>"
+                            tt_test_support)
+      set_target_properties(${exe}_learner PROPERTIES
+        RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bin/learner")
     endif()
   endif()
 
