@@ -165,20 +165,17 @@ function(tt_add_chapter dir)
     endif()
     tt_discover_tests(${exe} LABEL ch${num} MPI_PROCS ${mpi_procs})
     set_property(GLOBAL APPEND PROPERTY TT_TEST_TARGETS ${exe})
-    if(build_starter_tests)
-      add_executable(${exe}_starter $<TARGET_OBJECTS:${exe}_objects>)
-      target_link_libraries(${exe}_starter PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}_starter>"
-                            tt_test_support)
-      set_target_properties(${exe}_starter PROPERTIES
-        RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bin/starter")
-    endif()
-    if(build_learner_tests)
-      add_executable(${exe}_learner $<TARGET_OBJECTS:${exe}_objects>)
-      target_link_libraries(${exe}_learner PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}_learner>"
-                            tt_test_support)
-      set_target_properties(${exe}_learner PROPERTIES
-        RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bin/learner")
-    endif()
+    # The same test objects against ${lib}_starter (bin/starter/) and ${lib}_learner
+    # (bin/learner/).
+    foreach(kind IN ITEMS starter learner)
+      if(build_${kind}_tests)
+        add_executable(${exe}_${kind} $<TARGET_OBJECTS:${exe}_objects>)
+        target_link_libraries(${exe}_${kind} PRIVATE
+                              "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}_${kind}>" tt_test_support)
+        set_target_properties(${exe}_${kind} PROPERTIES
+          RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bin/${kind}")
+      endif()
+    endforeach()
   endif()
 
   # Apps: one executable per file.
