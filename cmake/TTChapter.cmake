@@ -38,6 +38,10 @@ get_filename_component(TT_SOURCE_ROOT "${TT_SOURCE_ROOT}" ABSOLUTE)
 set(TT_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}" CACHE INTERNAL "")
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 add_custom_target(check-all)
+# `tests`: every executable CTest runs (each one registered by tt_discover_tests, with the apps
+# it calls), nothing else (no benchmarks): what a build needs before `ctest`. The sanitizer
+# build of CI and the learner build of tools/exercise_coverage build only this target.
+add_custom_target(tests)
 
 function(tt_add_chapter dir)
   cmake_parse_arguments(ARG "" "" "LIBRARIES;CUDA_LIBRARIES;DEFINITIONS;MPI_PROCS;CHAIN_TOP_APPS"
@@ -107,15 +111,37 @@ function(tt_add_chapter dir)
   set_property(GLOBAL PROPERTY TT_LAST_CHAPTER_LIB ${lib})
   set_property(GLOBAL APPEND PROPERTY TT_CHAPTER_NUMBERS ${num})
 
-  # Starter library for the exercise coverage tool (solution builds only): this chapter's
-  # starters on top of the previous chapters' SOLUTIONS, i.e. what a learner has when chapters
-  # 1..N-1 are done. Its tests are never registered with CTest (they are meant to fail).
+  # Libraries for the exercise coverage tool (solution builds with TT_STARTER_TESTS only). The
+  # starters are compiled once (an object library) and used twice, with the given objects:
+  #   ${lib}_starter  this chapter's starters on top of the previous chapters' SOLUTIONS, i.e.
+  #                   what a learner has when chapters 1..N-1 are done (tests in bin/starter/);
+  #   ${lib}_learner  on top of the previous chapters' ${lib}_learner: every chapter a starter,
+  #                   what the learner preset builds, without compiling anything again (tests
+  #                   in bin/learner/; tools/exercise_coverage checks that none crashes).
+  # Their tests are never registered with CTest (they are meant to fail).
   set(build_starter_tests OFF)
-  if(TT_STARTER_TESTS AND TT_IMPLEMENTATION STREQUAL "solution" AND starters)
-    set(build_starter_tests ON)
-    add_library(${lib}_starter STATIC ${given_objects} ${starters})
-    target_link_libraries(${lib}_starter PUBLIC ${lib}_usage ${prev_link})
-    target_compile_options(${lib}_starter PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-error>)
+  set(build_learner_tests OFF)
+  set(starter_objects "")
+  if(TT_STARTER_TESTS AND TT_IMPLEMENTATION STREQUAL "solution")
+    set(build_learner_tests ON)
+    if(starters)
+      set(build_starter_tests ON)
+      add_library(${lib}_starter_objects OBJECT ${starters})
+      target_link_libraries(${lib}_starter_objects PUBLIC ${lib}_usage ${prev_link})
+      target_compile_options(${lib}_starter_objects PRIVATE
+                             $<$<COMPILE_LANGUAGE:CXX>:-Wno-error>)
+      set(starter_objects "$<TARGET_OBJECTS:${lib}_starter_objects>")
+      add_library(${lib}_starter STATIC ${given_objects} ${starter_objects})
+      target_link_libraries(${lib}_starter PUBLIC ${lib}_usage ${prev_link})
+    endif()
+    get_property(prev_learner GLOBAL PROPERTY TT_LAST_LEARNER_LIB)
+    if(NOT prev_learner)
+      set(prev_learner tt_common)
+    endif()
+    add_library(${lib}_learner STATIC ${given_objects} ${starter_objects})
+    target_link_libraries(${lib}_learner PUBLIC ${lib}_usage
+                          "$<LINK_LIBRARY:WHOLE_ARCHIVE,${prev_learner}>")
+    set_property(GLOBAL PROPERTY TT_LAST_LEARNER_LIB ${lib}_learner)
   endif()
 
   # Tests (compiled once; linked against the chapter library, and against the starter library).
@@ -139,13 +165,17 @@ function(tt_add_chapter dir)
     endif()
     tt_discover_tests(${exe} LABEL ch${num} MPI_PROCS ${mpi_procs})
     set_property(GLOBAL APPEND PROPERTY TT_TEST_TARGETS ${exe})
-    if(build_starter_tests)
-      add_executable(${exe}_starter $<TARGET_OBJECTS:${exe}_objects>)
-      target_link_libraries(${exe}_starter PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}_starter>"
-                            tt_test_support)
-      set_target_properties(${exe}_starter PROPERTIES
-        RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bin/starter")
-    endif()
+    # The same test objects against ${lib}_starter (bin/starter/) and ${lib}_learner
+    # (bin/learner/).
+    foreach(kind IN ITEMS starter learner)
+      if(build_${kind}_tests)
+        add_executable(${exe}_${kind} $<TARGET_OBJECTS:${exe}_objects>)
+        target_link_libraries(${exe}_${kind} PRIVATE
+                              "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}_${kind}>" tt_test_support)
+        set_target_properties(${exe}_${kind} PROPERTIES
+          RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bin/${kind}")
+      endif()
+    endforeach()
   endif()
 
   # Apps: one executable per file.
@@ -204,13 +234,15 @@ endfunction()
 #   tt_discover_tests(<target> LABEL <label> [MPI_PROCS <n>...])   e.g. LABEL ch04, LABEL common
 #
 # Each gtest becomes one CTest test with the labels <label>, chNN.M (from a name like
-# ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu. With MPI_PROCS, a test whose
+# ChNN_M_What.Case), and cuda (name contains "Cuda"/"CUDA") or cpu. The target `tests` builds
+# <target>. With MPI_PROCS, a test whose
 # name contains "Mpi" is also registered under `mpirun -np <n>` for each n (see TTAddTests.cmake).
 function(tt_discover_tests target)
   cmake_parse_arguments(ARG "" "LABEL" "MPI_PROCS" ${ARGN})
   if(NOT ARG_LABEL)
     message(FATAL_ERROR "tt_discover_tests(${target}): LABEL is required")
   endif()
+  add_dependencies(tests ${target})
   string(REPLACE ";" " " mpi_procs "${ARG_MPI_PROCS}")
   string(REPLACE ";" " " mpi_flags "${TT_MPIEXEC_FLAGS}")
   set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")

@@ -104,7 +104,10 @@ target_compile_options(tt_flags INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>)
 # The CPU kernels (chapter 04: Eigen's GEMM, the blocked matmul's micro-kernel) are only
 # competitive with the vector units of the build machine (AVX2/FMA instead of x86-64's SSE2).
-# Turn it off to build binaries that run on other x86-64 machines.
+# Turn it off to build binaries that run on other x86-64 machines, and give the instruction set
+# in CMAKE_CXX_FLAGS if you want one: the preset "asan" (CI) builds for x86-64-v2 (SSE4.2, no
+# AVX), so every CPU-dependent path (Eigen's SIMD exp, GEMM micro-kernels) is tested twice in
+# CI, once with the native vector units and once with SSE.
 option(TT_NATIVE_ARCH "Compile C++ for the build machine's CPU (-march=native)" ON)
 if(TT_NATIVE_ARCH)
   target_compile_options(tt_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)

@@ -142,18 +142,24 @@ def run_ctest(build_dir: Path, label_regex: str, jobs: int = 2, quiet: bool = Tr
             sys.stdout.write(proc.stdout)
             raise SystemExit(f"ctest produced no results (exit {proc.returncode}); "
                              f"is {build_dir} configured and built?")
-        results = []
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            status = case.get("status", "run")
-            status = {"run": "passed", "fail": "failed", "notrun": "skipped",
-                      "disabled": "skipped"}.get(status, status)
-            out = case.findtext("system-out") or ""
-            if case.find("failure") is not None:
-                status = "failed"
-            if case.find("skipped") is not None:
-                status = "skipped"
-            results.append(TestResult(case.get("name", ""), status, out))
-        return results
+        return read_junit(junit)
+
+
+def read_junit(junit: Path) -> list[TestResult]:
+    """One result per test of a JUnit file written by `ctest --output-junit` (tools/test_all
+    writes build/ctest-results.xml)."""
+    results = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        status = case.get("status", "run")
+        status = {"run": "passed", "fail": "failed", "notrun": "skipped",
+                  "disabled": "skipped"}.get(status, status)
+        out = case.findtext("system-out") or ""
+        if case.find("failure") is not None:
+            status = "failed"
+        if case.find("skipped") is not None:
+            status = "skipped"
+        results.append(TestResult(case.get("name", ""), status, out))
+    return results
 
 
 def list_gtests(exe: Path) -> list[str]:

@@ -17,6 +17,7 @@
 
 #include "tt/eigen.h"
 #include "tt/ops_nn.h"
+#include "tt/safe_exp.h"
 #include "tt/todo.h"
 
 namespace tt::cpu {
@@ -71,7 +72,8 @@ inline void check_indices(const char* op, const Tensor& indices, int64_t size,
 #if TT_SOLUTION
 namespace {
 // Softmax and log-softmax of every row. The row maximum m is subtracted before exp, so
-// exp never overflows (the largest term is exp(0) = 1) and the sum is at least 1.
+// exp never overflows (the largest term is exp(0) = 1) and the sum is at least 1. safe_exp
+// (tt/safe_exp.h) makes a -inf (masked) entry exactly 0 on every CPU.
 template <typename T, bool kLog>
 void softmax_rows(const Tensor& out, const Tensor& x, int64_t dim) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
@@ -90,7 +92,8 @@ void softmax_rows(const Tensor& out, const Tensor& x, int64_t dim) {
       const Eigen::Map<const Array> xv(xr, l.n);
       Eigen::Map<Array> yv(yr, l.n);
       const T m = xv.template maxCoeff<Eigen::PropagateNaN>();
-      yv = (xv - m).exp();
+      yv = xv - m;
+      safe_exp_inplace(yr, l.n);
       for (int64_t i = 0; i < l.n; ++i) sum += yr[i];
       if constexpr (kLog) {
         yv = xv - (m + static_cast<T>(std::log(sum)));
@@ -102,12 +105,12 @@ void softmax_rows(const Tensor& out, const Tensor& x, int64_t dim) {
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t i = 0; i < l.n; ++i) m = std::max(m, xr[i * s]);
     if constexpr (kLog) {
-      for (int64_t i = 0; i < l.n; ++i) sum += std::exp(xr[i * s] - m);
+      for (int64_t i = 0; i < l.n; ++i) sum += safe_exp(xr[i * s] - m);
       const T lse = m + static_cast<T>(std::log(sum));
       for (int64_t i = 0; i < l.n; ++i) yr[i * s] = xr[i * s] - lse;
     } else {
       for (int64_t i = 0; i < l.n; ++i) {
-        const T e = std::exp(xr[i * s] - m);
+        const T e = safe_exp(xr[i * s] - m);
         yr[i * s] = e;
         sum += e;
       }
@@ -135,7 +138,7 @@ void softmax_backward_rows(const Tensor& dx, const Tensor& dout, const Tensor& o
     for (int64_t i = 0; i < l.n; ++i) acc += kLog ? dy[i * s] : dy[i * s] * y[i * s];
     const T dot = static_cast<T>(acc);
     for (int64_t i = 0; i < l.n; ++i) {
-      d[i * s] = kLog ? dy[i * s] - std::exp(y[i * s]) * dot : y[i * s] * (dy[i * s] - dot);
+      d[i * s] = kLog ? dy[i * s] - safe_exp(y[i * s]) * dot : y[i * s] * (dy[i * s] - dot);
     }
   }
 }
@@ -431,13 +434,14 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& 
     std::vector<double> row_loss(N);
 #pragma omp parallel
     {
-      Array e(V);  // this thread's exp(x - max) of one row (Eigen: SIMD exp)
+      Array e(V);  // this thread's exp(x - max) of one row (SIMD exp, -inf -> 0: safe_exp.h)
 #pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) {
         const T* xr = x + n * V;
         const Eigen::Map<const Array> xv(xr, V);
         const T m = xv.template maxCoeff<Eigen::PropagateNaN>();
-        e = (xv - m).exp();
+        e = xv - m;
+        safe_exp_inplace(e.data(), V);
         double sum = 0;
         for (int64_t v = 0; v < V; ++v) sum += e[v];
         const double l = m + std::log(sum);
@@ -478,7 +482,10 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
         continue;
       }
       const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> xv(x + n * V, V);
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(d, V) = (xv - plse[n]).exp() * scale;
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dv(d, V);
+      dv = xv - plse[n];
+      safe_exp_inplace(d, V);  // softmax, exactly 0 for a -inf logit
+      dv *= scale;
       d[t[n]] -= scale;  // softmax - one-hot
     }
   });

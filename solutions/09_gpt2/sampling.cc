@@ -5,6 +5,7 @@
 
 #include "tt/autograd.h"
 #include "tt/functional.h"
+#include "tt/safe_exp.h"
 #include "tt/sampling.h"
 #include "tt/todo.h"
 
@@ -44,7 +45,7 @@ int64_t sample_token(const Tensor& logits, const SamplingOptions& options, Gener
   std::vector<double> p(l.size(), 0.0);
   double total = 0;
   for (std::size_t i = 0; i < l.size(); ++i) {
-    if (l[i] >= threshold) p[i] = std::exp((l[i] - m) / options.temperature);
+    if (l[i] >= threshold) p[i] = safe_exp((l[i] - m) / options.temperature);
     total += p[i];
   }
   const double u = gen.next_uniform() * total;

@@ -10,6 +10,7 @@
 
 #include "tt/eigen.h"
 #include "tt/flash_attention.h"
+#include "tt/safe_exp.h"
 #include "tt/todo.h"
 
 namespace tt::cpu {
@@ -114,7 +115,8 @@ void flash_attention_backward_head(T* dq, T* dk, T* dv, const T* dout, const T* 
       p.noalias() = (qi * scale) * kj.transpose();
       for (int64_t r = 0; r < bq; ++r) {  // row by row: contiguous rows, SIMD exp
         const int64_t i = i0 + r, m = std::clamp<int64_t>(i + 1 - j0, 0, bk);
-        p.row(r).head(m) = (p.row(r).head(m).array() - lse[i]).exp().matrix();  // P recomputed
+        p.row(r).head(m).array() -= lse[i];
+        safe_exp_inplace(&p(r, 0), m);    // P recomputed (0 where it underflows, on every CPU)
         p.row(r).tail(bk - m).setZero();  // keys above row i's diagonal: P = 0
       }
       dvj.noalias() += p.transpose() * doi;  // dV = P^T dO

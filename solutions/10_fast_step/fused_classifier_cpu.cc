@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "tt/fused_classifier.h"
+#include "tt/safe_exp.h"
 #include "tt/todo.h"
 
 namespace tt::cpu {
@@ -23,7 +24,7 @@ T classifier_row_xent(T* row, int64_t vocab_size, int64_t target, T scale) {
   // Pass 2: each exponential once (each <= 1: no overflow), kept in the row and summed.
   double sum = 0;
   for (int64_t v = 0; v < vocab_size; ++v) {
-    row[v] = std::exp(row[v] - max);
+    row[v] = safe_exp(row[v] - max);  // 0 for a -inf logit
     sum += static_cast<double>(row[v]);
   }
   const T loss = shifted_target + static_cast<T>(std::log(sum));

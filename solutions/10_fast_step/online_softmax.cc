@@ -6,6 +6,7 @@
 
 #include "tt/eigen.h"
 #include "tt/flash_attention.h"
+#include "tt/safe_exp.h"
 #include "tt/todo.h"
 
 namespace tt::cpu {
@@ -23,12 +24,11 @@ T OnlineSoftmax<T>::merge(T* x, int64_t n) {
     xv.setZero();
     return T(1);
   }
-  // exp(-inf - new_max) = 0: the first finite block discards the empty state.
-  const T alpha = std::exp(max - new_max);
-  xv = (xv - new_max).exp();
-  // Eigen's SIMD exp clamps its argument, so exp(-inf) comes out as a tiny subnormal instead
-  // of 0: flush what is below the smallest normal number (< 1e-37 of the row's largest term).
-  for (int64_t j = 0; j < n; ++j) x[j] = x[j] < std::numeric_limits<T>::min() ? T(0) : x[j];
+  // exp(-inf - new_max) = 0: the first finite block discards the empty state. safe_exp
+  // (tt/safe_exp.h): Eigen's SIMD exp alone gives a tiny subnormal, not 0, for -inf.
+  const T alpha = safe_exp(max - new_max);
+  xv -= new_max;
+  safe_exp_inplace(x, n);
   sum = sum * alpha + xv.sum();
   max = new_max;
   return alpha;

@@ -22,6 +22,7 @@
 
 #include "tt/eigen.h"
 #include "tt/ops_nn.h"
+#include "tt/safe_exp.h"
 #include "tt/todo.h"
 
 namespace tt::cpu {

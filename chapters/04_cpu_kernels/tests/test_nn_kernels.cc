@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "tt/ops_nn.h"
@@ -91,6 +92,62 @@ TEST(Ch04_10_SoftmaxForward, LogSoftmaxIsStable) {
   cpu::log_softmax_forward(y, x, 1);
   const double lse = 1000 + std::log1p(std::exp(-1000.0) + std::exp(-2000.0));
   EXPECT_TENSOR_NEAR(y, f64({1000 - lse, -lse, -1000 - lse}, {1, 3}), 1e-12, 1e-14);
+}
+
+/// Two rows of 11 (Eigen: SIMD body plus a scalar head or tail) with -inf entries at the start,
+/// middle and end and one finite entry far below the row maximum: their softmax is exactly 0 and
+/// their log-softmax -inf (resp. finite), on the contiguous path (dim 1) and on the strided one
+/// (dim 0 of the transpose). Eigen's SIMD exp alone gives exp(-inf) = 5.56e-309 (double) or
+/// 2.94e-39 (float): a masked probability must be 0 on every CPU (tt/safe_exp.h).
+template <typename T>
+void check_masked_softmax() {
+  constexpr T kInf = std::numeric_limits<T>::infinity();
+  const T far = std::is_same_v<T, float> ? T(-200) : T(-2000);  // exp underflows to 0 in T
+  const int64_t R = 2, C = 11;
+  std::vector<T> v(R * C), vt(R * C);
+  for (int64_t i = 0; i < R * C; ++i) v[i] = T(0.25) * static_cast<T>(i % 7);
+  for (const int64_t i : {0, 3, 5, 10, 12, 19, 21}) v[i] = -kInf;
+  v[15] = far;
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c) vt[c * R + r] = v[r * C + c];
+  }
+  const TensorOptions opt{.dtype = std::is_same_v<T, float> ? DType::kFloat32 : DType::kFloat64};
+  const Tensor x = from_vector<T>(v, {R, C}), xt = from_vector<T>(vt, {C, R});
+  Tensor p = zeros({R, C}, opt), lp = zeros({R, C}, opt), pt = zeros({C, R}, opt);
+  Tensor lpt = zeros({C, R}, opt);
+  cpu::softmax_forward(p, x, 1);
+  cpu::log_softmax_forward(lp, x, 1);
+  cpu::softmax_forward(pt, xt, 0);
+  cpu::log_softmax_forward(lpt, xt, 0);
+  const std::vector<T> pv = p.to_vector<T>(), lpv = lp.to_vector<T>();
+  const std::vector<T> ptv = pt.to_vector<T>(), lptv = lpt.to_vector<T>();
+  for (int64_t r = 0; r < R; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t i = r * C + c, it = c * R + r;
+      SCOPED_TRACE(::testing::Message() << "row " << r << " column " << c << " x = " << v[i]);
+      sum += static_cast<double>(pv[i]);
+      if (v[i] == -kInf || v[i] == far) {
+        EXPECT_EQ(pv[i], T(0));
+        EXPECT_EQ(ptv[it], T(0));
+      } else {
+        EXPECT_GT(pv[i], T(0));
+        EXPECT_NEAR(pv[i], ptv[it], 4 * std::numeric_limits<T>::epsilon());
+      }
+      if (v[i] == -kInf) {
+        EXPECT_EQ(lpv[i], -kInf);
+        EXPECT_EQ(lptv[it], -kInf);
+      } else {
+        EXPECT_TRUE(std::isfinite(lpv[i]) && std::isfinite(lptv[it]));
+      }
+    }
+    EXPECT_NEAR(sum, 1.0, 8 * std::numeric_limits<T>::epsilon());
+  }
+}
+
+TEST(Ch04_10_SoftmaxForward, MaskedEntriesAreExactlyZeroFloatAndDouble) {
+  check_masked_softmax<float>();
+  check_masked_softmax<double>();
 }
 
 TEST(Ch04_10_SoftmaxForward, RegisteredAndRejectsInt64) {
@@ -312,6 +369,45 @@ TEST(Ch04_16_CrossEntropy, RejectsOutOfRangeTarget) {
                   "cross_entropy", "targets[1] = 3", "[0, 3)", "[2]", "int64");
   EXPECT_TT_ERROR(cpu::cross_entropy_forward(loss, lse, zeros({2, 3}), i64({-5, 0}, {2}), -100),
                   "cross_entropy", "targets[0] = -5");
+}
+
+/// Cross-entropy over a vocabulary with masked (-inf) logits, e.g. tokens a model may not emit:
+/// the loss is that of the unmasked logits and the gradient of every masked logit is exactly 0
+/// (Eigen's SIMD exp alone gives exp(-inf - lse) = 5.56e-309 or 2.94e-39: tt/safe_exp.h).
+template <typename T>
+void check_masked_cross_entropy() {
+  constexpr T kInf = std::numeric_limits<T>::infinity();
+  const int64_t N = 3, V = 13;
+  std::vector<T> x(N * V);
+  for (int64_t i = 0; i < N * V; ++i) x[i] = T(0.5) * static_cast<T>((i * 5) % 9) - T(1);
+  for (const int64_t i : {0, 4, 7, 12, 13, 20, 30, 38}) x[i] = -kInf;
+  const std::vector<int64_t> t = {2, 5, 1};
+  const TensorOptions opt{.dtype = std::is_same_v<T, float> ? DType::kFloat32 : DType::kFloat64};
+  Tensor loss = zeros({}, opt), lse = zeros({N}, opt), dx = zeros({N, V}, opt);
+  const Tensor logits = from_vector<T>(x, {N, V}), targets = i64(t, {N});
+  cpu::cross_entropy_forward(loss, lse, logits, targets, kIgnoreIndex);
+  cpu::cross_entropy_backward(dx, scalar_tensor(1.0, opt), logits, targets, lse, kIgnoreIndex);
+  double want_loss = 0;
+  const std::vector<T> lv = lse.to_vector<T>(), dv = dx.to_vector<T>();
+  for (int64_t n = 0; n < N; ++n) {
+    double s = 0;  // log-sum-exp of the finite logits (all within [-1, 3]: no shift needed)
+    for (int64_t v = 0; v < V; ++v) {
+      if (x[n * V + v] != -kInf) s += std::exp(static_cast<double>(x[n * V + v]));
+    }
+    EXPECT_NEAR(static_cast<double>(lv[n]), std::log(s), 8 * std::numeric_limits<T>::epsilon());
+    want_loss += std::log(s) - static_cast<double>(x[n * V + t[n]]);
+    for (int64_t v = 0; v < V; ++v) {
+      if (x[n * V + v] == -kInf) {
+        EXPECT_EQ(dv[n * V + v], T(0)) << "row " << n << " masked logit " << v;
+      }
+    }
+  }
+  EXPECT_NEAR(loss.item(), want_loss / N, 8 * std::numeric_limits<T>::epsilon());
+}
+
+TEST(Ch04_16_CrossEntropy, MaskedLogitsGetExactlyZeroGradientFloatAndDouble) {
+  check_masked_cross_entropy<float>();
+  check_masked_cross_entropy<double>();
 }
 
 TEST(Ch04_16_CrossEntropy, SameBitsForAnyThreadCount) {

@@ -10,6 +10,7 @@
 
 #include "tt/autograd.h"
 #include "tt/functional.h"
+#include "tt/safe_exp.h"
 #include "tt/sampling.h"
 #include "tt/todo.h"
 

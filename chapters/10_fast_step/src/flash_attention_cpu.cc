@@ -15,6 +15,7 @@
 
 #include "tt/eigen.h"
 #include "tt/flash_attention.h"
+#include "tt/safe_exp.h"
 #include "tt/todo.h"
 
 namespace tt::cpu {

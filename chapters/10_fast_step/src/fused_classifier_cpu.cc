@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "tt/fused_classifier.h"
+#include "tt/safe_exp.h"
 #include "tt/todo.h"
 
 namespace tt::cpu {

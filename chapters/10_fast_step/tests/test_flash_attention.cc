@@ -3,6 +3,7 @@
 // gradcheck of the whole op, and the front-end's errors.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ch10_test_util.h"
@@ -85,6 +86,32 @@ TEST(Ch10_2_OnlineSoftmax, MaskedScores) {
   EXPECT_EQ(empty_row.merge(nullptr, 0), 1.0f);  // an empty block changes nothing
 }
 
+/// A block of 19 scores (Eigen: SIMD body and scalar tail) with -inf and far-below entries:
+/// their weights are exactly 0 on every CPU (tt/safe_exp.h), in float and double.
+template <typename T>
+void check_masked_block_is_exactly_zero() {
+  constexpr T kInf = std::numeric_limits<T>::infinity();
+  const T far = std::is_same_v<T, float> ? T(-200) : T(-2000);
+  std::vector<T> x(19);
+  for (std::size_t j = 0; j < x.size(); ++j) x[j] = j % 3 == 0 ? -kInf : T(0.5) * T(j % 4);
+  x[7] = far;
+  const std::vector<T> in = x;
+  cpu::OnlineSoftmax<T> row;
+  row.merge(x.data(), static_cast<int64_t>(x.size()));
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    if (in[j] == -kInf || in[j] == far) {
+      EXPECT_EQ(x[j], T(0)) << "score " << j << " = " << in[j];
+    } else {
+      EXPECT_GT(x[j], T(0)) << "score " << j;
+    }
+  }
+}
+
+TEST(Ch10_2_OnlineSoftmax, MaskedWeightsAreExactlyZeroFloatAndDouble) {
+  check_masked_block_is_exactly_zero<float>();
+  check_masked_block_is_exactly_zero<double>();
+}
+
 // ----- ch10.3 / ch10.4 against the naive composition -----------------------------------------
 
 struct Case {
@@ -149,6 +176,40 @@ TEST(Ch10_4_FlashAttentionCpu, BackwardMatchesNaive) {
     EXPECT_TENSOR_NEAR(dk, ref.dk, 2e-5, 2e-5) << shape_name(shape);
     EXPECT_TENSOR_NEAR(dv, ref.dv, 2e-5, 2e-5) << shape_name(shape);
   }
+}
+
+/// One head of n = 40 rows, hs = 1: every odd key scores `far` below the even ones, so its
+/// probability P_ij = exp(q_i k_j - lse_i) underflows and must be exactly 0 in the backward's
+/// recomputed P (Eigen's SIMD exp alone gives 5.56e-309 in double, 2.94e-39 in float:
+/// tt/safe_exp.h), hence exactly zero dV and dK for those keys on every CPU. The forward's lse is
+/// computed here (the test does not depend on exercise ch10.3).
+template <typename T>
+void check_far_scores_backward() {
+  const int64_t n = 40;
+  const T far = std::is_same_v<T, float> ? T(-200) : T(-2000);
+  std::vector<T> q(n, T(1)), k(n), v(n), o(n, T(0)), dout(n, T(1)), lse(n);
+  for (int64_t j = 0; j < n; ++j) {
+    k[j] = j % 2 ? far : T(0.1) * static_cast<T>(j % 5);
+    v[j] = static_cast<T>(j + 1);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j <= i; j += 2) s += std::exp(static_cast<double>(k[j]));
+    lse[i] = static_cast<T>(std::log(s));
+  }
+  std::vector<T> dq(n), dk(n), dv(n);
+  cpu::flash_attention_backward_head<T>(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                        k.data(), v.data(), o.data(), lse.data(), n, 1, 1, 1);
+  for (int64_t j = 1; j < n; j += 2) {
+    EXPECT_EQ(dv[j], T(0)) << "key " << j;
+    EXPECT_EQ(dk[j], T(0)) << "key " << j;
+  }
+  for (int64_t j = 0; j < n; j += 2) EXPECT_GT(dv[j], T(0)) << "key " << j;
+}
+
+TEST(Ch10_4_FlashAttentionCpu, FarScoresGetExactlyZeroGradientFloatAndDouble) {
+  check_far_scores_backward<float>();
+  check_far_scores_backward<double>();
 }
 
 TEST(Ch10_4_FlashAttentionCpu, AutogradMatchesNaive) {
