@@ -8,7 +8,7 @@
 set -uo pipefail
 part=${1:?part}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -d .devdeps ] && [ ! -f /usr/include/nlohmann/json.hpp ]; then
+if [ -d .devdeps ] && [ ! -f /usr/include/pcre2.h ]; then
   for f in .devdeps/*.deb; do dpkg -x "$f" /; done; ldconfig
 fi
 FINAL_OUT=${OUT:-/tmp/out}

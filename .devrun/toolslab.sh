@@ -17,7 +17,7 @@ PART=${1:-all}
 NCU=/usr/local/cuda/bin/ncu
 MPI="mpirun --allow-run-as-root --bind-to none -np 2 -x NCCL_NVLS_ENABLE"
 export NCCL_NVLS_ENABLE=0
-ATT_FILTER='^attention_flash/cuda_tf32/B8_NH12_T1024_hs64$'
+ATT_FILTER='^attention_flash/cuda_tf32/B8_NH12_T1024_hs64/'
 
 { nvidia-smi; nvidia-smi topo -m; "$NCU" --version; } > "$OUT/machine.txt" 2>&1
 

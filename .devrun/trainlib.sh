@@ -14,9 +14,9 @@ echo "ctest rc $?"; tail -30 "$OUT/ctest.log"
 cd ..
 # The ops line on a GPU (must still name cuBLASLt there) and a short default run.
 mkdir -p "$OUT/data"
-./build/bin/tt_prepare_data --out "$OUT/data" --vocab-size 512 > "$OUT/prep.log" 2>&1 || tail -5 "$OUT/prep.log"
-./build/bin/train_gpt2 --data "$OUT/data" --out "$OUT/run" --steps 20 --B 8 --T 64 --eval-every 10 \
+./build/bin/tt_prepare_data --input chapters/09_gpt2/README.md --input chapters/10_fast_step/README.md --input chapters/12_data_parallel/README.md --format paragraph --out "$OUT/data" --vocab-size 512 > "$OUT/prep.log" 2>&1 || tail -5 "$OUT/prep.log"
+./build/bin/train_gpt2 --data "$OUT/data" --out "$OUT/run" --steps 20 --warmup 5 --B 8 --T 64 --eval-every 10 \
   > "$OUT/run.log" 2>&1; echo "train rc $?"; grep -E "^ops:|model:|trained" "$OUT/run.log"
-./build/bin/train_gpt2 --data "$OUT/data" --out "$OUT/run" --steps 30 --B 8 --T 64 --eval-every 10 \
+./build/bin/train_gpt2 --data "$OUT/data" --out "$OUT/run" --steps 30 --warmup 5 --B 8 --T 64 --eval-every 10 \
   --resume --override steps --cuda-graph > "$OUT/resume.log" 2>&1; echo "resume rc $?"
 grep -E "resumed|step: |trained" "$OUT/resume.log"
