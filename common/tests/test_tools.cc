@@ -8,6 +8,7 @@
 #include "tt/cli.h"
 #include "tt/csv.h"
 #include "tt/progress.h"
+#include "tt/temp_dir.h"
 #include "tt/testing_common.h"
 #include "tt/timer.h"
 
@@ -108,7 +109,8 @@ TEST(Common_Progress, NonTerminalPrintsAtStartAndEveryTenPercent) {
 }
 
 TEST(Common_Csv, WritesQuotesAndAppends) {
-  const auto path = std::filesystem::temp_directory_path() / "tt_common_csv_test.csv";
+  const testing::TempDir dir;
+  const std::filesystem::path path = dir.file("log.csv");
   {
     CsvWriter csv(path.string(), {"step", "note"});
     csv.row({"1", "plain"});
@@ -120,7 +122,6 @@ TEST(Common_Csv, WritesQuotesAndAppends) {
   std::stringstream ss;
   ss << in.rdbuf();
   EXPECT_EQ(ss.str(), "step,note\n1,plain\n2,\"a,b \"\"q\"\"\"\n3,0.5\n");
-  std::filesystem::remove(path);
 }
 
 TEST(Common_Timer, MeasuresForward) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tt/npy_tensor.h"
+#include "tt/temp_dir.h"
 #include "tt/tensor.h"
 #include "tt/testing.h"
 
@@ -77,7 +78,8 @@ TEST(Ch01_BFloat16, ConversionsNeedChapter11) {
 }
 
 TEST(Ch01_BFloat16, NpyHoldsTheFloat32Values) {
-  const auto path = (std::filesystem::temp_directory_path() / "tt_ch01_bf16.npy").string();
+  const testing::TempDir dir;
+  const std::string path = dir.file("bf16.npy");
   Tensor t = from_vector(kValues, {3, 2}).transpose(0, 1);
   save_npy(path, t);
   const NpyArray a = read_npy(path);
@@ -89,7 +91,6 @@ TEST(Ch01_BFloat16, NpyHoldsTheFloat32Values) {
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(std::bit_cast<uint32_t>(v[i]), static_cast<uint32_t>(want[i]) << 16) << i;
   }
-  std::filesystem::remove(path);
 }
 
 }  // namespace

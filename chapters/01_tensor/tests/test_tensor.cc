@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "tt/npy_tensor.h"
+#include "tt/temp_dir.h"
 #include "tt/tensor.h"
 #include "tt/testing.h"
 
@@ -165,13 +166,13 @@ TEST(Ch01_Tensor, LiveCountReturnsToBaseline) {
 }
 
 TEST(Ch01_Npy, TensorRoundTrip) {
-  const auto path = (std::filesystem::temp_directory_path() / "tt_ch01_roundtrip.npy").string();
+  const testing::TempDir dir;
+  const std::string path = dir.file("roundtrip.npy");
   Tensor t = arange(0, 6, 1, {.dtype = DType::kFloat64}).view({2, 3}).transpose(0, 1);
   save_npy(path, t);
   Tensor r = load_npy(path);
   EXPECT_EQ(r.shape(), (Shape{3, 2}));
   EXPECT_EQ(r.to_vector<double>(), t.contiguous().to_vector<double>());
-  std::filesystem::remove(path);
 }
 
 TEST(Ch01_Helpers, TensorNearReportsTheMismatch) {

@@ -11,6 +11,7 @@
 
 #include "tt/functional.h"
 #include "tt/nn.h"
+#include "tt/temp_dir.h"
 #include "tt/testing.h"
 
 namespace tt {
@@ -86,15 +87,7 @@ TEST(Ch05_6_LoadStateDict, NonStrictIgnoresMissingAndExtraKeys) {
 /// A fresh directory per test, removed afterwards.
 class Ch05_Checkpoint : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("tt_ch05_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
   static void write_bytes(const std::string& p, const std::vector<std::byte>& bytes) {
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(bytes.data()),
@@ -111,7 +104,7 @@ class Ch05_Checkpoint : public ::testing::Test {
     ckpt::save(p, {{"w", from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})}});
     return p;
   }
-  fs::path dir_;
+  testing::TempDir dir_;  // one per test and process
 };
 
 TEST_F(Ch05_Checkpoint, RoundTripEveryDtypeAndLayout) {
@@ -228,7 +221,7 @@ TEST_F(Ch05_Checkpoint, SaveIsAtomicAndLeavesNoTemporaryFiles) {
   EXPECT_EQ(ckpt::load(p)[0].first, "v");
   // Only the checkpoint is left in the directory.
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(dir_)) {
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
     ++files;
     EXPECT_EQ(entry.path().filename(), "one.ckpt");
   }
@@ -253,7 +246,7 @@ TEST_F(Ch05_Checkpoint, CrashBetweenWriteAndRenameKeepsThePreviousFile) {
   EXPECT_EQ(ckpt::load(p)[0].second.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   // The crash left exactly one stray temporary file next to it, never read by load().
   std::vector<fs::path> stray;
-  for (const auto& entry : fs::directory_iterator(dir_)) {
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
     if (entry.path() != fs::path(p)) stray.push_back(entry.path());
   }
   ASSERT_EQ(stray.size(), 1u);

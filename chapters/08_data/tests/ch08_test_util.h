@@ -16,40 +16,13 @@
 #include <vector>
 
 #include "tt/generator.h"
+#include "tt/temp_dir.h"
 #include "tt/testing.h"
 
 namespace tt::test08 {
 
-/// A fresh directory under the system temp dir, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = "tt_test_";
-    if (info != nullptr) name += std::string(info->test_suite_name()) + "_" + info->name();
-    for (char& c : name) {
-      if (c == '/') c = '_';
-    }
-    // The process id keeps two builds' test runs (other checkouts, ctest -j) apart in /tmp.
-    name += "_" + std::to_string(::getpid());
-    path_ = std::filesystem::temp_directory_path() / name;
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  /// Path of `name` inside the directory.
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  /// The directory.
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+/// The tests' temporary directory (one per test and process: tt/temp_dir.h).
+using tt::testing::TempDir;
 
 /// Writes `bytes` to `path` (replacing it).
 inline void write_bytes(const std::string& path, const std::string& bytes) {

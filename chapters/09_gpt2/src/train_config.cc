@@ -58,6 +58,7 @@ void bind(ArgParser& args, TrainConfig& c) {
   args.option("--attention", &c.attention).option("--fused", &c.fused);
   args.option("--profile-step", &c.profile_step);
   args.option("--zero", &c.zero).flag("--cuda-graph", &c.cuda_graph);
+  args.option("--trace", &c.trace).option("--trace-steps", &c.trace_steps);
 }
 
 void check_nonnegative(int64_t v, const char* flag) {
@@ -182,6 +183,11 @@ std::string TrainConfig::usage(const std::string& program) {
          "                        --B is per rank: N ranks train like one process with --B N*B;\n"
          "                        --total-batch must be a multiple of N*B*T. Every rank must get\n"
          "                        the same options (compared at start)\n"
+         "tools (chapter 12's tools lab, when linked in):\n"
+         "  --trace FILE          the first --trace-steps steps of the run as a Chrome trace\n"
+         "                        (Perfetto, chrome://tracing): steps, kernels, DDP's all-reduces;\n"
+         "                        one file for all ranks. Not with --cuda-graph or --profile-step\n"
+         "  --trace-steps N       how many steps --trace records (default 3)\n"
          "exit status: 0 done, 1 error (message on stderr), 2 malformed command line, 3 stopped\n"
          "at a NaN/Inf loss or gradient norm (nothing written after the last good checkpoint)\n";
 }
@@ -272,6 +278,10 @@ void TrainConfig::validate() {
   TT_CHECK(!cuda_graph || profile_step == 0,
            "--cuda-graph and --profile-step exclude each other (a replayed graph dispatches no "
            "operation for the profiler to see)");
+  TT_CHECK(trace_steps >= 1, "--trace-steps must be >= 1, got ", trace_steps);
+  TT_CHECK(trace.empty() || (!cuda_graph && profile_step == 0),
+           "--trace excludes --cuda-graph and --profile-step (the trace records the kernels "
+           "each step dispatches with chapter 10's profiler)");
 }
 
 void TrainConfig::validate_for(int64_t ranks) const {
@@ -337,6 +347,8 @@ std::vector<ConfigEntry> TrainConfig::record(int64_t ranks) const {
       {"--profile-step", num(profile_step), R::kFree},
       {"--zero", num(zero), R::kFree},
       {"--cuda-graph", cuda_graph ? "1" : "0", R::kFree},
+      {"--trace", trace, R::kFree},
+      {"--trace-steps", num(trace_steps), R::kFree},
   };
 }
 

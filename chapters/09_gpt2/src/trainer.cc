@@ -14,16 +14,13 @@
 #include "tt/error.h"
 #include "tt/progress.h"
 #include "tt/timer.h"
+#include "tt/train_setup.h"
 
 namespace tt::train {
 
 namespace {
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
+constexpr auto fmt = format_number;
 
 /// Peak resident set size of this process in bytes (VmHWM of /proc/self/status; 0 where that
 /// file is missing).
@@ -86,6 +83,14 @@ int64_t Trainer::resume() {
   for (int64_t i = 0; i < start_ * accum; ++i) parts_.next_train();
   if (par.is_logging_rank()) dir_.cut_log_after(start_);
   return start_;
+}
+
+void Trainer::print_resume() const {
+  if (config_.resume) {
+    std::printf("resumed from %s at step %lld\n", dir_.checkpoint_path().c_str(),
+                static_cast<long long>(start_));
+  }
+  if (!note_.empty()) std::printf("%s\n", note_.c_str());
 }
 
 TrainerResult Trainer::run() {
@@ -162,9 +167,11 @@ TrainerResult Trainer::run() {
     const double lr = opt.lr();
     const bool profiled = parts_.profiler != nullptr && step + 1 == o.profile_step;
     if (profiled) parts_.profiler->begin();
+    if (parts_.observer != nullptr) parts_.observer->begin_step(step + 1);
     Timer t;
     const gpt2::TrainStepResult r = parts_.step(parts_.next_train);  // r.tokens: all ranks
     const double ms = t.elapsed_ms();
+    if (parts_.observer != nullptr) parts_.observer->end_step(step + 1);
     if (profiled) bar.println(parts_.profiler->end());
     const std::string loss_norm =
         "loss " + fmt("%g", r.loss) + ", grad norm " + fmt("%g", r.grad_norm);

@@ -72,6 +72,8 @@ TEST(Ch09_TrainConfig, ParsesStrictlyAndValidatesEveryFlagUpFront) {
       {{"--resume", "--override", "heads"}, "--override heads: not a flag"},
       {{"--resume", "--overwrite"}, "give one of them"},
       {{"--steps", "10k"}, "--steps"},
+      {{"--trace", "t.json", "--trace-steps", "0"}, "--trace-steps must be >= 1"},
+      {{"--trace", "t.json", "--profile-step", "2"}, "--trace excludes --cuda-graph and"},
   };
   for (const auto& [args, what] : bad) {
     std::string joined;

@@ -11,6 +11,7 @@
 #include "tt/dispatcher.h"
 #include "tt/npy_tensor.h"
 #include "tt/ops_elementwise.h"
+#include "tt/temp_dir.h"
 #include "tt/testing.h"
 
 namespace tt {
@@ -104,10 +105,10 @@ TEST(Ch11_1_TensorCast, NpyRoundTripOfEveryPattern) {
   std::vector<bfloat16> all(65536);
   for (uint32_t b = 0; b < 65536; ++b) all[b] = {static_cast<uint16_t>(b)};
   const Tensor t = from_vector(all, {256, 256});
-  const auto path = (std::filesystem::temp_directory_path() / "tt_ch11_bf16_all.npy").string();
+  const testing::TempDir dir;
+  const std::string path = dir.file("bf16_all.npy");
   save_npy(path, t);
   const Tensor f = load_npy(path);
-  std::filesystem::remove(path);
   ASSERT_EQ(f.dtype(), DType::kFloat32);
   ASSERT_EQ(f.shape(), (Shape{256, 256}));
   const std::vector<uint16_t> back = bits(f.to(DType::kBFloat16));

@@ -76,6 +76,8 @@ class WorldStrategy : public gpt2::ParallelStrategy {
 class DdpStrategy final : public WorldStrategy {
  public:
   std::string name() const override { return "ddp"; }
+  /// The reducer of the model's DDP wrapper (null before make_optimizer).
+  const Reducer* reducer() const { return ddp_ ? &ddp_->reducer() : nullptr; }
 
   std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
                                                    std::vector<optim::ParamGroup> groups,
@@ -228,4 +230,10 @@ TT_REGISTER_PARALLEL_STRATEGY("ddp", [] { return std::make_unique<DdpStrategy>()
 TT_REGISTER_PARALLEL_STRATEGY("zero1", [] { return std::make_unique<Zero1Strategy>(); });
 
 }  // namespace
+
+const Reducer* strategy_reducer(const gpt2::ParallelStrategy& strategy) {
+  const auto* ddp = dynamic_cast<const DdpStrategy*>(&strategy);
+  return ddp != nullptr ? ddp->reducer() : nullptr;
+}
+
 }  // namespace tt::dist

@@ -1,33 +1,29 @@
 // DistributedSampler: the ranks' batches are disjoint and together form one process's batch.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <filesystem>
 #include <set>
 
 #include "tt/dist_sampler.h"
 #include "tt/shards.h"
+#include "tt/temp_dir.h"
 #include "tt/testing.h"
 
 namespace tt::dist {
 namespace {
 
-namespace fs = std::filesystem;
-
-/// A shard of tokens 0, 1, 2, ... (distinct, so a token identifies its position).
-std::string write_counting_shard(int64_t n) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("tt_ch12_sampler_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+/// A shard of tokens 0, 1, 2, ... (distinct, so a token identifies its position) in `dir`.
+std::string write_counting_shard(const testing::TempDir& dir, int64_t n) {
   std::vector<int32_t> tokens(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) tokens[static_cast<std::size_t>(i)] = static_cast<int32_t>(i);
-  const std::string path = (dir / "count_000000.bin").string();
+  const std::string path = dir.file("count_000000.bin");
   write_shard(path, tokens, 4096);
   return path;
 }
 
 TEST(Ch12_Sampler, RanksShareTheGlobalBatchWithoutOverlap) {
-  const std::string shard = write_counting_shard(1000);
+  const testing::TempDir dir;  // one per process: each rank writes its own
+  const std::string shard = write_counting_shard(dir, 1000);
   constexpr int N = 3;
   for (bool shuffle : {false, true}) {
     const DataLoaderOptions opt{
@@ -56,7 +52,6 @@ TEST(Ch12_Sampler, RanksShareTheGlobalBatchWithoutOverlap) {
   }
   EXPECT_TT_ERROR(DistributedSampler({shard}, {.vocab_size = 4096}, 3, 3), "DistributedSampler",
                   "rank 3");
-  fs::remove_all(fs::path(shard).parent_path());
 }
 
 }  // namespace

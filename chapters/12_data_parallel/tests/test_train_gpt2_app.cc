@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -146,6 +148,64 @@ TEST_F(Ch12_TrainGpt2App, RanksStartedWithOtherOptionsFailAtStartNamingTheRank) 
   EXPECT_NE(r.output.find("--steps 9"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("CUDA"), std::string::npos) << r.output;
+}
+
+/// Checks the Chrome trace `path` of a train_gpt2 run with --trace-steps 2 over `ranks` ranks:
+/// every rank (pid) has the host events "step 1" and "step 2", one after the other, and every
+/// kernel (cat "op") and, under DDP (`ddp`), every bucket all-reduce (cat "comm") of a rank lies
+/// inside one of its steps.
+void expect_two_nested_steps(const std::string& path, int ranks, bool ddp) {
+  const nlohmann::json trace = nlohmann::json::parse(test09::read_bytes(path));
+  std::map<int, std::vector<std::pair<double, double>>> steps;  // pid -> [begin, end] per step
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("cat") == "step" && e.at("tid") == 0) {
+      EXPECT_EQ(e.at("name"), "step " + std::to_string(steps[e.at("pid")].size() + 1)) << e;
+      const double ts = e.at("ts");
+      steps[e.at("pid")].emplace_back(ts, ts + e.at("dur").get<double>());
+    }
+  }
+  ASSERT_EQ(steps.size(), static_cast<std::size_t>(ranks)) << "one process per rank";
+  for (const auto& [pid, s] : steps) {
+    ASSERT_EQ(s.size(), 2u) << "rank " << pid << ": --trace-steps 2";
+    EXPECT_LE(s[0].second, s[1].first) << "rank " << pid << ": steps in order";
+  }
+  std::map<int, int> ops, comms;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X" || (e.at("cat") != "op" && e.at("cat") != "comm")) continue;
+    const int pid = e.at("pid");
+    ++(e.at("cat") == "op" ? ops : comms)[pid];
+    const double ts = e.at("ts"), end = ts + e.at("dur").get<double>();
+    bool inside = false;
+    for (const auto& [b, f] : steps[pid]) inside = inside || (b <= ts + 1 && end <= f + 1);
+    EXPECT_TRUE(inside) << "not inside a step of rank " << pid << ": " << e;
+  }
+  for (int pid = 0; pid < ranks; ++pid) {
+    EXPECT_GT(ops[pid], 0) << "rank " << pid << " traced no kernel";
+    EXPECT_EQ(comms[pid] > 0, ddp) << "rank " << pid << ": DDP's all-reduces";
+  }
+}
+
+/// `train_gpt2 --trace FILE --trace-steps 2` (chapter 12's Chrome trace through the training
+/// library's StepObserver): in one process, and under mpirun -np 2 with DDP.
+TEST(Ch12_TrainGpt2Trace, TraceHoldsTheFirstStepsOfEveryRank) {
+  test09::TempDir dir;
+  test09::write_tiny_dataset(dir.file("data"));
+  const std::string app = ch12_test::program_path("train_gpt2");
+  auto args = [&](const std::string& out) {
+    return "--data '" + dir.file("data") + "' --out '" + dir.file(out) +
+           "' --device cpu --threads 1 --layers 1 --heads 2 --channels 16 --B 2 --T 8 --steps 4 " +
+           "--warmup 1 --eval-batches 1 --sample-tokens 2 --trace '" + dir.file(out + ".json") +
+           "' --trace-steps 2";
+  };
+  const std::string log = dir.file("one.log");
+  const int rc = std::system((app + " " + args("one") + " > '" + log + "' 2>&1").c_str());
+  ASSERT_EQ(rc, 0) << test09::read_bytes(log);
+  EXPECT_NE(test09::read_bytes(log).find("trace of 2 step(s) written to"), std::string::npos);
+  expect_two_nested_steps(dir.file("one.json"), 1, false);
+  if (!built_with_mpi()) GTEST_SKIP() << "built without MPI: the one-process trace passed";
+  const JobResult r = ch12_test::run_mpi_job(2, app, args("np2"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  expect_two_nested_steps(dir.file("np2.json"), 2, true);
 }
 
 }  // namespace

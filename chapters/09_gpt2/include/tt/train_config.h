@@ -92,6 +92,9 @@ struct TrainConfig {
   int64_t profile_step = 0;        ///< --profile-step N
   int64_t zero = 0;                ///< --zero 0 (DDP) | 1 (ZeRO-1)
   bool cuda_graph = false;         ///< --cuda-graph
+  // tools (chapter 12's tools lab, when linked in)
+  std::string trace;        ///< --trace FILE: the first steps as a Chrome trace ("": none)
+  int64_t trace_steps = 3;  ///< --trace-steps N: how many steps --trace records
 
   /// The usage text of `program` (every flag, with its default).
   static std::string usage(const std::string& program);

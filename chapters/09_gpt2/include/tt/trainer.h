@@ -40,6 +40,28 @@
 
 namespace tt::train {
 
+/// Watches the training steps without knowing the model or the layout: the Trainer calls
+/// begin_step before and end_step after each step's work (the forward and backward passes of
+/// every micro-batch, the gradient synchronisation and the update), on every rank, before the
+/// step's finite check, logging, evaluation and checkpoint. A hook for tools from later chapters
+/// that the training library (chapter 09) cannot name: train_gpt2 plugs chapter 12's Chrome
+/// trace (tt/trace.h) in here for `--trace FILE`.
+/// @code
+///   struct Timing : tt::train::StepObserver {
+///     void begin_step(int64_t step) override { t = Clock::now(); }
+///     void end_step(int64_t step) override { log(step, Clock::now() - t); }
+///   };
+///   parts.observer = &timing;
+/// @endcode
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  /// Before step `step` (numbered from 1, as in the log) runs.
+  virtual void begin_step(int64_t step) = 0;
+  /// After step `step`'s update (also for a step whose loss or gradient was not finite).
+  virtual void end_step(int64_t step) = 0;
+};
+
 /// What the Trainer drives: a model family's pieces, made by the app.
 struct TrainerParts {
   nn::Module* model = nullptr;                  ///< saved in checkpoints
@@ -58,6 +80,7 @@ struct TrainerParts {
   gpt2::StepProfiler* profiler = nullptr;  ///< profiles step --profile-step (may be null)
   double flops_per_token = 0;              ///< training FLOPs per token (MFU)
   double peak_flops = 0;                   ///< peak FLOP/s of all ranks together (0: no MFU)
+  StepObserver* observer = nullptr;        ///< called around every step (may be null)
 };
 
 /// How a run ended.
@@ -88,6 +111,8 @@ class Trainer {
   /// A note on the resumed state for the log ("" when there is none to give), e.g. that the
   /// checkpoint has no record, or that the run is already complete.
   const std::string& resume_note() const { return note_; }
+  /// Prints what resume() did ("resumed from PATH at step N", and resume_note()), if anything.
+  void print_resume() const;
   /// Trains from the start step to --steps (or --max-seconds, or a non-finite step).
   TrainerResult run();
   /// Prints the memory of each rank, the largest over the ranks (a collective: every rank calls
