@@ -33,6 +33,14 @@ case "$part" in
   lab)
     mkdir -p "$OUT/lab"; OUT=$OUT/lab bash .devrun/toolslab.sh 1 > "$OUT/lab1.log" 2>&1; echo "lab1 rc $?"; tail -30 "$OUT/lab1.log"
     OUT=$OUT/lab bash .devrun/toolslab.sh 2 > "$OUT/lab2.log" 2>&1; echo "lab2 rc $?"; tail -30 "$OUT/lab2.log" ;;
+  final)
+    # After the last merges: build, the thin app's GPU checks (tests, bf16 run, graphed resume,
+    # traces on 1 and 2 GPUs), then the tools lab's ncu part.
+    { cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      cmake --build build -j "$(nproc)"; } > "$OUT/build.log" 2>&1
+    echo "build rc $?"; grep -E "error|FAILED" "$OUT/build.log" | head -20
+    mkdir -p "$OUT/thin"; OUT=$OUT/thin bash .devrun/thin.sh > "$OUT/thin.log" 2>&1; echo "thin rc $?"; tail -40 "$OUT/thin.log"
+    mkdir -p "$OUT/lab"; OUT=$OUT/lab bash .devrun/toolslab.sh ncu > "$OUT/ncu.log" 2>&1; echo "ncu rc $?"; tail -30 "$OUT/ncu.log" ;;
 esac
 echo "part $part: $((SECONDS - t0)) s"
 mkdir -p "$FINAL_OUT"; tar czf "$FINAL_OUT/$part.tgz" -C /tmp/integrate "$part"; ls -la "$FINAL_OUT"

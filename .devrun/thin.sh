@@ -9,8 +9,8 @@ cmake --build build -j16 --target train_gpt2 tt_prepare_data tt_ch09_tests tt_ch
   > "$OUT/build.log" 2>&1 || { tail -80 "$OUT/build.log"; exit 1; }
 (cd build && ctest -R 'Ch09_Train|Ch10_GraphedTrainGpt2|Ch11_Bf16TrainGpt2|Ch12_TrainGpt2' -j4 \
   --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc $?"; tail -30 "$OUT/ctest.log")
-./build/bin/tt_prepare_data --out "$OUT/data" --vocab-size 512 > "$OUT/prep.log" 2>&1 || tail -5 "$OUT/prep.log"
-A=(--data "$OUT/data" --B 8 --T 64 --eval-every 10)
+./build/bin/tt_prepare_data --input chapters/09_gpt2/README.md --input chapters/10_fast_step/README.md --input chapters/12_data_parallel/README.md --format paragraph --out "$OUT/data" --vocab-size 512 > "$OUT/prep.log" 2>&1 || tail -5 "$OUT/prep.log"
+A=(--data "$OUT/data" --B 8 --T 64 --eval-every 10 --warmup 2)
 ./build/bin/train_gpt2 "${A[@]}" --out "$OUT/run" --steps 20 > "$OUT/run.log" 2>&1
 echo "train rc $?"; grep -E "^ops:|model:|trained" "$OUT/run.log"
 ./build/bin/train_gpt2 "${A[@]}" --out "$OUT/run" --steps 30 --resume --override steps --cuda-graph \
