@@ -43,9 +43,16 @@ class GatherLastDimFn final : public autograd::Function {
   dist::ProcessGroup& group_;
 };
 
-// Rows [begin, begin + n) of `t` along `dim`, as a new parameter tensor.
-Tensor shard(const Tensor& t, int64_t dim, int64_t begin, int64_t n) {
-  return t.detach().narrow(dim, begin, n).contiguous().clone();
+// This rank's part [begin, begin + n/tp) of `full`'s weight along `dim` (0: output features,
+// 1: input features), as a new parameter tensor; throws when tp does not divide the dim.
+Tensor weight_shard(const char* kind, const nn::Linear& full, int64_t dim,
+                    dist::ProcessGroup& group, int64_t* begin_out) {
+  const int64_t n = full.weight.size(dim);
+  const std::string what = detail::str(kind, "(in=", full.in_features, ", out=", full.out_features,
+                                       ") on ", group.where());
+  const int64_t begin = shard_begin(what.c_str(), n, group.world_size(), group.rank());
+  *begin_out = begin;
+  return full.weight.detach().narrow(dim, begin, n / group.world_size()).contiguous().clone();
 }
 
 }  // namespace
@@ -68,16 +75,13 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& full, dist::Process
       out_per_rank(0),
       gather_output(gather_output_),
       group(&group_) {
-  const int tp = group_.world_size();
-  const int64_t begin =
-      shard_begin(detail::str("ColumnParallelLinear(in=", full.in_features,
-                              ", out=", full.out_features, ") on ", group_.where())
-                      .c_str(),
-                  full.out_features, tp, group_.rank());
-  out_per_rank = full.out_features / tp;
-  weight = register_parameter("weight", shard(full.weight, 0, begin, out_per_rank));
+  int64_t begin = 0;
+  weight =
+      register_parameter("weight", weight_shard("ColumnParallelLinear", full, 0, group_, &begin));
+  out_per_rank = weight.size(0);
   if (full.bias.defined()) {
-    bias = register_parameter("bias", shard(full.bias, 0, begin, out_per_rank));
+    bias = register_parameter(
+        "bias", full.bias.detach().narrow(0, begin, out_per_rank).contiguous().clone());
   }
 }
 
@@ -93,14 +97,9 @@ RowParallelLinear::RowParallelLinear(const nn::Linear& full, dist::ProcessGroup&
       in_per_rank(0),
       out_features(full.out_features),
       group(&group_) {
-  const int tp = group_.world_size();
-  const int64_t begin =
-      shard_begin(detail::str("RowParallelLinear(in=", full.in_features,
-                              ", out=", full.out_features, ") on ", group_.where())
-                      .c_str(),
-                  full.in_features, tp, group_.rank());
-  in_per_rank = full.in_features / tp;
-  weight = register_parameter("weight", shard(full.weight, 1, begin, in_per_rank));
+  int64_t begin = 0;
+  weight = register_parameter("weight", weight_shard("RowParallelLinear", full, 1, group_, &begin));
+  in_per_rank = weight.size(1);
   if (full.bias.defined()) bias = register_parameter("bias", full.bias.detach().clone());
 }
 

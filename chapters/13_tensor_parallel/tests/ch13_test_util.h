@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "tt/autograd.h"
@@ -29,6 +30,18 @@ inline std::vector<int> tp_sizes(int world_size) {
     if (world_size % tp == 0) out.push_back(tp);
   }
   return out;
+}
+
+/// Runs `body(tp, group)` for every tp that divides the world size, with `group` the tp group
+/// of the dp x tp grid (tp innermost) and the tp in gtest's failure messages.
+template <typename Body>
+void for_each_tp(Body body) {
+  tt::dist::ProcessGroup& world = tt::dist::world();
+  for (int tp : tp_sizes(world.world_size())) {
+    SCOPED_TRACE("tp=" + std::to_string(tp));
+    tt::tp::ProcessGrid grid = tt::tp::ProcessGrid::dp_tp(world, tp);
+    body(tp, grid.group("tp"));
+  }
 }
 
 /// A full Linear drawn from `seed`: the same weights on every rank.

@@ -9,17 +9,13 @@
 namespace {
 
 using ch13_test::bitwise_equal;
-using ch13_test::tp_sizes;
+using ch13_test::for_each_tp;
 using tt::Tensor;
 namespace dist = tt::dist;
 using tt::tp::ProcessGrid;
 
 TEST(Ch13_1_Conjugate, FIsIdentityForwardAllReduceBackwardMpi) {
-  dist::ProcessGroup& world = dist::world();
-  for (int tp : tp_sizes(world.world_size())) {
-    SCOPED_TRACE("tp=" + std::to_string(tp));
-    ProcessGrid grid = ProcessGrid::dp_tp(world, tp);
-    dist::ProcessGroup& group = grid.group("tp");
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
     const int r = group.rank();
     Tensor x = ch13_test::make_input(3, 4, 7);
     x.set_requires_grad();
@@ -31,15 +27,11 @@ TEST(Ch13_1_Conjugate, FIsIdentityForwardAllReduceBackwardMpi) {
     ASSERT_TRUE(x.grad().defined());
     EXPECT_TRUE(bitwise_equal(x.grad(), tt::mul(base, tp * (tp + 1) / 2.0)))
         << "f's backward must sum the gradient over the " << tp << " ranks of the group";
-  }
+  });
 }
 
 TEST(Ch13_1_Conjugate, GIsAllReduceForwardIdentityBackwardMpi) {
-  dist::ProcessGroup& world = dist::world();
-  for (int tp : tp_sizes(world.world_size())) {
-    SCOPED_TRACE("tp=" + std::to_string(tp));
-    ProcessGrid grid = ProcessGrid::dp_tp(world, tp);
-    dist::ProcessGroup& group = grid.group("tp");
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
     const int r = group.rank();
     Tensor base = tt::arange(1, 13).view({3, 4});
     Tensor x = tt::mul(base, double(r + 1));
@@ -52,7 +44,7 @@ TEST(Ch13_1_Conjugate, GIsAllReduceForwardIdentityBackwardMpi) {
     tt::autograd::backward(y, grad);
     ASSERT_TRUE(x.grad().defined());
     EXPECT_TRUE(bitwise_equal(x.grad(), grad)) << "g's backward is the identity";
-  }
+  });
 }
 
 TEST(Ch13_1_Conjugate, FThenGSumsForwardAndBackwardOnceMpi) {

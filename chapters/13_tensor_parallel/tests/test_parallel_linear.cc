@@ -20,13 +20,12 @@
 namespace {
 
 using ch13_test::bitwise_equal;
+using ch13_test::for_each_tp;
 using ch13_test::make_input;
 using ch13_test::make_linear;
 using ch13_test::max_abs_diff;
-using ch13_test::tp_sizes;
 using tt::Tensor;
 namespace dist = tt::dist;
-using tt::tp::ProcessGrid;
 
 constexpr double kTol = 1e-5;
 constexpr int64_t kRows = 5;
@@ -43,12 +42,8 @@ Tensor part(const Tensor& t, int64_t dim, int64_t begin, int64_t n) {
 }
 
 TEST(Ch13_2_ColumnParallel, ForwardMatchesLinearMpi) {
-  dist::ProcessGroup& world = dist::world();
   constexpr int64_t kIn = 8, kOut = 16;
-  for (int tp : tp_sizes(world.world_size())) {
-    SCOPED_TRACE("tp=" + std::to_string(tp));
-    ProcessGrid grid = ProcessGrid::dp_tp(world, tp);
-    dist::ProcessGroup& group = grid.group("tp");
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
     tt::nn::Linear full = make_linear(kIn, kOut, 1);
     Tensor x = make_input(kRows, kIn, 2);
     Tensor ref = full.forward(x);
@@ -64,17 +59,14 @@ TEST(Ch13_2_ColumnParallel, ForwardMatchesLinearMpi) {
     if (tp == 1) {
       EXPECT_TRUE(bitwise_equal(all, ref)) << "one rank: the same operations";
     }
-  }
+  });
 }
 
 TEST(Ch13_2_ColumnParallel, GradientsMatchLinearMpi) {
-  dist::ProcessGroup& world = dist::world();
   constexpr int64_t kIn = 8, kOut = 16;
-  for (int tp : tp_sizes(world.world_size())) {
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
     for (bool gather : {false, true}) {
-      SCOPED_TRACE("tp=" + std::to_string(tp) + (gather ? " gather_output" : ""));
-      ProcessGrid grid = ProcessGrid::dp_tp(world, tp);
-      dist::ProcessGroup& group = grid.group("tp");
+      SCOPED_TRACE(gather ? "gather_output" : "no gather");
       const int64_t n = kOut / tp, begin = n * group.rank();
       tt::nn::Linear full = make_linear(kIn, kOut, 3);
       tt::tp::ColumnParallelLinear col(full, group, gather);
@@ -91,16 +83,12 @@ TEST(Ch13_2_ColumnParallel, GradientsMatchLinearMpi) {
       EXPECT_LE(max_abs_diff(col.weight.grad(), part(full.weight.grad(), 0, begin, n)), kTol);
       EXPECT_TRUE(bitwise_equal(col.bias.grad(), part(full.bias.grad(), 0, begin, n)));
     }
-  }
+  });
 }
 
 TEST(Ch13_3_RowParallel, ForwardMatchesLinearMpi) {
-  dist::ProcessGroup& world = dist::world();
   constexpr int64_t kIn = 16, kOut = 8;
-  for (int tp : tp_sizes(world.world_size())) {
-    SCOPED_TRACE("tp=" + std::to_string(tp));
-    ProcessGrid grid = ProcessGrid::dp_tp(world, tp);
-    dist::ProcessGroup& group = grid.group("tp");
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
     tt::nn::Linear full = make_linear(kIn, kOut, 6);
     tt::tp::RowParallelLinear row(full, group);
     const int64_t n = kIn / tp;
@@ -116,16 +104,12 @@ TEST(Ch13_3_RowParallel, ForwardMatchesLinearMpi) {
     Tensor root = y.detach().clone();
     group.broadcast(root, 0);
     EXPECT_TRUE(bitwise_equal(y, root));
-  }
+  });
 }
 
 TEST(Ch13_3_RowParallel, GradientsMatchLinearMpi) {
-  dist::ProcessGroup& world = dist::world();
   constexpr int64_t kIn = 16, kOut = 8;
-  for (int tp : tp_sizes(world.world_size())) {
-    SCOPED_TRACE("tp=" + std::to_string(tp));
-    ProcessGrid grid = ProcessGrid::dp_tp(world, tp);
-    dist::ProcessGroup& group = grid.group("tp");
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
     const int64_t n = kIn / tp, begin = n * group.rank();
     tt::nn::Linear full = make_linear(kIn, kOut, 8);
     tt::tp::RowParallelLinear row(full, group);
@@ -141,15 +125,11 @@ TEST(Ch13_3_RowParallel, GradientsMatchLinearMpi) {
     EXPECT_LE(max_abs_diff(row.weight.grad(), part(full.weight.grad(), 1, begin, n)), kTol);
     EXPECT_TRUE(bitwise_equal(row.bias.grad(), full.bias.grad()))
         << "the bias is added once, after the all-reduce";
-  }
+  });
 }
 
 TEST(Ch13_ParallelLinear, RejectsTpNotDividingFeaturesMpi) {
-  dist::ProcessGroup& world = dist::world();
-  for (int tp : tp_sizes(world.world_size())) {
-    SCOPED_TRACE("tp=" + std::to_string(tp));
-    ProcessGrid grid = ProcessGrid::dp_tp(world, tp);
-    dist::ProcessGroup& group = grid.group("tp");
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
     tt::nn::Linear odd = make_linear(5, 5, 11);
     if (tp > 1) {
       try {
@@ -171,17 +151,13 @@ TEST(Ch13_ParallelLinear, RejectsTpNotDividingFeaturesMpi) {
     }
     tt::tp::ColumnParallelLinear col(full, group);
     EXPECT_THROW(col.forward(make_input(2, 7, 13)), tt::Error);
-    world.barrier();  // every rank threw before any collective: nobody hangs
-  }
+    tt::dist::world().barrier();  // every rank threw before any collective: nobody hangs
+  });
 }
 
 TEST(Ch13_TensorParallelMLP, MatchesPlainMlpMpi) {
-  dist::ProcessGroup& world = dist::world();
   constexpr int64_t kC = 8, kH = 32;
-  for (int tp : tp_sizes(world.world_size())) {
-    SCOPED_TRACE("tp=" + std::to_string(tp));
-    ProcessGrid grid = ProcessGrid::dp_tp(world, tp);
-    dist::ProcessGroup& group = grid.group("tp");
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
     const int64_t n = kH / tp, begin = n * group.rank();
     tt::nn::Linear fc = make_linear(kC, kH, 14), proj = make_linear(kH, kC, 15);
     tt::tp::TensorParallelMLP mlp(fc, proj, group);
@@ -200,7 +176,7 @@ TEST(Ch13_TensorParallelMLP, MatchesPlainMlpMpi) {
     EXPECT_LE(max_abs_diff(mlp.c_proj->weight.grad(), part(proj.weight.grad(), 1, begin, n)), kTol);
     EXPECT_LE(max_abs_diff(mlp.c_proj->bias.grad(), proj.bias.grad()), kTol);
     EXPECT_EQ(mlp.parameters().size(), 4u);
-  }
+  });
 }
 
 }  // namespace
