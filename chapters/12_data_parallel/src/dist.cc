@@ -315,6 +315,11 @@ std::unique_ptr<BackendWork> Backend::all_reduce_async(const Tensor& t, ReduceOp
   return std::make_unique<DoneWork>();
 }
 
+std::unique_ptr<Backend> Backend::split(int color, int key) {
+  TT_THROW("tt::dist split(color=", color, ", key=", key, "): the '", name(),
+           "' backend cannot be split into sub-groups");
+}
+
 Work::Work(ProcessGroup& group, std::unique_ptr<BackendWork> work, Tensor t, bool divide,
            std::string what, std::chrono::steady_clock::time_point started)
     : group_(group),
@@ -458,6 +463,19 @@ void ProcessGroup::recv(const Tensor& t, int src, int tag) {
   backend_->recv(t, src, tag);
 }
 
+std::unique_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+  TT_CHECK(color >= 0, "tt::dist split (", where(), "): color must be >= 0, got ", color);
+  std::unique_ptr<Backend> sub;
+  {
+    Watchdog::Scope scope(*watchdog_, detail::str("split(color=", color, ", key=", key, ")"),
+                          timeout_s_);
+    sub = backend_->split(color, key);
+  }
+  auto group = std::make_unique<ProcessGroup>(std::move(sub));
+  group->set_timeout_seconds(timeout_s_);
+  return group;
+}
+
 // ----- the one-process backend -------------------------------------------------------------
 
 namespace {
@@ -482,6 +500,7 @@ class SelfBackend final : public Backend {
     output.copy_(input.view(output.shape()));
   }
   void barrier() override {}
+  std::unique_ptr<Backend> split(int, int) override { return make_self_backend(); }
   void send_recv(const Tensor& send, int, const Tensor& recv, int, int) override {
     TT_CHECK(send.numel() == recv.numel(), "tt::dist send_recv (rank 0 of 1): sent ",
              send.describe(), " but receives into ", recv.describe());

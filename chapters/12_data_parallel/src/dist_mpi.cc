@@ -1,4 +1,4 @@
-// The MPI backend of tt::dist: MPI_COMM_WORLD, CPU tensors, errors returned (not fatal) and
+// The MPI backend of tt::dist: MPI_COMM_WORLD (or a communicator split from it), CPU tensors, errors returned (not fatal) and
 // turned into tt::Error. Without MPI (TT_WITH_MPI unset) make_mpi_backend returns nullptr and
 // world() falls back to the one-process group.
 #include <cstdlib>
@@ -103,12 +103,20 @@ class MpiBackend final : public Backend {
   ~MpiBackend() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
     if (owns_mpi_ && !finalized) MPI_Finalize();
   }
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
 
   std::string name() const override { return "mpi"; }
+  // MPI_Comm_split: a collective over this communicator; the sub-backend keeps this process's
+  // local rank (it selects the GPU) and never finalizes MPI.
+  std::unique_ptr<Backend> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split", rank_);
+    return std::unique_ptr<Backend>(new MpiBackend(sub, local_rank_));
+  }
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
@@ -118,61 +126,59 @@ class MpiBackend final : public Backend {
     const int n = static_cast<int>(values.size());
     mins.assign(values.size(), 0);
     maxs.assign(values.size(), 0);
-    check_mpi(MPI_Allreduce(values.data(), mins.data(), n, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD),
+    check_mpi(MPI_Allreduce(values.data(), mins.data(), n, MPI_INT64_T, MPI_MIN, comm_),
               "MPI_Allreduce(MIN) of the agreement check", rank_);
-    check_mpi(MPI_Allreduce(values.data(), maxs.data(), n, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD),
+    check_mpi(MPI_Allreduce(values.data(), maxs.data(), n, MPI_INT64_T, MPI_MAX, comm_),
               "MPI_Allreduce(MAX) of the agreement check", rank_);
   }
   void all_reduce(const Tensor& t, ReduceOp) override {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"),
-                            mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD),
+                            mpi_type(t.dtype()), MPI_SUM, comm_),
               "MPI_Allreduce", rank_);
   }
   std::unique_ptr<BackendWork> all_reduce_async(const Tensor& t, ReduceOp) override {
     auto work = std::make_unique<MpiWork>(rank_, "MPI_Iallreduce");
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce_async"),
-                             mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD, &work->request),
+                             mpi_type(t.dtype()), MPI_SUM, comm_, &work->request),
               "MPI_Iallreduce", rank_);
     return work;
   }
   void broadcast(const Tensor& t, int root) override {
-    check_mpi(MPI_Bcast(t.data_ptr(), count_of(t, "broadcast"), mpi_type(t.dtype()), root,
-                        MPI_COMM_WORLD),
+    check_mpi(MPI_Bcast(t.data_ptr(), count_of(t, "broadcast"), mpi_type(t.dtype()), root, comm_),
               "MPI_Bcast", rank_);
   }
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp) override {
     count_of(input, "reduce_scatter");
     check_mpi(MPI_Reduce_scatter_block(input.data_ptr(), output.data_ptr(),
                                        count_of(output, "reduce_scatter"), mpi_type(output.dtype()),
-                                       MPI_SUM, MPI_COMM_WORLD),
+                                       MPI_SUM, comm_),
               "MPI_Reduce_scatter_block", rank_);
   }
   void all_gather(const Tensor& output, const Tensor& input) override {
     count_of(output, "all_gather");
     const int n = count_of(input, "all_gather");
     check_mpi(MPI_Allgather(input.data_ptr(), n, mpi_type(input.dtype()), output.data_ptr(), n,
-                            mpi_type(output.dtype()), MPI_COMM_WORLD),
+                            mpi_type(output.dtype()), comm_),
               "MPI_Allgather", rank_);
   }
-  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", rank_); }
+  void barrier() override { check_mpi(MPI_Barrier(comm_), "MPI_Barrier", rank_); }
   void send_recv(const Tensor& send, int dst, const Tensor& recv, int src, int tag) override {
     MPI_Status status;
     check_mpi(MPI_Sendrecv(send.data_ptr(), count_of(send, "send_recv"), mpi_type(send.dtype()),
                            dst, tag, recv.data_ptr(), count_of(recv, "send_recv"),
-                           mpi_type(recv.dtype()), src, tag, MPI_COMM_WORLD, &status),
+                           mpi_type(recv.dtype()), src, tag, comm_, &status),
               "MPI_Sendrecv", rank_);
     check_received(status, recv, src, "send_recv");
   }
   void send(const Tensor& t, int dst, int tag) override {
-    check_mpi(
-        MPI_Send(t.data_ptr(), count_of(t, "send"), mpi_type(t.dtype()), dst, tag, MPI_COMM_WORLD),
-        "MPI_Send", rank_);
+    check_mpi(MPI_Send(t.data_ptr(), count_of(t, "send"), mpi_type(t.dtype()), dst, tag, comm_),
+              "MPI_Send", rank_);
   }
   void recv(const Tensor& t, int src, int tag) override {
     MPI_Status status;
-    check_mpi(MPI_Recv(t.data_ptr(), count_of(t, "recv"), mpi_type(t.dtype()), src, tag,
-                       MPI_COMM_WORLD, &status),
-              "MPI_Recv (a larger message than the buffer is MPI_ERR_TRUNCATE)", rank_);
+    check_mpi(
+        MPI_Recv(t.data_ptr(), count_of(t, "recv"), mpi_type(t.dtype()), src, tag, comm_, &status),
+        "MPI_Recv (a larger message than the buffer is MPI_ERR_TRUNCATE)", rank_);
     check_received(status, t, src, "recv");
   }
 
@@ -185,8 +191,16 @@ class MpiBackend final : public Backend {
              got, " elements from rank ", src, " into ", t.describe());
   }
 
+  // A backend over `comm` (from split), owning it.
+  MpiBackend(MPI_Comm comm, int local_rank) : local_rank_(local_rank), comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   bool owns_mpi_ = false;
+  MPI_Comm comm_ = MPI_COMM_WORLD;
 };
 
 }  // namespace

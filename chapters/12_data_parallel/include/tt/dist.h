@@ -130,6 +130,10 @@ class Backend {
   virtual void send(const Tensor& t, int dst, int tag) = 0;
   /// Blocking receive into `t` from rank `src`; throws when the message has another size.
   virtual void recv(const Tensor& t, int src, int tag) = 0;
+  /// A backend over the ranks that pass the same `color`, ordered by (`key`, rank); a
+  /// collective of this backend's ranks (MPI_Comm_split). It keeps local_rank() (the GPU).
+  /// The default throws tt::Error (a backend that cannot be split).
+  virtual std::unique_ptr<Backend> split(int color, int key);
 };
 
 class ProcessGroup;
@@ -228,6 +232,13 @@ class ProcessGroup {
   void send(const Tensor& t, int dst, int tag = 0);
   /// Blocking point-to-point receive; its size must match what the peer sent.
   void recv(const Tensor& t, int src, int tag = 0);
+  /// A new group of the ranks of this group that pass the same `color` (>= 0), ranked by
+  /// (`key`, rank in this group): chapter 13's data- and tensor-parallel groups. Every rank of
+  /// this group must call it (a collective: MPI_Comm_split on the CPU backend). CUDA tensors of
+  /// the new group get their own NCCL communicator on the first CUDA collective (a fresh
+  /// ncclUniqueId broadcast over the new group, ncclCommInitRank; not ncclCommSplit). Destroy
+  /// the new group before finalize().
+  std::unique_ptr<ProcessGroup> split(int color, int key);
 
   /// The watchdog limit of one call, in seconds.
   double timeout_seconds() const { return timeout_s_; }

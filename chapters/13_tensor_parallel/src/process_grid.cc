@@ -1,0 +1,96 @@
+// The process grid (tt/process_grid.h): coordinates with the last dim innermost and one group
+// per dim, split from the world group.
+#include "tt/process_grid.h"
+
+#include <set>
+
+#include "tt/error.h"
+
+namespace tt::tp {
+
+namespace {
+
+std::string describe_dims(const std::vector<GridDim>& dims) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    s += detail::str(i ? ", " : "", dims[i].name, "=", dims[i].size);
+  }
+  return s + "}";
+}
+
+}  // namespace
+
+ProcessGrid::ProcessGrid(dist::ProcessGroup& world, std::vector<GridDim> dims)
+    : world_(&world), dims_(std::move(dims)) {
+  const std::string what = detail::str("ProcessGrid", describe_dims(dims_), " on a world of ",
+                                       world.world_size(), " ranks (", world.where(), ")");
+  TT_CHECK(!dims_.empty(), what, ": needs at least one dimension");
+  std::set<std::string> names;
+  int64_t product = 1;
+  for (const GridDim& d : dims_) {
+    TT_CHECK(!d.name.empty() && names.insert(d.name).second, what,
+             ": dimension names must be non-empty and distinct");
+    TT_CHECK(d.size >= 1, what, ": dimension '", d.name, "' has size ", d.size, " (needs >= 1)");
+    product *= d.size;
+  }
+  TT_CHECK(product == world.world_size(), what, ": the sizes multiply to ", product,
+           ", not to the world size ", world.world_size());
+  coords_ = coordinates_of(world.rank());
+  // Group of dim d: the ranks equal on every other coordinate. Color = this rank's world rank
+  // with coordinate d set to 0 (the same for the whole group, distinct between groups);
+  // key = the coordinate along d (the rank inside the group).
+  for (std::size_t d = 0; d < dims_.size(); ++d) {
+    std::vector<int> base = coords_;
+    base[d] = 0;
+    groups_.push_back(world.split(rank_of(base), coords_[d]));
+  }
+}
+
+ProcessGrid ProcessGrid::dp_tp(dist::ProcessGroup& world, int tp) {
+  const int n = world.world_size();
+  TT_CHECK(tp >= 1 && n % tp == 0, "ProcessGrid::dp_tp(tp=", tp, ") on a world of ", n, " ranks (",
+           world.where(),
+           "): the tensor-parallel size must be >= 1 and divide the "
+           "world size");
+  return ProcessGrid(world, {{"dp", n / tp}, {"tp", tp}});
+}
+
+int ProcessGrid::dim_index(const std::string& name) const {
+  for (std::size_t i = 0; i < dims_.size(); ++i) {
+    if (dims_[i].name == name) return static_cast<int>(i);
+  }
+  TT_THROW("ProcessGrid: no dimension '", name, "' in ", describe_dims(dims_));
+}
+
+std::vector<int> ProcessGrid::coordinates_of(int rank) const {
+  TT_CHECK(rank >= 0 && rank < world_->world_size(), "ProcessGrid::coordinates_of(", rank,
+           "): not a rank of a world of ", world_->world_size());
+  std::vector<int> c(dims_.size());
+  for (std::size_t i = dims_.size(); i-- > 0;) {
+    c[i] = rank % dims_[i].size;
+    rank /= dims_[i].size;
+  }
+  return c;
+}
+
+int ProcessGrid::rank_of(const std::vector<int>& coords) const {
+  TT_CHECK(coords.size() == dims_.size(), "ProcessGrid::rank_of: ", coords.size(),
+           " coordinates for the ", dims_.size(), " dims of ", describe_dims(dims_));
+  int rank = 0;
+  for (std::size_t i = 0; i < dims_.size(); ++i) {
+    TT_CHECK(coords[i] >= 0 && coords[i] < dims_[i].size, "ProcessGrid::rank_of: coordinate ",
+             coords[i], " outside dimension '", dims_[i].name, "' of size ", dims_[i].size);
+    rank = rank * dims_[i].size + coords[i];
+  }
+  return rank;
+}
+
+std::string ProcessGrid::where() const {
+  std::string s = detail::str(world_->where(), " (");
+  for (std::size_t i = 0; i < dims_.size(); ++i) {
+    s += detail::str(i ? ", " : "", dims_[i].name, " ", coords_[i], " of ", dims_[i].size);
+  }
+  return s + ")";
+}
+
+}  // namespace tt::tp
