@@ -41,6 +41,15 @@ case "$part" in
     echo "build rc $?"; grep -E "error|FAILED" "$OUT/build.log" | head -20
     mkdir -p "$OUT/thin"; OUT=$OUT/thin bash .devrun/thin.sh > "$OUT/thin.log" 2>&1; echo "thin rc $?"; tail -40 "$OUT/thin.log"
     mkdir -p "$OUT/lab"; OUT=$OUT/lab bash .devrun/toolslab.sh ncu > "$OUT/ncu.log" 2>&1; echo "ncu rc $?"; tail -30 "$OUT/ncu.log" ;;
+  ch13)
+    # Chapter 13's foundation and chapter 12 after ProcessGroup::split (MPI backend on its own
+    # communicator): build, every CUDA test of chapters 12-13 (MPI/NCCL on 2 GPUs), ch13.sh.
+    { cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      cmake --build build -j "$(nproc)"; } > "$OUT/build.log" 2>&1
+    echo "build rc $?"; grep -E "error|FAILED" "$OUT/build.log" | head -20
+    ctest --test-dir build -L cuda -R "^Ch1[23]_" -j 4 --output-on-failure --timeout 600 > "$OUT/ctest_cuda.log" 2>&1
+    echo "ctest ch12/13 cuda rc $?"; grep -E "tests passed|\(Failed\)|\(Timeout\)" "$OUT/ctest_cuda.log" | head
+    mkdir -p "$OUT/ch13"; OUT=$OUT/ch13 bash .devrun/ch13.sh > "$OUT/ch13.log" 2>&1; echo "ch13 rc $?"; tail -30 "$OUT/ch13.log" ;;
 esac
 echo "part $part: $((SECONDS - t0)) s"
 mkdir -p "$FINAL_OUT"; tar czf "$FINAL_OUT/$part.tgz" -C /tmp/integrate "$part"; ls -la "$FINAL_OUT"
