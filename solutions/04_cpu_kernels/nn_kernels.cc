@@ -338,16 +338,24 @@ void gelu_backward(const Tensor& dx, const Tensor& dout, const Tensor& x) {
     const int64_t n = x.numel(), chunks = (n + kGeluChunk - 1) / kGeluChunk;
 #pragma omp parallel
     {
-      Array t_buf(kGeluChunk);  // this thread's tanh(u) of one chunk
+      Array u_buf(kGeluChunk), e_buf(kGeluChunk);  // this thread's u and e of one chunk
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t b = c * kGeluChunk, len = std::min(kGeluChunk, n - b);
         const Eigen::Map<const Array> v(px + b, len), dy(pdy + b, len);
-        auto t = t_buf.head(len);
-        t = (beta * (v + kappa * v.cube())).tanh();
+        auto u = u_buf.head(len);
+        auto e = e_buf.head(len);
+        u = beta * (v + kappa * v.cube());
+        // 1 + tanh(u) and 1 - tanh(u)^2 from e = exp(-2|u|) in (0, 1], not from tanh(u): where
+        // tanh(u) ~ -1 (x below about -4.8) 1 + tanh(u) cancels, and a SIMD tanh that saturates
+        // to exactly -1 (Eigen's does past |u| = 7.9) makes the tail 0 or not depending on the
+        // instruction set. Here no term cancels or overflows, on every CPU.
+        e = T(-2) * u.abs();
+        safe_exp_inplace(e.data(), len);
         Eigen::Map<Array>(pdx + b, len) =
-            dy * (T(0.5) * (T(1) + t) +
-                  T(0.5) * v * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * v.square()));
+            dy * (T(0.5) * (u < T(0)).select(T(2) * e / (T(1) + e), T(2) / (T(1) + e)) +
+                  T(0.5) * v * (T(4) * e / ((T(1) + e) * (T(1) + e))) * beta *
+                      (T(1) + T(3) * kappa * v.square()));
       }
     }
   });

@@ -99,10 +99,13 @@ int run(train::TrainConfig o) {
                 static_cast<long long>(tracer->recorded()), o.trace.c_str());
   }
   trainer.print_memory(device);
-  par->finish();  // every rank, on the normal path (an error exits without it)
-  if (!par->is_logging_rank() || r.start == o.steps) return r.status;  // nothing trained
-  if (r.status == 0) gpt2::save_llmc(gpt2.model(), dir.file("model.bin"));
-  trainer.print_summary(r, r.status == 0 ? "llm.c model: " + dir.file("model.bin") : "");
+  if (par->is_logging_rank() && r.start != o.steps) {  // rank 0, something trained
+    if (r.status == 0) gpt2::save_llmc(gpt2.model(), dir.file("model.bin"));
+    trainer.print_summary(r, r.status == 0 ? "llm.c model: " + dir.file("model.bin") : "");
+  }
+  // Last: finish() ends the process group, which nothing may use afterwards (every rank, on the
+  // normal path; an error exits without it).
+  par->finish();
   return r.status;
 }
 
