@@ -26,6 +26,7 @@
 
 namespace tt::test09 {
 
+using test08::contains;
 using test08::identity_bytes;
 using test08::program_path;
 using test08::put_le32;

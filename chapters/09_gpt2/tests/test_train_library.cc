@@ -22,10 +22,7 @@ namespace fs = std::filesystem;
 using test09::run_program;
 using test09::RunResult;
 
-::testing::AssertionResult contains(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << needle << "\" not in the output:\n" << text;
-}
+using test09::contains;
 
 /// The app, a temporary directory and a tiny dataset in it.
 class Ch09_TrainLibrary : public ::testing::Test {

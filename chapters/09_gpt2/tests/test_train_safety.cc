@@ -56,10 +56,7 @@ GPT2Config app_config() {
           .n_embd = 16};
 }
 
-::testing::AssertionResult contains(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << needle << "\" not in the output:\n" << text;
-}
+using test09::contains;
 
 TEST(Ch09_TrainSafety, DivergedRunsStopWithStatus3AndKeepTheLastGoodCheckpoint) {
   const AppRun run;

@@ -27,10 +27,7 @@ std::string tiny_options(const std::string& data) {
          "--warmup 1 --eval-batches 1 --sample-tokens 2 ";
 }
 
-::testing::AssertionResult contains(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << needle << "' not in:\n" << text;
-}
+using test09::contains;
 
 class Ch10_GraphedTrainGpt2 : public ::testing::Test {
  protected:
