@@ -129,9 +129,12 @@ set(TT_NO_SANITIZE "" CACHE STRING "Sanitizer checks to disable, e.g. alignment,
 option(TT_BUILD_FUZZERS "Build the libFuzzer targets in fuzz/ (needs clang)" OFF)
 if(TT_SANITIZE)
   target_compile_options(tt_flags INTERFACE
-    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${TT_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all>
-    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TT_NO_SANITIZE}>>:-fno-sanitize=${TT_NO_SANITIZE}>)
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${TT_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all>)
   target_link_options(tt_flags INTERFACE -fsanitize=${TT_SANITIZE})
+  if(TT_NO_SANITIZE)
+    target_compile_options(tt_flags INTERFACE
+      $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize=${TT_NO_SANITIZE}>)
+  endif()
 endif()
 if(TT_BUILD_FUZZERS)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
