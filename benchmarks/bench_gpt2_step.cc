@@ -173,12 +173,14 @@ void trace_steps(Device device, const std::string& mode, const StepShape& s, con
 }
 
 /// Runs `step` once under the profiler and prints (and with --profile-json writes) its per-op
-/// profile; `mode` is "cpu", "cuda" or "cuda_tf32".
+/// profile; `mode` is "cpu", "cuda", "cuda_tf32" or a bf16 mode ("cuda_bf16...": read against
+/// the bf16 peak).
 template <typename Step>
 void profile_one_step(Device device, const std::string& mode, const StepShape& s,
                       const Step& step) {
   prof::Profiler profiler(device);
-  const prof::Peaks peaks = bench::profile_step(profiler, device, step);
+  const prof::Peaks peaks =
+      bench::profile_step(profiler, device, step, mode.find("bf16") != std::string::npos);
   const std::string name = "gpt2_train_step/" + mode + "/" + s.args();
   std::printf("\n%s\n",
               prof::profile_report(profiler, peaks, "one steady-state step of " + name).c_str());

@@ -181,7 +181,7 @@ Gpt2Family::Gpt2Family(train::TrainConfig& o, Device device, ParallelStrategy& p
   ops_line_ = std::move(choice.line);
   model_->set_ops(choice.ops);
   if (o.profile_step > 0) {
-    profiler_ = make_step_profiler(device);
+    profiler_ = make_step_profiler(device, o.precision == "bf16");
     TT_CHECK(profiler_ != nullptr,
              "--profile-step needs chapter 10's profiler, which is not linked in");
   }

@@ -129,7 +129,7 @@ bool register_hook(Factory factory, const char* op, const char* what) {
   return true;
 }
 
-using StepProfilerFactory = std::function<std::unique_ptr<StepProfiler>(Device)>;
+using StepProfilerFactory = std::function<std::unique_ptr<StepProfiler>(Device, bool)>;
 
 }  // namespace
 
@@ -137,9 +137,9 @@ bool register_step_profiler(StepProfilerFactory factory) {
   return register_hook(std::move(factory), "register_step_profiler", "a step profiler");
 }
 
-std::unique_ptr<StepProfiler> make_step_profiler(Device device) {
+std::unique_ptr<StepProfiler> make_step_profiler(Device device, bool bf16) {
   const auto& factory = hook_slot<StepProfilerFactory>();
-  return factory ? factory(device) : nullptr;
+  return factory ? factory(device, bf16) : nullptr;
 }
 
 bool register_graphed_step_runner(StepRunnerFactory factory) {

@@ -58,22 +58,24 @@ namespace {
 /// One step under a prof::Profiler on the step's device.
 class ProfiledStep final : public gpt2::StepProfiler {
  public:
-  explicit ProfiledStep(Device device) : profiler_(device) {}
+  ProfiledStep(Device device, bool bf16) : profiler_(device), bf16_(bf16) {}
   void begin() override { profiler_.start(); }
   std::string end() override {
     profiler_.stop();
-    return prof::profile_report(profiler_, prof::default_peaks(profiler_.device()),
+    return prof::profile_report(profiler_, prof::default_peaks(profiler_.device(), bf16_),
                                 "one training step on " + profiler_.device().str());
   }
 
  private:
   prof::Profiler profiler_;
+  bool bf16_;
 };
 
 const bool kStepProfilerRegistered =
-    gpt2::register_step_profiler([](Device device) -> std::unique_ptr<gpt2::StepProfiler> {
-      return std::make_unique<ProfiledStep>(device);
-    });
+    gpt2::register_step_profiler(
+        [](Device device, bool bf16) -> std::unique_ptr<gpt2::StepProfiler> {
+          return std::make_unique<ProfiledStep>(device, bf16);
+        });
 
 }  // namespace
 

@@ -324,8 +324,9 @@ std::string format_profile_table(const std::vector<ReportRow>& rows, double step
   return os.str();
 }
 
-Peaks default_peaks(Device device) {
+Peaks default_peaks(Device device, bool bf16) {
   if (!device.is_cuda()) return {};
+  if (bf16) return kH100Bf16;
   return cuda::allow_tf32() ? kH100Tf32 : kH100Fp32;
 }
 

@@ -82,7 +82,7 @@ TEST(Ch10_FastOps, StepProfilerPrintsTheProfileOfAStep) {
       << report;
   EXPECT_NE(report.find("flash_attention_forward"), std::string::npos) << report;
   EXPECT_NE(report.find("by op and input shapes"), std::string::npos) << report;
-  EXPECT_TT_ERROR(gpt2::register_step_profiler([](Device) { return nullptr; }),
+  EXPECT_TT_ERROR(gpt2::register_step_profiler([](Device, bool) { return nullptr; }),
                   "already registered");
 }
 

@@ -116,6 +116,19 @@ TEST(Ch10_1_ProfileReport, RejectsBadStepAndPeaks) {
   EXPECT_TT_ERROR(prof::read_profile(ops, 1e-3, Peaks{1e12, -1}), "read_profile", "peak");
 }
 
+TEST(Ch10_Profiler, DefaultPeaksFollowThePrecision) {
+  EXPECT_EQ(prof::default_peaks(Device::cpu()).flops_per_second, 0);
+  EXPECT_EQ(prof::default_peaks(Device::cpu(), true).flops_per_second, 0);
+  // A bf16 step's GEMMs and attention run on bf16 tensor cores: reading them against the FP32 or
+  // TF32 peak would put them at several hundred percent of their roof.
+  EXPECT_EQ(prof::default_peaks(Device::cuda(0), true).flops_per_second,
+            prof::kH100Bf16.flops_per_second);
+  EXPECT_GT(prof::kH100Bf16.flops_per_second, prof::kH100Tf32.flops_per_second);
+  const double float_peak = prof::default_peaks(Device::cuda(0)).flops_per_second;
+  EXPECT_TRUE(float_peak == prof::kH100Fp32.flops_per_second ||
+              float_peak == prof::kH100Tf32.flops_per_second);
+}
+
 TEST(Ch10_1_ProfileReport, TableAndJsonShowTheRows) {
   const std::vector<OpStats> ops = {{"gelu_forward", 12, 1e-3, 2.5e9, 0},
                                     {"matmul", 48, 4e-3, 2e8, 4e11}};

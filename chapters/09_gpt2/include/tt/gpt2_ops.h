@@ -110,11 +110,13 @@ class StepProfiler {
 };
 
 /// Registers the factory of step profilers (at most one; a second throws tt::Error). Returns
-/// true, for use in a static initializer.
-bool register_step_profiler(std::function<std::unique_ptr<StepProfiler>(Device)> factory);
+/// true, for use in a static initializer. The factory's second argument says whether the step
+/// runs in bf16 mixed precision (its report then reads compute-bound ops against the bf16 peak).
+bool register_step_profiler(std::function<std::unique_ptr<StepProfiler>(Device, bool)> factory);
 
-/// A step profiler for `device`, or null when no chapter linked in registers one.
-std::unique_ptr<StepProfiler> make_step_profiler(Device device);
+/// A step profiler for `device` (`bf16`: the step runs in bf16 mixed precision), or null when no
+/// chapter linked in registers one.
+std::unique_ptr<StepProfiler> make_step_profiler(Device device, bool bf16 = false);
 
 /// Chapter 09's set, registered as "reference": every operation empty (the model's own
 /// compositions), description "reference (chapter 09 compositions)". A model starts with it.

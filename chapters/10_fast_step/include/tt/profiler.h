@@ -67,6 +67,8 @@ struct Peaks {
 inline constexpr Peaks kH100Fp32{3.35e12, 67e12};
 /// The same with TF32 tensor cores: about 495 TFLOP/s dense (989 is the 2:4-sparse figure).
 inline constexpr Peaks kH100Tf32{3.35e12, 494.7e12};
+/// The same with BF16 tensor cores: about 989 TFLOP/s dense (chapter 11's mixed precision).
+inline constexpr Peaks kH100Bf16{3.35e12, 989.4e12};
 
 /// What limits an op on the roofline.
 enum class Bound {
@@ -191,9 +193,11 @@ class ProfileScope {
 std::string format_profile_table(const std::vector<ReportRow>& rows, double step_seconds,
                                  const Peaks& peaks, std::size_t max_rows = 0);
 
-/// The peaks of `device` for the table's roofline columns: none (unknown) on the CPU, on CUDA
-/// kH100Tf32 when cuda::allow_tf32() is on, else kH100Fp32 (the devices this project measures on).
-Peaks default_peaks(Device device);
+/// The peaks of `device` for the table's roofline columns: none (unknown) on the CPU; on CUDA
+/// kH100Bf16 when `bf16` (a mixed-precision step: its compute-bound ops, the GEMMs and attention,
+/// run on bf16 tensor cores), else kH100Tf32 when cuda::allow_tf32() is on, else kH100Fp32 (the
+/// devices this project measures on).
+Peaks default_peaks(Device device, bool bf16 = false);
 
 /// The report of the last profile of `profiler` (after stop()): the title line "Per-op profile
 /// of <what> (<n> kernel calls):", the table by op, then the table by op and input shapes
