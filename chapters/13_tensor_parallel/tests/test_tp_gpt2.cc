@@ -19,6 +19,7 @@
 #include "tt/ddp.h"
 #include "tt/gpt2.h"
 #include "tt/optim.h"
+#include "tt/parallel.h"
 #include "tt/tp_gpt2.h"
 #include "tt/train.h"
 
@@ -61,7 +62,10 @@ std::string options_name(bool sp) {
   return sp ? "sequence parallel" : "tensor parallel";
 }
 
+// The model is tiny: one thread per process (OpenMP threads would only wait for each other, and
+// for the other tests ctest runs beside this one).
 TEST(Ch13_TensorParallelGPT2, LogitsLossAndGradientsMatchOneProcessMpi) {
+  tt::ScopedNumThreads one_thread(1);
   const Tensor idx = tokens(2, 1), targets = tokens(2, 2);
   gpt2::GPT2 ref(tiny_config(), 7);
   Tensor ref_logits;
@@ -205,6 +209,7 @@ void expect_same_curve(const std::vector<double>& got, const std::vector<double>
 // One process: TP at tp = 1 (the wrappers alone); two ranks: TP2 and TP2 + SP; four ranks:
 // DP2 x TP2 and TP4 + SP.
 TEST(Ch13_TensorParallelGPT2, FiftyStepLossCurveMatchesOneProcessMpi) {
+  tt::ScopedNumThreads one_thread(1);
   const std::vector<double> ref = train({});
   ASSERT_EQ(ref.size(), 50u);
   EXPECT_LT(ref.back(), ref.front() - 0.3) << "the curve must move for the comparison to mean much";
@@ -223,6 +228,7 @@ TEST(Ch13_TensorParallelGPT2, FiftyStepLossCurveMatchesOneProcessMpi) {
 // Written at tp = 2 (one process: tp = 1) with sequence parallelism after 25 steps, resumed for
 // 25 more by one process (the plain model) and at tp = world size (DP x TP at tp = 2 of 4).
 TEST(Ch13_TensorParallelGPT2, CheckpointResumesInOtherLayoutsMpi) {
+  tt::ScopedNumThreads one_thread(1);
   const std::vector<double> ref = train({});
   const std::string path = ::testing::TempDir() + "ch13_tp_ckpt.bin";
   const int world = dist::world().world_size();
@@ -256,6 +262,7 @@ int64_t activation_bytes(bool sp, dist::ProcessGroup& group) {
 }
 
 TEST(Ch13_TensorParallelGPT2, SequenceParallelHoldsLessActivationMemoryMpi) {
+  tt::ScopedNumThreads one_thread(1);
   for_each_tp([&](int tp, dist::ProcessGroup& group) {
     const int64_t plain = activation_bytes(false, group);
     const int64_t sp = activation_bytes(true, group);
