@@ -270,7 +270,11 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
     };
     if (p.kind == LayerKind::kColumn) return run(plan->enter(x));
     const Tensor y = plan->leave(run(x));
-    return p.bias.defined() ? add(y, as_dtype(p.bias, y.dtype())) : y;
+    if (!p.bias.defined()) return y;
+    if (y.dtype() == p.bias.dtype()) return add(y, p.bias);
+    // A mixed-precision set's bfloat16 output (chapter 11 adds the bias in its GEMM epilogue;
+    // there is no bfloat16 add): the bias is added in the bias's float32, then rounded back.
+    return as_dtype(add(as_dtype(y, p.bias.dtype()), p.bias), y.dtype());
   };
   ops.linear_gelu = [plan, base_linear_gelu = base.linear_gelu](const Tensor& x,
                                                                 nn::Linear& layer) {

@@ -101,6 +101,34 @@ TEST(Ch13_TensorParallelGPT2, LogitsLossAndGradientsMatchOneProcessMpi) {
   });
 }
 
+// The split wraps any operation set: chapter 11's "bf16" (bfloat16 GEMMs and attention, the bias
+// of its linear layers in the GEMM epilogue) in a group of one (the self backend: MPI has no
+// bfloat16, so bf16 runs of tp > 1 need NCCL). The loss of the unsplit bf16 model within bf16's
+// rounding (its fused classifier rounds the head to bf16; the split head stays float32).
+TEST(Ch13_TensorParallelGPT2, WrapsTheBf16OperationSet) {
+  tt::ScopedNumThreads one_thread(1);
+  ASSERT_TRUE(gpt2::has_model_ops("bf16")) << "chapter 11 is linked into chapter 13's tests";
+  dist::ProcessGroup self(dist::make_self_backend());
+  const Tensor idx = tokens(2, 1), targets = tokens(2, 2);
+  gpt2::GPT2 ref(tiny_config(), 7);
+  ref.set_ops(gpt2::model_ops("bf16"));
+  const double want = ref.loss(idx, targets).item();
+  for (bool sp : {false, true}) {
+    SCOPED_TRACE(options_name(sp));
+    gpt2::GPT2 model(tiny_config(), 7);
+    model.set_ops(gpt2::model_ops("bf16"));
+    tt::tp::TensorParallelGPT2 split(model, self, {.sequence_parallel = sp});
+    EXPECT_NE(model.ops().description.find("bf16"), std::string::npos) << model.ops().description;
+    Tensor loss = model.loss(idx, targets);
+    EXPECT_NEAR(loss.item(), want, 2e-2);
+    tt::autograd::backward(loss);
+    split.finish_backward();
+    const Tensor g = model.parameter("h.0.attn.c_proj.bias").grad();
+    ASSERT_TRUE(g.defined()) << "the row-parallel bias, added in float32 after the reduction";
+    EXPECT_EQ(g.dtype(), tt::DType::kFloat32);
+  }
+}
+
 // One training run: `steps` AdamW steps of the tiny model on batches drawn per step, in the
 // layout (tp, sp, dp: the batch split over the grid's dp ranks, gradients averaged by chapter
 // 12's DDP), from step `first`; optionally starting from and ending with a whole-tensor
