@@ -15,9 +15,7 @@
 
 namespace {
 
-using ch13_test::for_each_tp;
-using ch13_test::make_input;
-using ch13_test::max_abs_diff;
+using namespace ch13_test;  // the shared helpers (ch13_test_util.h)
 using tt::Tensor;
 namespace dist = tt::dist;
 
