@@ -30,8 +30,8 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
     // d(mean over micro-batches)/dp = sum of d(loss_i / n)/dp: backward adds into .grad.
     par.backward(mul(loss, scale), micro + 1 == options.grad_accum_steps);
   }
-  r.loss = par.average(r.loss);  // every rank agrees on the loss, and on `finite`
-  r.tokens *= par.world_size();
+  r.loss = par.average(r.loss);       // every rank agrees on the loss, and on `finite`
+  r.tokens *= par.data_world_size();  // the replicas read different rows
   const double max_norm = options.max_grad_norm > 0 ? options.max_grad_norm : INFINITY;
   r.grad_norm = par.clip_grad_norm(optimizer, max_norm);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);

@@ -64,7 +64,7 @@ int run(train::TrainConfig o) {
   const std::unique_ptr<gpt2::ParallelStrategy> par = train::make_parallel_strategy(o);
   // Every rank was started with the same options (else: an error naming the rank that was not).
   train::check_same_on_all_ranks(o, *par);
-  o.validate_for(par->world_size());
+  o.validate_for(par->data_world_size());
   const Device device = train::rank_device(picked, *par);
   gpt2::check_cuda_graph(o, device, *par);  // before the data is read
   train::silence_other_ranks(*par);
@@ -100,8 +100,10 @@ int run(train::TrainConfig o) {
   }
   trainer.print_memory(device);
   if (par->is_logging_rank() && r.start != o.steps) {  // rank 0, something trained
-    if (r.status == 0) gpt2::save_llmc(gpt2.model(), dir.file("model.bin"));
-    trainer.print_summary(r, r.status == 0 ? "llm.c model: " + dir.file("model.bin") : "");
+    // A split model (--tp) has no whole copy on one rank: its checkpoint holds whole tensors.
+    const bool export_llmc = r.status == 0 && !par->splits_model();
+    if (export_llmc) gpt2::save_llmc(gpt2.model(), dir.file("model.bin"));
+    trainer.print_summary(r, export_llmc ? "llm.c model: " + dir.file("model.bin") : "");
   }
   // Last: finish() ends the process group, which nothing may use afterwards (every rank, on the
   // normal path; an error exits without it).

@@ -118,9 +118,14 @@ Tensor GPT2::hidden(const Tensor& idx) {
   const int64_t T = idx.size(1);
   TT_CHECK(T >= 1 && T <= config_.block_size, "GPT2::forward: sequence length T = ", T,
            " must be in [1, block_size = ", config_.block_size, "]");
-  const Tensor pos = arange(0, static_cast<double>(T), 1, {DType::kInt64, idx.device()});
-  Tensor x = add(wte->forward(idx), wpe->forward(pos));  // [B, T, C] + [T, C]
   const ModelOps& ops = *ops_;
+  Tensor x;
+  if (ops.embed) {
+    x = ops.embed(idx, *wte, *wpe);
+  } else {
+    const Tensor pos = arange(0, static_cast<double>(T), 1, {DType::kInt64, idx.device()});
+    x = add(wte->forward(idx), wpe->forward(pos));  // [B, T, C] + [T, C]
+  }
   if (ops.residual_layernorm || ops.linear || ops.linear_gelu || ops.recompute) {
     return fused_blocks(x);
   }

@@ -176,10 +176,14 @@ Gpt2Family::Gpt2Family(train::TrainConfig& o, Device device, ParallelStrategy& p
     c.padded_vocab_size = (V + 63) / 64 * 64;
     model_ = std::make_unique<GPT2>(c, o.seed);
   }
+  num_parameters_ = model_->num_parameters();
+  par.prepare_model(*model_);  // --tp: this rank's parts of the parameters (chapter 13)
   model_->to(device);
   OpsChoice choice = choose_ops(o, device);
   ops_line_ = std::move(choice.line);
-  model_->set_ops(choice.ops);
+  ModelOps ops = par.model_ops(choice.ops);  // --tp: wrapped with the communication
+  if (ops.description != choice.ops.description) ops_line_ += "; run as: " + ops.description;
+  model_->set_ops(std::move(ops));
   if (o.profile_step > 0) {
     profiler_ = make_step_profiler(device, o.precision == "bf16");
     TT_CHECK(profiler_ != nullptr,
@@ -196,7 +200,7 @@ Gpt2Family::Gpt2Family(train::TrainConfig& o, Device device, ParallelStrategy& p
       par.make_optimizer(*model_, param_groups(*model_, o.weight_decay), ao, choice.ops.adamw);
   schedule_ =
       std::make_unique<optim::WarmupCosineLR>(o.lr, o.lr * o.min_lr_frac, o.warmup, o.steps);
-  step_options_.grad_accum_steps = o.accumulation(par.world_size());
+  step_options_.grad_accum_steps = o.accumulation(par.data_world_size());
   step_options_.max_grad_norm = o.clip;
   step_options_.parallel = &par;
   cuda::set_allow_tf32(o.tf32);
@@ -218,19 +222,22 @@ train::TrainerParts Gpt2Family::parts() {
   parts.step = [this](const std::function<Batch()>& next) {
     return runner_ ? runner_->step(next) : train_step(*model_, *optimizer_, next, step_options_);
   };
-  parts.sample = [this](int64_t step) {
-    Generator gen(config_.seed + static_cast<uint64_t>(step));  // seeded per step: resumable
-    const Tokenizer& tok = data_.tokenizer;
-    const std::vector<int64_t> ids =
-        generate(*model_, {static_cast<int64_t>(tok.eot_id())}, config_.sample_tokens,
-                 {config_.temperature, config_.top_k}, gen);
-    return sample_text(tok, ids, 1);
-  };
+  // Sampling runs on rank 0 alone: not with a model split over the ranks.
+  if (!parallel_.splits_model()) {
+    parts.sample = [this](int64_t step) {
+      Generator gen(config_.seed + static_cast<uint64_t>(step));  // seeded per step: resumable
+      const Tokenizer& tok = data_.tokenizer;
+      const std::vector<int64_t> ids =
+          generate(*model_, {static_cast<int64_t>(tok.eot_id())}, config_.sample_tokens,
+                   {config_.temperature, config_.top_k}, gen);
+      return sample_text(tok, ids, 1);
+    };
+  }
   const double V = static_cast<double>(data_.tokenizer.vocab_size());
   parts.start_note = " (uniform guess: ln V = " + train::format_number("%.4f", std::log(V)) + ")";
   parts.title = "GPT-2 training";
   parts.profiler = profiler_.get();
-  parts.flops_per_token = flops_per_token(model_->config(), model_->num_parameters(), o.T);
+  parts.flops_per_token = flops_per_token(model_->config(), num_parameters_, o.T);
   // H100 SXM dense peaks: FP32 67, TF32 495, BF16 989 TFLOP/s.
   const double gpu_peak = o.precision == "bf16" ? 989.0 : o.tf32 ? 495.0 : 67.0;
   const double peak = o.peak_tflops > 0 ? o.peak_tflops : (device_.is_cuda() ? gpu_peak : 0.0);
@@ -242,7 +249,7 @@ train::TrainerParts Gpt2Family::parts() {
 void Gpt2Family::print_plan() const {
   const train::TrainConfig& o = config_;
   std::printf("model: GPT-2 %s, %.2fM parameters, device %s%s, %d threads\n",
-              model_->config().str().c_str(), static_cast<double>(model_->num_parameters()) / 1e6,
+              model_->config().str().c_str(), static_cast<double>(num_parameters_) / 1e6,
               device_.str().c_str(),
               o.precision == "bf16"         ? " (bf16 mixed precision)"
               : device_.is_cuda() && o.tf32 ? " (TF32 GEMMs)"

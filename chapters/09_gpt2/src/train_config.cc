@@ -58,6 +58,7 @@ void bind(ArgParser& args, TrainConfig& c) {
   args.option("--attention", &c.attention).option("--fused", &c.fused);
   args.option("--profile-step", &c.profile_step);
   args.option("--zero", &c.zero).flag("--cuda-graph", &c.cuda_graph);
+  args.option("--tp", &c.tp).flag("--sequence-parallel", &c.sequence_parallel);
   args.option("--trace", &c.trace).option("--trace-steps", &c.trace_steps);
 }
 
@@ -183,6 +184,15 @@ std::string TrainConfig::usage(const std::string& program) {
          "                        --B is per rank: N ranks train like one process with --B N*B;\n"
          "                        --total-batch must be a multiple of N*B*T. Every rank must get\n"
          "                        the same options (compared at start)\n"
+         "tensor parallel (mpirun -np N " +
+         program +
+         " ..., needs chapter 13):\n"
+         "  --tp K                split every layer over K ranks (Megatron: attention by heads,\n"
+         "                        the MLP, the vocabulary); K must divide N and --heads; the N/K\n"
+         "                        groups are data-parallel replicas (DDP). --B is per replica.\n"
+         "                        Checkpoints hold whole tensors: resume at any --tp\n"
+         "  --sequence-parallel   with --tp: LayerNorm and residual regions sharded along the\n"
+         "                        sequence (--T divisible by K)\n"
          "tools (chapter 12's tools lab, when linked in):\n"
          "  --trace FILE          the first --trace-steps steps of the run as a Chrome trace\n"
          "                        (Perfetto, chrome://tracing): steps, kernels, DDP's all-reduces;\n"
@@ -278,6 +288,12 @@ void TrainConfig::validate() {
   TT_CHECK(!cuda_graph || profile_step == 0,
            "--cuda-graph and --profile-step exclude each other (a replayed graph dispatches no "
            "operation for the profiler to see)");
+  TT_CHECK(tp >= 1, "--tp must be >= 1, got ", tp);
+  TT_CHECK(tp == 1 || (zero == 0 && !cuda_graph), "--tp ", tp,
+           " excludes --zero 1 and --cuda-graph (the tensor-parallel strategy keeps "
+           "AdamW's state whole on each rank and runs its steps eagerly)");
+  TT_CHECK(!sequence_parallel || T % tp == 0, "--sequence-parallel gives each of the --tp ", tp,
+           " ranks T/tp tokens: --T ", T, " is not divisible by it");
   TT_CHECK(trace_steps >= 1, "--trace-steps must be >= 1, got ", trace_steps);
   TT_CHECK(trace.empty() || (!cuda_graph && profile_step == 0),
            "--trace excludes --cuda-graph and --profile-step (the trace records the kernels "
@@ -346,6 +362,8 @@ std::vector<ConfigEntry> TrainConfig::record(int64_t ranks) const {
       {"--fused", fused, R::kFree},
       {"--profile-step", num(profile_step), R::kFree},
       {"--zero", num(zero), R::kFree},
+      {"--tp", num(tp), R::kFree},
+      {"--sequence-parallel", sequence_parallel ? "1" : "0", R::kFree},
       {"--cuda-graph", cuda_graph ? "1" : "0", R::kFree},
       {"--trace", trace, R::kFree},
       {"--trace-steps", num(trace_steps), R::kFree},

@@ -19,6 +19,12 @@ std::unique_ptr<optim::Optimizer> ParallelStrategy::make_optimizer(
   return std::make_unique<optim::AdamW>(std::move(groups), options);
 }
 
+void ParallelStrategy::set_model_parallelism(int tp, bool sequence_parallel) {
+  TT_CHECK(tp == 1 && !sequence_parallel, "the parallel strategy '", name(),
+           "' does not split models: tensor parallelism (tp=", tp,
+           sequence_parallel ? ", sequence parallel" : "", ") needs chapter 13's strategy \"tp\"");
+}
+
 void ParallelStrategy::backward(const Tensor& loss, bool last) {
   (void)last;
   autograd::backward(loss);

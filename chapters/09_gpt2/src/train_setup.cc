@@ -24,8 +24,10 @@ DataLoaderOptions loader_options(const TrainConfig& config, const gpt2::Parallel
   dl.vocab_size = vocab_size;
   dl.shuffle = shuffle;
   dl.seed = config.seed;
-  dl.rank = parallel.rank();  // this rank's B rows of each global batch of N*B rows
-  dl.world_size = parallel.world_size();
+  // This rank's B rows of each global batch of N*B rows (N replicas: the ranks that split one
+  // model read the same rows).
+  dl.rank = parallel.data_rank();
+  dl.world_size = parallel.data_world_size();
   return dl;
 }
 
@@ -65,7 +67,14 @@ Device pick_device(const std::string& name) {
 std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig& config) {
   // One process, or N started by mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE).
   const bool mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
-  return gpt2::make_parallel_strategy(config.zero == 1 ? "zero1" : mpi ? "ddp" : "single");
+  // --tp / --sequence-parallel: chapter 13's "tp" (tensor parallel x data parallel).
+  const bool split = config.tp > 1 || config.sequence_parallel;
+  auto strategy = gpt2::make_parallel_strategy(split              ? "tp"
+                                               : config.zero == 1 ? "zero1"
+                                               : mpi              ? "ddp"
+                                                                  : "single");
+  strategy->set_model_parallelism(static_cast<int>(config.tp), config.sequence_parallel);
+  return strategy;
 }
 
 Device rank_device(Device picked, const gpt2::ParallelStrategy& parallel) {
@@ -91,12 +100,19 @@ TrainData::TrainData(const TrainConfig& config, const gpt2::ParallelStrategy& pa
           loader_options(config, parallel, tokenizer.vocab_size(), false)) {}
 
 void print_plan(const TrainConfig& o, const gpt2::ParallelStrategy& par, const TrainData& data) {
-  const int64_t ranks = par.world_size();
+  const int64_t ranks = par.data_world_size();
   std::printf("data: %s (%lld train tokens, %lld batches/epoch), tokenizer %lld ids\n",
               o.data.c_str(), static_cast<long long>(data.train.num_tokens()),
               static_cast<long long>(data.train.batches_per_epoch()),
               static_cast<long long>(data.tokenizer.vocab_size()));
-  if (ranks > 1 || par.name() != "single") {
+  if (par.splits_model()) {
+    std::printf(
+        "parallel: %s over %d processes: %lld data-parallel replica(s) of %lld ranks that split "
+        "the model (B=%lld rows per replica, %lld per global batch)\n",
+        par.name().c_str(), par.world_size(), static_cast<long long>(ranks),
+        static_cast<long long>(par.world_size() / ranks), static_cast<long long>(o.B),
+        static_cast<long long>(o.B * ranks));
+  } else if (ranks > 1 || par.name() != "single") {
     std::printf("parallel: %s over %lld processes (B=%lld rows per rank, %lld per global batch)\n",
                 par.name().c_str(), static_cast<long long>(ranks), static_cast<long long>(o.B),
                 static_cast<long long>(o.B * ranks));

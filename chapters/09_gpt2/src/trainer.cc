@@ -40,7 +40,8 @@ Trainer::Trainer(const TrainConfig& config, RunDir& dir, TrainerParts parts)
                parts_.schedule != nullptr && parts_.next_train && parts_.step && parts_.evaluate,
            "Trainer: the model, optimizer, parallel strategy, schedule, next_train, step and "
            "evaluate parts are required");
-  parts_.parallel->set_checkpoint_metadata(config_metadata(config_, parts_.parallel->world_size()));
+  parts_.parallel->set_checkpoint_metadata(
+      config_metadata(config_, parts_.parallel->data_world_size()));
 }
 
 int64_t Trainer::resume() {
@@ -48,7 +49,7 @@ int64_t Trainer::resume() {
   resumed_ = true;
   if (!config_.resume) return start_ = 0;
   gpt2::ParallelStrategy& par = *parts_.parallel;
-  const int64_t ranks = par.world_size();
+  const int64_t ranks = par.data_world_size();
   const std::string path = dir_.checkpoint_path();
   // The run's record first: nothing is loaded into the model when the options differ.
   const std::string recorded =

@@ -3,6 +3,7 @@
 #include "tt/process_grid.h"
 
 #include <set>
+#include <vector>
 
 #include "tt/error.h"
 
@@ -35,6 +36,28 @@ ProcessGrid::ProcessGrid(dist::ProcessGroup& world, std::vector<GridDim> dims)
   }
   TT_CHECK(product == world.world_size(), what, ": the sizes multiply to ", product,
            ", not to the world size ", world.world_size());
+  // Every rank must lay out the same grid: a rank with other sizes would split the world into
+  // groups its peers do not expect (and train on wrong data without an error). One small
+  // all-gather of the sizes, compared on every rank, makes that an error everywhere instead.
+  {
+    constexpr int64_t kSlots = 8;
+    TT_CHECK(static_cast<int64_t>(dims_.size()) < kSlots, what, ": at most ", kSlots - 1,
+             " dimensions");
+    std::vector<int64_t> mine(kSlots, 0);
+    mine[0] = static_cast<int64_t>(dims_.size());
+    for (std::size_t i = 0; i < dims_.size(); ++i) mine[i + 1] = dims_[i].size;
+    Tensor all = empty({world.world_size(), kSlots}, {DType::kInt64, Device::cpu()});
+    world.all_gather(all, from_vector(mine, {kSlots}));
+    const std::vector<int64_t> v = all.to_vector<int64_t>();
+    for (int r = 0; r < world.world_size(); ++r) {
+      const std::vector<int64_t> theirs(v.begin() + r * kSlots, v.begin() + (r + 1) * kSlots);
+      if (theirs == mine) continue;
+      std::string sizes;
+      for (int64_t i = 1; i <= theirs[0]; ++i) sizes += detail::str(i > 1 ? " x " : "", theirs[i]);
+      TT_THROW(what, ": world rank ", r, " lays out a grid of ", sizes.empty() ? "?" : sizes,
+               " instead; every rank must build the same grid, in the same order");
+    }
+  }
   coords_ = coordinates_of(world.rank());
   // Group of dim d: the ranks equal on every other coordinate. Color = this rank's world rank
   // with coordinate d set to 0 (the same for the whole group, distinct between groups);

@@ -7,6 +7,7 @@
 #include "tt/error.h"
 #include "tt/ops_nn.h"
 #include "tt/ops_view.h"
+#include "tt/sequence_parallel.h"
 #include "tt/tensor_parallel.h"
 
 namespace tt::tp {
@@ -43,6 +44,27 @@ class GatherLastDimFn final : public autograd::Function {
   dist::ProcessGroup& group_;
 };
 
+// This rank's tokens forward (no communication), all-gather backward.
+class SplitToSequenceFn final : public autograd::Function {
+ public:
+  explicit SplitToSequenceFn(dist::ProcessGroup& group) : group_(group) {}
+  std::string name() const override { return "SplitToSequenceBackward"; }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor& x = in[0];
+    TT_CHECK(x.dim() >= 2 && x.size(1) % group_.world_size() == 0, "split_to_sequence (",
+             group_.where(), "): needs [B, T, ...] with T divisible by tp=", group_.world_size(),
+             ", got ", x.describe());
+    const int64_t n = x.size(1) / group_.world_size();
+    return {x.narrow(1, n * group_.rank(), n).contiguous()};
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    return {sequence_all_gather(g[0], group_)};
+  }
+
+ private:
+  dist::ProcessGroup& group_;
+};
+
 // This rank's part [begin, begin + n/tp) of `full`'s weight along `dim` (0: output features,
 // 1: input features), as a new parameter tensor; throws when tp does not divide the dim.
 Tensor weight_shard(const char* kind, const nn::Linear& full, int64_t dim,
@@ -59,6 +81,10 @@ Tensor weight_shard(const char* kind, const nn::Linear& full, int64_t dim,
 
 Tensor gather_last_dim(const Tensor& x, dist::ProcessGroup& group) {
   return autograd::Function::apply<GatherLastDimFn>({x}, group)[0];
+}
+
+Tensor split_to_sequence(const Tensor& x, dist::ProcessGroup& group) {
+  return autograd::Function::apply<SplitToSequenceFn>({x}, group)[0];
 }
 
 int64_t shard_begin(const char* what, int64_t n, int parts, int rank) {

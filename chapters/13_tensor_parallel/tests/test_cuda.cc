@@ -4,8 +4,13 @@
 // rank waits for one that skipped). Run under mpirun with as many ranks as GPUs.
 #include <gtest/gtest.h>
 
+#include <random>
+#include <vector>
+
 #include "../../12_data_parallel/tests/ch12_test_util.h"
 #include "ch13_test_util.h"
+#include "tt/gpt2.h"
+#include "tt/tp_gpt2.h"
 
 namespace {
 
@@ -38,6 +43,54 @@ TEST(Ch13_TensorParallelCudaMpi, MlpOnGpusMatchesTheCpuMlp) {
     ASSERT_TRUE(xg.grad().defined());
     EXPECT_LE(max_abs_diff(xg.grad().to(tt::Device::cpu()), x.grad()), kTol)
         << "the input gradient: f's all-reduce through the tp group's NCCL communicator";
+  });
+}
+
+// GPT-2 split over the GPUs of each tp group (vocab-parallel embedding and loss, attention by
+// heads, the MLP, with and without sequence parallelism) against the one-process model on the
+// CPU: logits, loss and the gradient of the first LayerNorm (a replicated parameter, summed over
+// the group with sequence parallelism).
+TEST(Ch13_TensorParallelCudaMpi, Gpt2OnGpusMatchesTheCpuModel) {
+  tt::dist::ProcessGroup& world = tt::dist::world();
+  SKIP_WITHOUT_NCCL(world);
+  const tt::Device gpu = tt::Device::cuda(world.local_rank());
+  constexpr double kTol = 2e-3;  // cuBLAS may use another summation order (TF32 off by default)
+  const tt::gpt2::GPT2Config config{.block_size = 16,
+                                    .vocab_size = 51,
+                                    .padded_vocab_size = 52,
+                                    .n_layer = 2,
+                                    .n_head = 4,
+                                    .n_embd = 32};
+  std::mt19937_64 gen(5);
+  std::vector<int64_t> ids(16), next(16);
+  for (auto& t : ids) t = static_cast<int64_t>(gen() % 51);
+  for (auto& t : next) t = static_cast<int64_t>(gen() % 51);
+  const Tensor idx = tt::from_vector(ids, {2, 8}), targets = tt::from_vector(next, {2, 8});
+  tt::gpt2::GPT2 ref(config, 7);
+  Tensor ref_logits;
+  {
+    tt::autograd::NoGradGuard no_grad;
+    ref_logits = ref.forward(idx);
+  }
+  Tensor ref_loss = ref.loss(idx, targets);
+  tt::autograd::backward(ref_loss);
+  ch13_test::for_each_tp([&](int, tt::dist::ProcessGroup& group) {
+    for (bool sp : {false, true}) {
+      SCOPED_TRACE(sp ? "sequence parallel" : "tensor parallel");
+      tt::gpt2::GPT2 model(config, 7);
+      model.to(gpu);
+      tt::tp::TensorParallelGPT2 split(model, group, {.sequence_parallel = sp});
+      const Tensor logits = split.logits(idx.to(gpu));
+      EXPECT_LE(max_abs_diff(logits.to(tt::Device::cpu()), ref_logits), kTol);
+      Tensor loss = model.loss(idx.to(gpu), targets.to(gpu));
+      EXPECT_NEAR(loss.item(), ref_loss.item(), kTol);
+      tt::autograd::backward(loss);
+      split.finish_backward();
+      const Tensor g = model.parameter("h.0.ln_1.weight").grad();
+      ASSERT_TRUE(g.defined());
+      EXPECT_LE(max_abs_diff(g.to(tt::Device::cpu()), ref.parameter("h.0.ln_1.weight").grad()),
+                kTol);
+    }
   });
 }
 

@@ -88,6 +88,7 @@ class Gpt2Family {
   ParallelStrategy& parallel_;
   train::TrainData& data_;
   std::unique_ptr<GPT2> model_;
+  int64_t num_parameters_ = 0;  // of the whole model (a split one holds a part on each rank)
   std::string ops_line_;
   std::unique_ptr<StepProfiler> profiler_;
   std::unique_ptr<optim::Optimizer> optimizer_;

@@ -56,6 +56,13 @@ struct ModelOps {
                        const Tensor& targets)>
       classifier_loss;
 
+  /// The input of the blocks: token plus position embeddings of int64 idx [B, T] -> [B, T, C].
+  /// Empty: add(wte.forward(idx), wpe.forward(arange(T))). A layout hook rather than a faster
+  /// operation: chapter 13's tensor parallelism looks the tokens up in its part of the
+  /// vocabulary and sums over the group (and, with sequence parallelism, returns only this
+  /// rank's tokens [B, T/tp, C]). Not listed by reference_members().
+  std::function<Tensor(const Tensor& idx, nn::Embedding& wte, nn::Embedding& wpe)> embed;
+
   /// Activation recomputation (chapter 11): runs `segment` (a part of the forward pass; the
   /// model passes each block's MLP, ln -> c_proj(gelu(c_fc(ln)))) on x, keeping for backward only
   /// x instead of the segment's intermediate tensors, and running the segment again in backward.

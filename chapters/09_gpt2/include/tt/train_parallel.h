@@ -60,6 +60,30 @@ class ParallelStrategy {
   virtual int local_rank() const { return 0; }
   /// True on the one rank that prints, writes logs, samples and checkpoints (rank 0).
   bool is_logging_rank() const { return rank() == 0; }
+  /// The data-parallel replica this rank belongs to, 0..data_world_size()-1: which rows of every
+  /// global batch it reads. The ranks that split one model between them (chapter 13's tensor
+  /// parallelism) read the same rows. Default: rank().
+  virtual int data_rank() const { return rank(); }
+  /// Number of data-parallel replicas: the global batch is data_world_size() times the rows of
+  /// one rank. Default: world_size().
+  virtual int data_world_size() const { return world_size(); }
+  /// True when the ranks split each model between them (data_world_size() < world_size()):
+  /// no rank holds the whole model, so nothing whole-model runs on one rank alone (sampling, the
+  /// llm.c export).
+  bool splits_model() const { return data_world_size() != world_size(); }
+
+  /// Asks the strategy to split every model over `tp` ranks (tensor parallelism), with
+  /// sequence parallelism when `sequence_parallel` (train_gpt2 --tp, --sequence-parallel).
+  /// Default: accepts tp = 1 without sequence parallelism only, else throws tt::Error naming
+  /// the strategy (chapter 13 registers "tp", which splits).
+  virtual void set_model_parallelism(int tp, bool sequence_parallel);
+  /// Called once by the model family right after the model is built (on the CPU, before it
+  /// moves to its device and gets its operations): a strategy that splits models replaces the
+  /// parameters by this rank's parts here (a collective). Default: nothing.
+  virtual void prepare_model(nn::Module& model) { (void)model; }
+  /// The operations the model runs with, given those the run chose (`ops`): a strategy that
+  /// splits models wraps them with its communication. Default: `ops`.
+  virtual ModelOps model_ops(ModelOps ops) const { return ops; }
 
   /// The optimizer of `model` for `groups` (AdamW with `options`), built once before training.
   /// Multi-process strategies first make every rank's parameters and buffers equal to rank 0's.

@@ -35,8 +35,9 @@ std::string format_number(const char* format, double value);
 /// backend, or missing kernels: they are named).
 Device pick_device(const std::string& name);
 
-/// The strategy of the run: "zero1" for --zero 1, "ddp" when started by mpirun (OpenMPI's
-/// OMPI_COMM_WORLD_SIZE is set), else "single" (gpt2::make_parallel_strategy).
+/// The strategy of the run: "tp" for --tp > 1 or --sequence-parallel (chapter 13), "zero1" for
+/// --zero 1, "ddp" when started by mpirun (OpenMPI's OMPI_COMM_WORLD_SIZE is set), else "single"
+/// (gpt2::make_parallel_strategy), told the model parallelism (set_model_parallelism).
 std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig& config);
 
 /// This rank's device: with several ranks on GPUs, cuda:local_rank (NCCL needs one GPU per

@@ -1,0 +1,369 @@
+// Chapter 09's GPT-2 split over a tensor-parallel group (TensorParallelGPT2): logits, loss and
+// every gradient against the one-process model at every tp that divides the world, with and
+// without sequence parallelism; a 50-step AdamW loss curve of TP, TP + SP and DP x TP against one
+// process, with a whole-tensor checkpoint written half-way and resumed in other layouts; the
+// activation memory with and without sequence parallelism; misuse. The model is tiny (L=2,
+// NH=4, C=32) and its vocabulary V=51 is divisible by neither 2 nor 4 (padded to 52).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ch13_test_util.h"
+#include "tt/backend.h"
+#include "tt/checkpoint.h"
+#include "tt/ddp.h"
+#include "tt/gpt2.h"
+#include "tt/optim.h"
+#include "tt/parallel.h"
+#include "tt/tp_gpt2.h"
+#include "tt/train.h"
+
+namespace {
+
+using ch13_test::for_each_tp;
+using ch13_test::max_abs_diff;
+using tt::Tensor;
+namespace dist = tt::dist;
+namespace gpt2 = tt::gpt2;
+
+constexpr double kTol = 1e-5;
+constexpr int64_t kB = 4, kT = 8;
+
+gpt2::GPT2Config tiny_config() {
+  return {.block_size = 16,
+          .vocab_size = 51,
+          .padded_vocab_size = 52,
+          .n_layer = 2,
+          .n_head = 4,
+          .n_embd = 32};
+}
+
+// Tokens [rows, T] in [0, V) drawn from `seed`, the same on every rank.
+Tensor tokens(int64_t rows, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int64_t> v(static_cast<std::size_t>(rows * kT));
+  for (auto& t : v) t = static_cast<int64_t>(gen() % 51);
+  return tt::from_vector(v, {rows, kT});
+}
+
+// Targets the model can learn: token t is followed by (7 t + 3) mod V, so the curve falls.
+Tensor learnable_targets(const Tensor& idx) {
+  std::vector<int64_t> v = idx.contiguous().to_vector<int64_t>();
+  for (auto& t : v) t = (7 * t + 3) % 51;
+  return tt::from_vector(v, idx.shape());
+}
+
+std::string options_name(bool sp) {
+  return sp ? "sequence parallel" : "tensor parallel";
+}
+
+// The model is tiny: one thread per process (OpenMP threads would only wait for each other, and
+// for the other tests ctest runs beside this one).
+TEST(Ch13_TensorParallelGPT2, LogitsLossAndGradientsMatchOneProcessMpi) {
+  tt::ScopedNumThreads one_thread(1);
+  const Tensor idx = tokens(2, 1), targets = tokens(2, 2);
+  gpt2::GPT2 ref(tiny_config(), 7);
+  Tensor ref_logits;
+  {
+    tt::autograd::NoGradGuard no_grad;
+    ref_logits = ref.forward(idx);
+  }
+  Tensor ref_loss = ref.loss(idx, targets);
+  tt::autograd::backward(ref_loss);
+  double ref_norm_sq = 0;
+  for (const Tensor& p : ref.parameters())
+    ref_norm_sq += tt::sum(tt::mul(p.grad(), p.grad())).item();
+
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
+    for (bool sp : {false, true}) {
+      SCOPED_TRACE(options_name(sp));
+      gpt2::GPT2 model(tiny_config(), 7);
+      tt::tp::TensorParallelGPT2 split(model, group, {.sequence_parallel = sp});
+      EXPECT_EQ(model.wte->weight.size(0), 52 / tp);
+      EXPECT_EQ(model.parameter("h.0.attn.c_attn.weight").size(0), 3 * 32 / tp);
+      EXPECT_LE(max_abs_diff(split.logits(idx), ref_logits), kTol) << "logits [B, T, V]";
+      Tensor loss = model.loss(idx, targets);
+      EXPECT_NEAR(loss.item(), ref_loss.item(), kTol);
+      tt::autograd::backward(loss);
+      split.finish_backward();
+      for (const auto& [name, p] : model.named_parameters()) {
+        ASSERT_TRUE(p.grad().defined()) << name;
+        EXPECT_LE(max_abs_diff(p.grad(), split.shard(name, ref.parameter(name).grad())), kTol)
+            << name << " (" << p.describe() << ")";
+      }
+      EXPECT_NEAR(split.grad_norm(), std::sqrt(ref_norm_sq), kTol);
+    }
+  });
+}
+
+// The split wraps any operation set: chapter 11's "bf16" (bfloat16 GEMMs and attention, the bias
+// of its linear layers in the GEMM epilogue) in a group of one (the self backend: MPI has no
+// bfloat16, so bf16 runs of tp > 1 need NCCL). The loss of the unsplit bf16 model within bf16's
+// rounding (its fused classifier rounds the head to bf16; the split head stays float32).
+TEST(Ch13_TensorParallelGPT2, WrapsTheBf16OperationSet) {
+  tt::ScopedNumThreads one_thread(1);
+  ASSERT_TRUE(gpt2::has_model_ops("bf16")) << "chapter 11 is linked into chapter 13's tests";
+  dist::ProcessGroup self(dist::make_self_backend());
+  const Tensor idx = tokens(2, 1), targets = tokens(2, 2);
+  gpt2::GPT2 ref(tiny_config(), 7);
+  ref.set_ops(gpt2::model_ops("bf16"));
+  const double want = ref.loss(idx, targets).item();
+  for (bool sp : {false, true}) {
+    SCOPED_TRACE(options_name(sp));
+    gpt2::GPT2 model(tiny_config(), 7);
+    model.set_ops(gpt2::model_ops("bf16"));
+    tt::tp::TensorParallelGPT2 split(model, self, {.sequence_parallel = sp});
+    EXPECT_NE(model.ops().description.find("bf16"), std::string::npos) << model.ops().description;
+    Tensor loss = model.loss(idx, targets);
+    EXPECT_NEAR(loss.item(), want, 2e-2);
+    tt::autograd::backward(loss);
+    split.finish_backward();
+    const Tensor g = model.parameter("h.0.attn.c_proj.bias").grad();
+    ASSERT_TRUE(g.defined()) << "the row-parallel bias, added in float32 after the reduction";
+    EXPECT_EQ(g.dtype(), tt::DType::kFloat32);
+  }
+}
+
+// One training run: `steps` AdamW steps of the tiny model on batches drawn per step, in the
+// layout (tp, sp, dp: the batch split over the grid's dp ranks, gradients averaged by chapter
+// 12's DDP), from step `first`; optionally starting from and ending with a whole-tensor
+// checkpoint file. tp = 0: one process, the plain model (the reference). Returns the losses
+// (averaged over the data-parallel ranks).
+struct TrainRun {
+  int tp = 0;
+  bool sp = false;
+  bool dp = false;
+  int first = 0;
+  int steps = 50;
+  std::string resume_from;
+  std::string save_to;
+};
+
+// A run in layout (tp, sp, dp) from step 0 for 50 steps.
+TrainRun layout(int tp, bool sp = false, bool dp = false) {
+  TrainRun r;
+  r.tp = tp;
+  r.sp = sp;
+  r.dp = dp;
+  return r;
+}
+
+// `run` from step `first` for `steps` steps, from the checkpoint `resume_from` (when not empty).
+TrainRun part(TrainRun run, int first, int steps, const std::string& resume_from = "") {
+  run.first = first;
+  run.steps = steps;
+  run.resume_from = resume_from;
+  return run;
+}
+
+std::vector<double> train(const TrainRun& run) {
+  dist::ProcessGroup& world = dist::world();
+  auto model = std::make_shared<gpt2::GPT2>(tiny_config(), 3);
+  std::unique_ptr<tt::tp::ProcessGrid> grid;
+  std::unique_ptr<tt::tp::TensorParallelGPT2> split;
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  int dp_size = 1, dp_rank = 0;
+  if (run.tp > 0) {
+    grid = std::make_unique<tt::tp::ProcessGrid>(tt::tp::ProcessGrid::dp_tp(world, run.tp));
+    split = std::make_unique<tt::tp::TensorParallelGPT2>(*model, grid->group("tp"),
+                                                         tt::tp::TpOptions{run.sp});
+    if (run.dp) {
+      dp_size = grid->size("dp");
+      dp_rank = grid->coordinate("dp");
+      ddp = std::make_unique<dist::DistributedDataParallel>(model, grid->group("dp"));
+    }
+  }
+  tt::optim::AdamWOptions ao;
+  ao.lr = 3e-3;
+  tt::optim::AdamW opt(gpt2::param_groups(*model, 0.1), ao);
+  if (!run.resume_from.empty()) {
+    const tt::nn::StateDict state = tt::ckpt::load(run.resume_from);
+    tt::nn::StateDict m, o;
+    for (const auto& [k, t] : state) {
+      (k.rfind("model.", 0) == 0 ? m : o).emplace_back(k.substr(k.find('.') + 1), t);
+    }
+    if (split) {
+      split->load_full_state_dict(m, run.resume_from);
+      split->load_full_optimizer_state(opt, o, run.resume_from);
+    } else {
+      model->load_state_dict(m, run.resume_from);
+      opt.load_state_dict(o, run.resume_from);
+    }
+  }
+  std::vector<double> losses;
+  const int64_t rows = kB / dp_size;
+  for (int s = run.first; s < run.first + run.steps; ++s) {
+    const Tensor idx = tokens(kB, 100 + s).narrow(0, rows * dp_rank, rows).contiguous();
+    const Tensor targets = learnable_targets(idx);
+    opt.zero_grad();
+    Tensor loss = model->loss(idx, targets);
+    tt::autograd::backward(loss);
+    if (ddp) ddp->sync_gradients();
+    if (split) split->finish_backward();
+    opt.step();
+    Tensor l = tt::from_vector(std::vector<double>{loss.item()}, {1});
+    if (ddp) grid->group("dp").all_reduce(l, dist::ReduceOp::kAvg);
+    losses.push_back(l.item());
+  }
+  if (!run.save_to.empty()) {
+    tt::nn::StateDict m = split ? split->full_state_dict() : model->state_dict();
+    tt::nn::StateDict o = split ? split->full_optimizer_state(opt) : opt.state_dict();
+    tt::nn::StateDict all = tt::nn::prefixed("model", m);
+    for (auto& e : tt::nn::prefixed("optimizer", o)) all.push_back(std::move(e));
+    if (world.rank() == 0) tt::ckpt::save(run.save_to, all);
+    world.barrier();
+  }
+  return losses;
+}
+
+void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want, int first,
+                       const std::string& what) {
+  ASSERT_LE(got.size() + static_cast<std::size_t>(first), want.size()) << what;
+  double worst = 0;
+  int at = -1;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(got[i] - want[first + i]);
+    if (d > worst) worst = d, at = first + static_cast<int>(i);
+  }
+  EXPECT_LE(worst, kTol) << what << ": worst step " << at << " (" << got[at - first] << " vs "
+                         << want[at] << ")";
+}
+
+// One process: TP at tp = 1 (the wrappers alone); two ranks: TP2 and TP2 + SP; four ranks:
+// DP2 x TP2 and TP4 + SP.
+TEST(Ch13_TensorParallelGPT2, FiftyStepLossCurveMatchesOneProcessMpi) {
+  tt::ScopedNumThreads one_thread(1);
+  const std::vector<double> ref = train({});
+  ASSERT_EQ(ref.size(), 50u);
+  EXPECT_LT(ref.back(), ref.front() - 0.3) << "the curve must move for the comparison to mean much";
+  const int world = dist::world().world_size();
+  if (world == 1) expect_same_curve(train(layout(1, true)), ref, 0, "TP1 + SP");
+  if (world == 2) {
+    expect_same_curve(train(layout(2)), ref, 0, "TP2");
+    expect_same_curve(train(layout(2, true)), ref, 0, "TP2 + SP");
+  }
+  if (world == 4) {
+    expect_same_curve(train(layout(2, false, true)), ref, 0, "DP2 x TP2");
+    expect_same_curve(train(layout(4, true)), ref, 0, "TP4 + SP");
+  }
+}
+
+// Written at tp = 2 (one process: tp = 1) with sequence parallelism after 25 steps, resumed for
+// 25 more by one process (the plain model) and at tp = world size (DP x TP at tp = 2 of 4).
+TEST(Ch13_TensorParallelGPT2, CheckpointResumesInOtherLayoutsMpi) {
+  tt::ScopedNumThreads one_thread(1);
+  const std::vector<double> ref = train({});
+  const std::string path = ::testing::TempDir() + "ch13_tp_ckpt.bin";
+  const int world = dist::world().world_size();
+  const int written_at = world >= 2 ? 2 : 1;
+  TrainRun head = part(layout(written_at, true), 0, 25);
+  head.save_to = path;
+  expect_same_curve(train(head), ref, 0, "before the checkpoint");
+  expect_same_curve(train(part(TrainRun{}, 25, 25, path)), ref, 25, "resumed by one process");
+  expect_same_curve(train(part(layout(world), 25, 25, path)), ref, 25,
+                    "resumed at tp=" + std::to_string(world));
+  if (world == 4) {
+    expect_same_curve(train(part(layout(2, false, true), 25, 25, path)), ref, 25,
+                      "resumed at DP2 x TP2");
+  }
+  dist::world().barrier();
+  if (dist::world().rank() == 0) std::remove(path.c_str());
+}
+
+// Bytes the CPU allocator holds between forward and backward: the activations kept for
+// backward (and the loss), measured with the allocator's counters of this process (one rank).
+int64_t activation_bytes(bool sp, dist::ProcessGroup& group) {
+  gpt2::GPT2 model(tiny_config(), 5);
+  tt::tp::TensorParallelGPT2 split(model, group, {.sequence_parallel = sp});
+  const Tensor idx = tokens(kB, 9), targets = tokens(kB, 10);
+  tt::Allocator& cpu = tt::backend_for(tt::DeviceType::kCPU).allocator(0);
+  const auto before = static_cast<int64_t>(cpu.stats().allocated);
+  Tensor loss = model.loss(idx, targets);
+  const auto held = static_cast<int64_t>(cpu.stats().allocated) - before;
+  tt::autograd::backward(loss);
+  return held;
+}
+
+TEST(Ch13_TensorParallelGPT2, SequenceParallelHoldsLessActivationMemoryMpi) {
+  tt::ScopedNumThreads one_thread(1);
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
+    const int64_t plain = activation_bytes(false, group);
+    const int64_t sp = activation_bytes(true, group);
+    if (dist::world().rank() == 0) {
+      std::printf(
+          "[ activations ] tp=%d: %lld bytes per rank, %lld with sequence parallelism (%.2fx)\n",
+          tp, static_cast<long long>(plain), static_cast<long long>(sp),
+          static_cast<double>(plain) / static_cast<double>(sp));
+    }
+    if (tp > 1) {
+      EXPECT_LT(sp, plain) << "the LayerNorm and residual regions hold T/tp tokens";
+    }
+  });
+}
+
+TEST(Ch13_TensorParallelGPT2, RejectsWhatTpDoesNotDivideMpi) {
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
+    if (tp == 1) return;
+    gpt2::GPT2Config heads = tiny_config();
+    heads.n_head = 2 * tp + 1;  // hs = C / NH must stay whole: C = NH * 4
+    heads.n_embd = heads.n_head * 4;
+    gpt2::GPT2 odd_heads(heads, 1);
+    try {
+      tt::tp::TensorParallelGPT2 split(odd_heads, group);
+      ADD_FAILURE() << "n_head " << heads.n_head << " accepted at tp=" << tp;
+    } catch (const tt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not divisible by tp (attention is split by heads"),
+                std::string::npos)
+          << e.what();
+    }
+    gpt2::GPT2Config vocab = tiny_config();
+    vocab.padded_vocab_size = 51;  // not padded: 51 rows over 2 or 4 ranks
+    gpt2::GPT2 odd_vocab(vocab, 1);
+    EXPECT_THROW(tt::tp::TensorParallelGPT2(odd_vocab, group), tt::Error);
+    // Sequence parallelism with T not divisible by tp: every rank throws at the first batch.
+    gpt2::GPT2 model(tiny_config(), 1);
+    tt::tp::TensorParallelGPT2 split(model, group, {.sequence_parallel = true});
+    EXPECT_THROW(model.loss(tokens(1, 3).narrow(1, 0, tp + 1).contiguous(),
+                            tokens(1, 4).narrow(1, 0, tp + 1).contiguous()),
+                 tt::Error);
+    dist::world().barrier();  // nobody was left waiting in a collective
+  });
+  // A tp that does not divide the world.
+  const int world = dist::world().world_size();
+  EXPECT_THROW(tt::tp::ProcessGrid::dp_tp(dist::world(), world + 1), tt::Error);
+}
+
+TEST(Ch13_TensorParallelGPT2, DisagreeingRanksFailTogetherMultiRankMpi) {
+  dist::ProcessGroup& world = dist::world();
+  ASSERT_GE(world.world_size(), 2);
+  const int tp = world.world_size();
+  // Rank 0 builds the model with another vocabulary padding than the others.
+  gpt2::GPT2Config config = tiny_config();
+  if (world.rank() == 0) config.padded_vocab_size = 56;
+  tt::tp::ProcessGrid grid = tt::tp::ProcessGrid::dp_tp(world, tp);
+  gpt2::GPT2 model(config, 1);
+  try {
+    tt::tp::TensorParallelGPT2 split(model, grid.group("tp"));
+    ADD_FAILURE() << "ranks with different models were accepted";
+  } catch (const tt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("padded_vocab_size: 56 on rank 0, 52 on rank 1"),
+              std::string::npos)
+        << e.what();
+  }
+  // Grids of different shapes: rank 0 asks for tp = 1, the others for tp = world.
+  try {
+    tt::tp::ProcessGrid bad = tt::tp::ProcessGrid::dp_tp(world, world.rank() == 0 ? 1 : tp);
+    ADD_FAILURE() << "grids of different shapes were accepted";
+  } catch (const tt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("every rank must build the same grid"), std::string::npos)
+        << e.what();
+  }
+  world.barrier();
+}
+
+}  // namespace
