@@ -7,7 +7,8 @@
 #  3. tt_pipeline_bench on the GPUs: GPT-2 124M shapes (L=12, C=768, B=4, T=1024, fp32) at
 #     p = 2 and 4, AFAB and 1F1B with m = 4, 8, 16, interleaved v = 2 with m = 8:
 #     bubble measured vs theory vs replay, step time, tok/s, peak memory (one line each in
-#     bubble.csv), and the timelines of p = 4 1F1B m = 8 (PNGs only when gnuplot is installed).
+#     bubble.csv); GPT-2 774M and a 1.3B shape at p = 2, 4 (B = 1); and the timelines of
+#     p = 4 1F1B m = 8 (PNGs only when gnuplot is installed).
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -35,7 +36,7 @@ for np in 2 4; do
 done
 
 step "bubble measurements (GPT-2 124M shape, fp32, B=4 T=1024 per micro-batch)"
-echo "schedule,p,m,v,bubble_measured,bubble_theory,bubble_replay,step_ms,tok_s,peak_mib" >"$OUT/bubble.csv"
+echo "layers,channels,B,schedule,p,m,v,bubble_measured,bubble_theory,bubble_replay,step_ms,tok_s,peak_mib" >"$OUT/bubble.csv"
 bench() {  # np schedule m v [extra args]
   local np=$1 sched=$2 m=$3 v=$4; shift 4
   [ "$gpus" -ge "$np" ] || return 0
@@ -51,6 +52,11 @@ for np in 2 4; do
     bench "$np" 1f1b "$m" 1
   done
   bench "$np" interleaved 8 2
+done
+step "larger shapes: GPT-2 774M (L=36 C=1280) and a 1.3B shape (L=24 C=2048), B=1, 1F1B m=8"
+for np in 2 4; do
+  bench "$np" 1f1b 8 1 --layers 36 --heads 20 --channels 1280 --batch 1 --steps 3
+  bench "$np" 1f1b 8 1 --layers 24 --heads 16 --channels 2048 --batch 1 --steps 3
 done
 if [ "$gpus" -ge 4 ]; then
   mkdir -p timelines

@@ -89,19 +89,23 @@ int run(const Args& a) {
   tt::Tensor peaks = tt::from_vector<double>({peak_mib, double(trainer.last().peak_in_flight)}, {2});
   world.all_reduce(peaks);  // sums: the mean is printed
   if (rank == 0) {
-    const double tokens = static_cast<double>(a.batch * a.seq * a.micro_batches);
+    const double measured_bubble = stats.data<double>()[0];
+    const double theory = tt::pp::bubble_fraction(shape.stages, shape.micro_batches, shape.chunks);
+    const double replayed = tt::pp::simulated_bubble(replay);
+    const double tok_s = static_cast<double>(a.batch * a.seq * a.micro_batches) / (step_ms / 1e3);
+    const double memory = peaks.data<double>()[0] / p, in_flight = peaks.data<double>()[1] / p;
     std::printf(
-        "pipeline %s %s: bubble measured %.4f, theory %.4f, replay %.4f; step %.2f ms, %.0f "
+        "pipeline %s %s (%s, B=%lld T=%lld): bubble measured %.4f, theory %.4f, replay %.4f; step %.2f ms, %.0f "
         "tok/s; mean peak memory %.1f MiB, mean peak chunks in flight %.2f\n",
-        a.schedule.c_str(), shape.str().c_str(), stats.data<double>()[0],
-        tt::pp::bubble_fraction(shape.stages, shape.micro_batches, shape.chunks),
-        tt::pp::simulated_bubble(replay), step_ms, tokens / (step_ms / 1000.0),
-        peaks.data<double>()[0] / p, peaks.data<double>()[1] / p);
-    std::printf("csv,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.schedule.c_str(), p,
-                a.micro_batches, a.chunks, stats.data<double>()[0],
-                tt::pp::bubble_fraction(shape.stages, shape.micro_batches, shape.chunks),
-                tt::pp::simulated_bubble(replay), step_ms, tokens / (step_ms / 1000.0),
-                peaks.data<double>()[0] / p);
+        a.schedule.c_str(), shape.str().c_str(), config.str().c_str(),
+        static_cast<long long>(a.batch), static_cast<long long>(a.seq), measured_bubble, theory,
+        replayed, step_ms,
+        tok_s, memory, in_flight);
+    // The same numbers as one CSV row (.devrun/ch14.sh collects them).
+    std::printf("csv,%d,%d,%lld,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.layers,
+                a.channels, static_cast<long long>(a.batch), a.schedule.c_str(), p,
+                a.micro_batches, a.chunks, measured_bubble, theory, replayed, step_ms, tok_s,
+                memory);
   }
   if (!a.timeline_dir.empty()) {
     const std::string base = a.timeline_dir + "/" + a.schedule + "_p" + std::to_string(p) + "_m" +

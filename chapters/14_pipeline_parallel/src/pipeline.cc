@@ -161,6 +161,7 @@ ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& sched
   const double scale = 1.0 / static_cast<double>(shape.micro_batches);
   ExecutorResult result;
   StageBuffers buffers;
+  std::vector<Tensor> losses;
   int in_flight = 0;
 
   const Tensor probe = empty({1}, options.activation_options);
@@ -197,7 +198,7 @@ ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& sched
         TT_CHECK(out.defined() && out.numel() == 1, "run_schedule (rank ", rank, "): ", op.str(),
                  " on the last stage must return the loss (one element), got ",
                  out.defined() ? out.describe() : std::string("an undefined tensor"));
-        result.loss_sum += out.item();
+        losses.push_back(out.detach());          // read at the end: no host sync per F
         buffers.outputs[key] = mul(out, scale);  // gradient accumulation: d(loss / m)
       } else {
         TT_CHECK(out.defined() && out.shape() == options.activation_shape &&
@@ -256,6 +257,7 @@ ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& sched
       pending.push_back({op, std::move(label), start, now()});
     }
   }
+  for (const Tensor& loss : losses) result.loss_sum += loss.item();
   if (options.timeline) {
     group.barrier();
     const Stamp end = now();

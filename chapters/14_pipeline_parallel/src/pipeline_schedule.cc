@@ -76,10 +76,10 @@ void PipelineShape::validate(ScheduleKind kind) const {
   }
   TT_CHECK(stages >= 2 && chunks >= 2, "pipeline schedule interleaved (", str(),
            "): needs p >= 2 stages and v >= 2 chunks per rank (with v = 1 it is 1f1b)");
-  TT_CHECK(micro_batches % stages == 0, "pipeline schedule interleaved (", str(),
-           "): the number of micro-batches m = ", micro_batches,
-           " must be a multiple of the number of stages p = ", stages,
-           " (micro-batches go round the ranks in groups of p)");
+  TT_CHECK(micro_batches % stages == 0 && micro_batches >= 2 * stages,
+           "pipeline schedule interleaved (", str(), "): the number of micro-batches m = ",
+           micro_batches, " must be a multiple of the number of stages p = ", stages,
+           " and at least 2p (micro-batches go round the ranks in groups of p)");
 }
 
 namespace {
@@ -195,18 +195,30 @@ RankSchedule add_transfers(const std::vector<PipeOp>& compute, const PipelineSha
     }
     return std::nullopt;
   };
-  RankSchedule out;
+  // The steps between batches: one operation each, or with chunks a forward and the backward
+  // right after it (the steady state of interleaved 1F1B).
+  std::vector<std::vector<PipeOp>> steps;
   for (std::size_t i = 0; i < compute.size(); ++i) {
     TT_CHECK(is_compute(compute[i].kind), "add_transfers: ", compute[i].str(),
              " is not a compute operation");
-    if (i == 0) {
-      if (auto in = input_of(compute[i])) out.push_back(*in);
+    const bool pair = shape.chunks > 1 && compute[i].kind == OpKind::kForward &&
+                      i + 1 < compute.size() && compute[i + 1].kind == OpKind::kBackward;
+    steps.push_back({compute[i]});
+    if (pair) steps.back().push_back(compute[++i]);
+  }
+  RankSchedule out;
+  const auto inputs_of = [&](const std::vector<PipeOp>& step) {
+    for (const PipeOp& op : step) {
+      if (auto in = input_of(op)) out.push_back(*in);
     }
-    out.push_back(compute[i]);
-    if (auto o = output_of(compute[i])) out.push_back(*o);
-    if (i + 1 < compute.size()) {
-      if (auto in = input_of(compute[i + 1])) out.push_back(*in);
+  };
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    if (k == 0) inputs_of(steps[k]);
+    out.insert(out.end(), steps[k].begin(), steps[k].end());
+    for (const PipeOp& op : steps[k]) {
+      if (auto o = output_of(op)) out.push_back(*o);
     }
+    if (k + 1 < steps.size()) inputs_of(steps[k + 1]);
   }
   return out;
 }

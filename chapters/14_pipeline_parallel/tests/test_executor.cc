@@ -88,7 +88,7 @@ std::vector<std::pair<ScheduleKind, PipelineShape>> cases(int p) {
   for (int m : {4, 8}) {
     out.push_back({ScheduleKind::kAfab, {p, m, 1}});
     out.push_back({ScheduleKind::kOneFOneB, {p, m, 1}});
-    if (p >= 2 && m % p == 0) out.push_back({ScheduleKind::kInterleaved, {p, m, 2}});
+    if (p >= 2 && m % p == 0 && m >= 2 * p) out.push_back({ScheduleKind::kInterleaved, {p, m, 2}});
   }
   return out;
 }

@@ -243,7 +243,7 @@ TEST(Ch14_Pipeline, MisuseIsRefusedOnEveryRankMpi) {
   PipelineOptions inter;
   inter.schedule = ScheduleKind::kInterleaved;
   inter.chunks = 2 + n;  // p * v > 2 blocks on every world size
-  inter.micro_batches = n;
+  inter.micro_batches = 2 * n;
   const std::string layers = message(two, inter);
   if (n == 1) {
     EXPECT_NE(layers.find("needs p >= 2"), std::string::npos) << layers;

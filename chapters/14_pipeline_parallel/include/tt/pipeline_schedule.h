@@ -80,8 +80,9 @@ struct PipelineShape {
   /// p * v.
   int virtual_stages() const { return stages * chunks; }
   /// Throws tt::Error (naming the schedule and the sizes) when p, m or v < 1, when v != 1 for
-  /// AFAB or 1F1B, or when interleaved gets v < 2 or m not a multiple of p (its micro-batches
-  /// go round the ranks in groups of p).
+  /// AFAB or 1F1B, or when interleaved gets p < 2, v < 2, or m not a multiple of p or below 2p
+  /// (its micro-batches go round the ranks in groups of p; with m = p the order below
+  /// deadlocks).
   void validate(ScheduleKind kind) const;
   /// "p=4 m=8 v=1".
   std::string str() const;
@@ -100,7 +101,7 @@ std::vector<PipeOp> one_f_one_b_order(int stages, int micro_batches, int rank);
 /// The compute operations of interleaved 1F1B on `rank` with `chunks` chunks per rank (given
 /// code, Megatron-LM's order): forwards visit the chunks in groups of p micro-batches (chunk 0
 /// for micro-batches 0..p-1, chunk 1 for them, ..., then the next p), backwards the chunks in
-/// reverse; a warm-up of 2(p - rank - 1) + (v - 1)p forwards, then 1F1B.
+/// reverse; a warm-up of 2(p - rank - 1) + (v - 1)p forwards (at most m v), then 1F1B.
 std::vector<PipeOp> interleaved_order(int stages, int micro_batches, int chunks, int rank);
 
 /// The compute order of `kind` on `rank` (shape validated first).
@@ -109,7 +110,10 @@ std::vector<PipeOp> compute_order(ScheduleKind kind, const PipelineShape& shape,
 /// `compute` (one rank's F/B order) with its transfers inserted: the receive of the first
 /// operation's input before it, and after each operation a batch of the send of its output
 /// (when another virtual stage needs it) and the receive of the next operation's input (when
-/// it comes from another virtual stage).
+/// it comes from another virtual stage). With chunks (v > 1), a forward followed by a backward
+/// counts as one operation: their sends and the next receives form one batch after both
+/// (Megatron's send_forward_backward_recv_forward_backward); transfers between them would
+/// deadlock the interleaved order.
 RankSchedule add_transfers(const std::vector<PipeOp>& compute, const PipelineShape& shape,
                            int rank);
 
