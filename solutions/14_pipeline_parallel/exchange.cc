@@ -25,10 +25,10 @@ std::vector<dist::P2POp> exchange_ops(const std::vector<PipeOp>& batch,
       // What was produced for it: a forward output (sA) or the gradient of a forward input (sG).
       const auto& from = t.gradient ? buffers.input_grads : buffers.outputs;
       const auto it = from.find(key);
-      TT_CHECK(it != from.end() && it->second.defined(), "exchange_ops (rank ", rank, "): ",
-               op.str(), " has nothing to send: no ",
-               t.gradient ? "input gradient" : "forward output", " of micro-batch ",
-               op.micro_batch, " chunk ", op.chunk);
+      TT_CHECK(it != from.end() && it->second.defined(), "exchange_ops (rank ", rank,
+               "): ", op.str(), " has nothing to send: no ",
+               t.gradient ? "input gradient" : "forward output", " of micro-batch ", op.micro_batch,
+               " chunk ", op.chunk);
       p2p.kind = dist::P2POp::Kind::kSend;
       p2p.tensor = it->second.detach().contiguous();
     } else {

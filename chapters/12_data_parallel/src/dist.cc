@@ -478,7 +478,8 @@ void ProcessGroup::batch_send_recv(const std::vector<P2POp>& ops) {
     TT_CHECK(op.tensor.device() == ops.front().tensor.device(), "tt::dist batch_send_recv (",
              where(), "): ", op.tensor.describe(), " and ", ops.front().tensor.describe(),
              " are on different devices (one batch moves tensors of one device)");
-    (send ? sent : received) += op.tensor.numel() * static_cast<int64_t>(dtype_size(op.tensor.dtype()));
+    (send ? sent : received) +=
+        op.tensor.numel() * static_cast<int64_t>(dtype_size(op.tensor.dtype()));
   }
   Backend& backend = backend_for(ops.front().tensor);
   {
@@ -558,8 +559,9 @@ class SelfBackend final : public Backend {
         r.tensor.copy_(s.tensor.view(r.tensor.shape()));
         used[i] = found = true;
       }
-      TT_CHECK(found, "tt::dist batch_send_recv (rank 0 of 1): a receive into ", r.tensor.describe(),
-               " with tag ", r.tag, " has no send in the same batch (it would never complete)");
+      TT_CHECK(found, "tt::dist batch_send_recv (rank 0 of 1): a receive into ",
+               r.tensor.describe(), " with tag ", r.tag,
+               " has no send in the same batch (it would never complete)");
     }
     for (std::size_t i = 0; i < ops.size(); ++i) {
       TT_CHECK(used[i] || ops[i].kind == P2POp::Kind::kRecv,

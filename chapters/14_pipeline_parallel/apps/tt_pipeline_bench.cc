@@ -53,7 +53,8 @@ int run(const Args& a) {
   tt::Generator gen(42);
   const auto next_batch = [&] {
     std::vector<int64_t> tokens(static_cast<std::size_t>(a.batch * (a.seq + 1)));
-    for (int64_t& t : tokens) t = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(config.vocab_size));
+    for (int64_t& t : tokens)
+      t = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(config.vocab_size));
     std::vector<int64_t> x, y;
     for (int64_t b = 0; b < a.batch; ++b) {
       for (int64_t t = 0; t < a.seq; ++t) {
@@ -84,9 +85,11 @@ int run(const Args& a) {
   for (int r = 0; r < p; ++r) all.push_back(tt::pp::make_schedule(options.schedule, shape, r));
   const auto replay = tt::pp::check_schedules(all, shape, 1.0 / a.chunks, 2.0 / a.chunks);
   const double peak_mib =
-      static_cast<double>(tt::backend_for(device.type).allocator(device.index).stats().peak_allocated) /
+      static_cast<double>(
+          tt::backend_for(device.type).allocator(device.index).stats().peak_allocated) /
       (1024.0 * 1024.0);
-  tt::Tensor peaks = tt::from_vector<double>({peak_mib, double(trainer.last().peak_in_flight)}, {2});
+  tt::Tensor peaks =
+      tt::from_vector<double>({peak_mib, double(trainer.last().peak_in_flight)}, {2});
   world.all_reduce(peaks);  // sums: the mean is printed
   if (rank == 0) {
     const double measured_bubble = stats.data<double>()[0];
@@ -99,21 +102,19 @@ int run(const Args& a) {
         "tok/s; mean peak memory %.1f MiB, mean peak chunks in flight %.2f\n",
         a.schedule.c_str(), shape.str().c_str(), config.str().c_str(),
         static_cast<long long>(a.batch), static_cast<long long>(a.seq), measured_bubble, theory,
-        replayed, step_ms,
-        tok_s, memory, in_flight);
+        replayed, step_ms, tok_s, memory, in_flight);
     // The same numbers as one CSV row (.devrun/ch14.sh collects them).
-    std::printf("csv,%d,%d,%lld,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.layers,
-                a.channels, static_cast<long long>(a.batch), a.schedule.c_str(), p,
-                a.micro_batches, a.chunks, measured_bubble, theory, replayed, step_ms, tok_s,
-                memory);
+    std::printf("csv,%d,%d,%lld,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.layers, a.channels,
+                static_cast<long long>(a.batch), a.schedule.c_str(), p, a.micro_batches, a.chunks,
+                measured_bubble, theory, replayed, step_ms, tok_s, memory);
   }
   if (!a.timeline_dir.empty()) {
     const std::string base = a.timeline_dir + "/" + a.schedule + "_p" + std::to_string(p) + "_m" +
                              std::to_string(a.micro_batches) + "_rank" + std::to_string(rank);
     tt::pp::write_timeline_csv(trainer.last().timeline, base + ".csv");
-    tt::pp::write_gnuplot_script(base + ".gnuplot", base + ".csv", base + ".png",
-                                 "measured: " + a.schedule + " " + shape.str() + " rank " +
-                                     std::to_string(rank));
+    tt::pp::write_gnuplot_script(
+        base + ".gnuplot", base + ".csv", base + ".png",
+        "measured: " + a.schedule + " " + shape.str() + " rank " + std::to_string(rank));
     tt::pp::run_gnuplot(base + ".gnuplot");
     const tt::pp::Timeline ideal = tt::pp::simulated_timeline(replay[rank], rank);
     tt::pp::write_timeline_csv(ideal, base + "_theory.csv");

@@ -45,8 +45,9 @@ std::vector<double> gpt2_block_costs(const gpt2::GPT2Config& config, int64_t seq
 
 std::vector<StageLayers> gpt2_stage_layers(const gpt2::GPT2Config& config, int virtual_stages,
                                            const std::vector<double>& costs) {
-  TT_CHECK(virtual_stages >= 1 && virtual_stages <= config.n_layer, "gpt2_stage_layers: ",
-           virtual_stages, " pipeline stages (p x v) for a model of ", config.n_layer,
+  TT_CHECK(virtual_stages >= 1 && virtual_stages <= config.n_layer,
+           "gpt2_stage_layers: ", virtual_stages, " pipeline stages (p x v) for a model of ",
+           config.n_layer,
            " blocks: every stage needs at least one block (more stages than layers)");
   const std::vector<double> c = costs.empty() ? gpt2_block_costs(config, config.block_size) : costs;
   TT_CHECK(static_cast<int64_t>(c.size()) == config.n_layer, "gpt2_stage_layers: ", c.size(),
@@ -97,8 +98,8 @@ void write_timeline_csv(const Timeline& timeline, const std::string& path) {
   TT_CHECK(out.good(), "write_timeline_csv: writing '", path, "' failed");
 }
 
-void write_gnuplot_script(const std::string& script, const std::string& csv,
-                          const std::string& png, const std::string& title) {
+void write_gnuplot_script(const std::string& script, const std::string& csv, const std::string& png,
+                          const std::string& title) {
   std::ofstream out(script);
   TT_CHECK(out.good(), "write_gnuplot_script: cannot open '", script, "' for writing");
   // One row of boxes: x from start to end, colour by kind (F blue, B green, transfers grey),
@@ -123,8 +124,7 @@ void write_gnuplot_script(const std::string& script, const std::string& csv,
 
 bool run_gnuplot(const std::string& script) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    std::fprintf(stderr, "gnuplot not found: %s not drawn (install gnuplot-nox)\n",
-                 script.c_str());
+    std::fprintf(stderr, "gnuplot not found: %s not drawn (install gnuplot-nox)\n", script.c_str());
     return false;
   }
   if (std::system(("gnuplot '" + script + "'").c_str()) != 0) {
@@ -276,15 +276,15 @@ ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& sched
 GPT2Stages::GPT2Stages(gpt2::GPT2& model, const PipelineShape& shape, int rank,
                        std::vector<StageLayers> layers)
     : model_(model), shape_(shape), rank_(rank), layers_(std::move(layers)) {
-  TT_CHECK(static_cast<int>(layers_.size()) == shape_.virtual_stages(), "GPT2Stages: ",
-           layers_.size(), " stage layouts for ", shape_.str());
+  TT_CHECK(static_cast<int>(layers_.size()) == shape_.virtual_stages(),
+           "GPT2Stages: ", layers_.size(), " stage layouts for ", shape_.str());
   TT_CHECK(rank_ >= 0 && rank_ < shape_.stages, "GPT2Stages: rank ", rank_, " outside ",
            shape_.str());
 }
 
 void GPT2Stages::set_micro_batches(std::vector<Batch> batches) {
-  TT_CHECK(static_cast<int>(batches.size()) == shape_.micro_batches, "GPT2Stages: ",
-           batches.size(), " micro-batches for ", shape_.str());
+  TT_CHECK(static_cast<int>(batches.size()) == shape_.micro_batches, "GPT2Stages: ", batches.size(),
+           " micro-batches for ", shape_.str());
   batches_ = std::move(batches);
 }
 
@@ -349,9 +349,8 @@ PipelineShape checked_shape(int stages, const PipelineOptions& o) {
 
 }  // namespace
 
-PipelineTrainer::PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp,
-                                 dist::ProcessGroup* dp, PipelineOptions options, int64_t B,
-                                 int64_t T)
+PipelineTrainer::PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist::ProcessGroup* dp,
+                                 PipelineOptions options, int64_t B, int64_t T)
     : model_(model),
       pp_(pp),
       dp_(dp),
@@ -412,8 +411,7 @@ gpt2::TrainStepResult PipelineTrainer::step(optim::Optimizer& optimizer,
     if (p.grad().defined() && !(p.is_same(wte) && !is_first)) grads.push_back(p.grad());
   }
   const double local =
-      grads.empty() ? 0.0
-                    : call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", device, grads);
+      grads.empty() ? 0.0 : call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", device, grads);
   const Tensor sumsq = full({1}, local, {.dtype = DType::kFloat64});
   pp_.all_reduce(sumsq);
   r.grad_norm = std::sqrt(sumsq.item());

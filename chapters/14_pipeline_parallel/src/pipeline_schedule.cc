@@ -54,11 +54,11 @@ const char* schedule_kind_name(ScheduleKind kind) {
 }
 
 ScheduleKind parse_schedule_kind(const std::string& name) {
-  for (ScheduleKind k : {ScheduleKind::kAfab, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+  for (ScheduleKind k :
+       {ScheduleKind::kAfab, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
     if (name == schedule_kind_name(k)) return k;
   }
-  TT_THROW("pipeline schedule: unknown schedule '", name,
-           "' (known: afab, 1f1b, interleaved)");
+  TT_THROW("pipeline schedule: unknown schedule '", name, "' (known: afab, 1f1b, interleaved)");
 }
 
 std::string PipelineShape::str() const {
@@ -77,8 +77,9 @@ void PipelineShape::validate(ScheduleKind kind) const {
   TT_CHECK(stages >= 2 && chunks >= 2, "pipeline schedule interleaved (", str(),
            "): needs p >= 2 stages and v >= 2 chunks per rank (with v = 1 it is 1f1b)");
   TT_CHECK(micro_batches % stages == 0 && micro_batches >= 2 * stages,
-           "pipeline schedule interleaved (", str(), "): the number of micro-batches m = ",
-           micro_batches, " must be a multiple of the number of stages p = ", stages,
+           "pipeline schedule interleaved (", str(),
+           "): the number of micro-batches m = ", micro_batches,
+           " must be a multiple of the number of stages p = ", stages,
            " and at least 2p (micro-batches go round the ranks in groups of p)");
 }
 
@@ -141,8 +142,8 @@ std::vector<PipeOp> compute_order(ScheduleKind kind, const PipelineShape& shape,
 }
 
 StagePlace place_of(const PipelineShape& shape, int virtual_stage) {
-  TT_CHECK(virtual_stage >= 0 && virtual_stage < shape.virtual_stages(), "place_of(",
-           virtual_stage, "): not a virtual stage of ", shape.str());
+  TT_CHECK(virtual_stage >= 0 && virtual_stage < shape.virtual_stages(), "place_of(", virtual_stage,
+           "): not a virtual stage of ", shape.str());
   return {virtual_stage % shape.stages, virtual_stage / shape.stages};
 }
 
@@ -243,14 +244,14 @@ namespace {
 
 // Where one rank of the replay is.
 struct RankState {
-  std::size_t pos = 0;                 // next operation
-  double time = 0;                     // its clock
-  bool posted = false;                 // the batch at pos has been started
-  double posted_at = 0;                // when
-  std::size_t batch_end = 0;           // one past the batch's last transfer
-  std::vector<bool> done;              // per transfer of the batch
-  std::vector<double> done_at;         // when each completed
-  std::set<std::tuple<int, int, int>> computed;  // (kind, micro-batch, chunk) of F/B done
+  std::size_t pos = 0;                                   // next operation
+  double time = 0;                                       // its clock
+  bool posted = false;                                   // the batch at pos has been started
+  double posted_at = 0;                                  // when
+  std::size_t batch_end = 0;                             // one past the batch's last transfer
+  std::vector<bool> done;                                // per transfer of the batch
+  std::vector<double> done_at;                           // when each completed
+  std::set<std::tuple<int, int, int>> computed;          // (kind, micro-batch, chunk) of F/B done
   std::set<std::pair<int, int>> activations, gradients;  // (micro-batch, chunk) received
 };
 
@@ -276,8 +277,8 @@ std::vector<std::vector<SimulatedOp>> check_schedules(const std::vector<RankSche
     }
     TT_CHECK(static_cast<int>(seen.size()) == 2 * shape.micro_batches * shape.chunks,
              "check_schedules: rank ", r, " has ", seen.size(), " compute operations, not the ",
-             2 * shape.micro_batches * shape.chunks, " (F and B of every micro-batch and chunk) of ",
-             shape.str());
+             2 * shape.micro_batches * shape.chunks,
+             " (F and B of every micro-batch and chunk) of ", shape.str());
   }
   // The transfers between two ranks pair in list order (as NCCL pairs them): the k-th send
   // from a to b is the k-th receive of b from a.
@@ -316,10 +317,10 @@ std::vector<std::vector<SimulatedOp>> check_schedules(const std::vector<RankSche
             TT_CHECK(s == 0 || me.activations.count(key), "check_schedules: rank ", r, " runs ",
                      op.str(), " before receiving its input activation (", shape.str(), ")");
           } else {
-            TT_CHECK(me.computed.count({static_cast<int>(OpKind::kForward), op.micro_batch,
-                                        op.chunk}),
-                     "check_schedules: rank ", r, " runs ", op.str(), " before its forward (",
-                     shape.str(), ")");
+            TT_CHECK(
+                me.computed.count({static_cast<int>(OpKind::kForward), op.micro_batch, op.chunk}),
+                "check_schedules: rank ", r, " runs ", op.str(), " before its forward (",
+                shape.str(), ")");
             TT_CHECK(s == last || me.gradients.count(key), "check_schedules: rank ", r, " runs ",
                      op.str(), " before receiving its output gradient (", shape.str(), ")");
           }

@@ -15,8 +15,8 @@ namespace {
 using tt::Tensor;
 using tt::dist::P2POp;
 using tt::pp::OpKind;
-using tt::pp::PipeOp;
 using tt::pp::PipelineShape;
+using tt::pp::PipeOp;
 using tt::pp::StageBuffers;
 
 TEST(Ch14_2_Exchange, SendsTheStoredTensorsAndReceivesIntoNewBuffers) {
@@ -26,8 +26,8 @@ TEST(Ch14_2_Exchange, SendsTheStoredTensorsAndReceivesIntoNewBuffers) {
   buffers.outputs[{1, 0}] = out;
   // Rank 0 after F1: send its activation, receive micro-batch 0's gradient.
   const std::vector<P2POp> ops =
-      tt::pp::exchange_ops({{OpKind::kSendActivation, 1, 0}, {OpKind::kRecvGradient, 0, 0}},
-                           shape, 0, buffers, {2, 3}, {});
+      tt::pp::exchange_ops({{OpKind::kSendActivation, 1, 0}, {OpKind::kRecvGradient, 0, 0}}, shape,
+                           0, buffers, {2, 3}, {});
   ASSERT_EQ(ops.size(), 2u);
   EXPECT_EQ(ops[0].kind, P2POp::Kind::kSend);
   EXPECT_EQ(ops[0].peer, 1);
@@ -45,9 +45,8 @@ TEST(Ch14_2_Exchange, SendsTheStoredTensorsAndReceivesIntoNewBuffers) {
   // Rank 1 (last) after B1: send the input gradient down, receive micro-batch 2's activation.
   StageBuffers last;
   last.input_grads[{1, 0}] = tt::full({2, 3}, 3.0);
-  const std::vector<P2POp> back =
-      tt::pp::exchange_ops({{OpKind::kSendGradient, 1, 0}, {OpKind::kRecvActivation, 2, 0}},
-                           shape, 1, last, {2, 3}, {});
+  const std::vector<P2POp> back = tt::pp::exchange_ops(
+      {{OpKind::kSendGradient, 1, 0}, {OpKind::kRecvActivation, 2, 0}}, shape, 1, last, {2, 3}, {});
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[0].kind, P2POp::Kind::kSend);
   EXPECT_EQ(back[0].peer, 0);
@@ -62,8 +61,7 @@ TEST(Ch14_2_Exchange, InterleavedPeersWrapAround) {
   const PipelineShape shape{2, 2, 2};
   StageBuffers b;
   b.outputs[{0, 0}] = tt::zeros({4});
-  const auto ops =
-      tt::pp::exchange_ops({{OpKind::kSendActivation, 0, 0}}, shape, 1, b, {4}, {});
+  const auto ops = tt::pp::exchange_ops({{OpKind::kSendActivation, 0, 0}}, shape, 1, b, {4}, {});
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].peer, 0);
   EXPECT_EQ(ops[0].tag, 2 * (2 * 2 + 0));
@@ -88,9 +86,9 @@ TEST(Ch14_2_Exchange, NeighboursExchangeInOneBatchMpi) {
     StageBuffers alone;
     alone.outputs[{0, 0}] = tt::zeros({1});
     // A single stage has no neighbour to send to.
-    EXPECT_THROW((void)tt::pp::exchange_ops({{OpKind::kSendActivation, 0, 0}}, {1, 1, 1}, 0,
-                                            alone, {1}, {}),
-                 tt::Error);
+    EXPECT_THROW(
+        (void)tt::pp::exchange_ops({{OpKind::kSendActivation, 0, 0}}, {1, 1, 1}, 0, alone, {1}, {}),
+        tt::Error);
     return;
   }
   const PipelineShape shape{p, 1, 1};

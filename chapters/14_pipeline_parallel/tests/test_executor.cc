@@ -130,8 +130,8 @@ TEST(Ch14_Timeline, RecordsEveryOperationMpi) {
   const PipelineShape shape{p, 4, 1};
   const tt::pp::RankSchedule schedule = tt::pp::make_schedule(ScheduleKind::kOneFOneB, shape, r);
   ToyStages stages(shape, r);
-  const tt::pp::ExecutorResult result = tt::pp::run_schedule(
-      world, schedule, shape, stages, {{kRows, kC}, {}, /*timeline=*/true});
+  const tt::pp::ExecutorResult result =
+      tt::pp::run_schedule(world, schedule, shape, stages, {{kRows, kC}, {}, /*timeline=*/true});
   const tt::pp::Timeline& t = result.timeline;
   EXPECT_EQ(t.rank, r);
   // One event per compute operation and one per batch of transfers.

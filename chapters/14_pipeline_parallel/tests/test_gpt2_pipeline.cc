@@ -78,8 +78,7 @@ struct OneProcess {
 OneProcess one_process(int steps, int accum) {
   OneProcess r;
   r.model = std::make_unique<GPT2>(config(), kSeed);
-  r.optimizer =
-      std::make_unique<tt::optim::AdamW>(tt::gpt2::param_groups(*r.model, 0.1), adam());
+  r.optimizer = std::make_unique<tt::optim::AdamW>(tt::gpt2::param_groups(*r.model, 0.1), adam());
   Stream data(accum);
   for (int s = 0; s < steps; ++s) {
     const auto res = tt::gpt2::train_step(*r.model, *r.optimizer, std::ref(data),
@@ -217,7 +216,8 @@ TEST(Ch14_Pipeline, CheckpointResumesAtAnyPipelineSizeMpi) {
     EXPECT_EQ(optimizer.step_count(), 3);
     Stream data(m, 1, 0, /*skip_steps=*/3);
     for (int s = 3; s < 5; ++s) {
-      EXPECT_NEAR(trainer.step(optimizer, std::ref(data)).loss, ref.losses[s], kTol) << "step " << s;
+      EXPECT_NEAR(trainer.step(optimizer, std::ref(data)).loss, ref.losses[s], kTol)
+          << "step " << s;
     }
     trainer.gather_parameters();
     expect_same_parameters(model, *ref.model);

@@ -55,8 +55,7 @@ TEST(Ch14_P2P, BatchSendRecvChecksArgumentsMpi) {
     if (r == 0) {
       world.batch_send_recv({{P2POp::Kind::kSend, tt::zeros({4}), 1, 9}});
     } else if (r == 1) {
-      EXPECT_THROW(world.batch_send_recv({{P2POp::Kind::kRecv, tt::zeros({3}), 0, 9}}),
-                   tt::Error);
+      EXPECT_THROW(world.batch_send_recv({{P2POp::Kind::kRecv, tt::zeros({3}), 0, 9}}), tt::Error);
     }
     (void)n;
   }

@@ -55,8 +55,7 @@ TEST(Ch14_1_OneFOneB, TextbookTablesFourStages) {
 TEST(Ch14_1_OneFOneB, FewerMicroBatchesThanStages) {
   // m < p: the warm-up is cut to m, so the first rank runs all forwards, then all backwards.
   EXPECT_EQ(table(ScheduleKind::kOneFOneB, 4, 2),
-            (std::vector<std::string>{"F0 F1 B0 B1", "F0 F1 B0 B1", "F0 F1 B0 B1",
-                                      "F0 B0 F1 B1"}));
+            (std::vector<std::string>{"F0 F1 B0 B1", "F0 F1 B0 B1", "F0 F1 B0 B1", "F0 B0 F1 B1"}));
   EXPECT_EQ(table(ScheduleKind::kOneFOneB, 1, 3), (std::vector<std::string>{"F0 B0 F1 B1 F2 B2"}));
 }
 
@@ -140,14 +139,14 @@ TEST(Ch14_Schedule, ReplayFindsDeadlocksAndMissingInputs) {
   // Rank 1 receives both activations before it computes, but rank 0 sends micro-batch 1 only
   // after micro-batch 0's gradient came back: each waits for the other.
   std::vector<RankSchedule> bad = s;
-  bad[0] = {{OpKind::kForward, 0, 0}, {OpKind::kSendActivation, 0, 0},
+  bad[0] = {{OpKind::kForward, 0, 0},      {OpKind::kSendActivation, 0, 0},
             {OpKind::kRecvGradient, 0, 0}, {OpKind::kBackward, 0, 0},
-            {OpKind::kForward, 1, 0}, {OpKind::kSendActivation, 1, 0},
+            {OpKind::kForward, 1, 0},      {OpKind::kSendActivation, 1, 0},
             {OpKind::kRecvGradient, 1, 0}, {OpKind::kBackward, 1, 0}};
   bad[1] = {{OpKind::kRecvActivation, 0, 0}, {OpKind::kRecvActivation, 1, 0},
-            {OpKind::kForward, 0, 0}, {OpKind::kBackward, 0, 0},
-            {OpKind::kSendGradient, 0, 0}, {OpKind::kForward, 1, 0},
-            {OpKind::kBackward, 1, 0}, {OpKind::kSendGradient, 1, 0}};
+            {OpKind::kForward, 0, 0},        {OpKind::kBackward, 0, 0},
+            {OpKind::kSendGradient, 0, 0},   {OpKind::kForward, 1, 0},
+            {OpKind::kBackward, 1, 0},       {OpKind::kSendGradient, 1, 0}};
   try {
     tt::pp::check_schedules(bad, shape);
     ADD_FAILURE() << "a deadlocking pair of schedules was accepted";
@@ -180,8 +179,9 @@ TEST(Ch14_Schedule, MisuseIsRefused) {
     return std::string("(no error)");
   };
   // Interleaving needs m to be a multiple of p, and at least 2p.
-  const std::string m = message(
-      [] { (void)tt::pp::make_schedule(ScheduleKind::kInterleaved, {4, 6, 2}, 0); });
+  const std::string m = message([] {
+    (void)tt::pp::make_schedule(ScheduleKind::kInterleaved, {4, 6, 2}, 0);
+  });
   EXPECT_NE(m.find("multiple of the number of stages"), std::string::npos) << m;
   EXPECT_NE(m.find("m = 6"), std::string::npos) << m;
   EXPECT_THROW((void)tt::pp::make_schedule(ScheduleKind::kInterleaved, {4, 4, 2}, 0), tt::Error);
@@ -227,8 +227,8 @@ TEST(Ch14_4_Bubble, InterleavingShrinksTheBubble) {
       const double b1 = tt::pp::simulated_bubble(
           tt::pp::check_schedules(schedules(ScheduleKind::kOneFOneB, plain), plain));
       // Each chunk is half the layers: half the time per operation.
-      const double b2 = tt::pp::simulated_bubble(tt::pp::check_schedules(
-          schedules(ScheduleKind::kInterleaved, inter), inter, 0.5, 1.0));
+      const double b2 = tt::pp::simulated_bubble(
+          tt::pp::check_schedules(schedules(ScheduleKind::kInterleaved, inter), inter, 0.5, 1.0));
       EXPECT_LT(b2, b1) << inter.str();
       EXPECT_NEAR(b2, tt::pp::bubble_fraction(p, m, 2), 1e-12) << inter.str();
     }

@@ -115,10 +115,10 @@ std::vector<dist::P2POp> exchange_ops(const std::vector<PipeOp>& batch,
 
 /// One operation of a rank's measured timeline.
 struct TimelineEvent {
-  PipeOp op;             ///< the compute operation, or the first transfer of a batch
-  std::string label;     ///< "F3", "B0c1", or the batch's transfers ("sA0+rG1")
-  double start_ms = 0;   ///< start, from the step's begin
-  double end_ms = 0;     ///< end, from the step's begin
+  PipeOp op;            ///< the compute operation, or the first transfer of a batch
+  std::string label;    ///< "F3", "B0c1", or the batch's transfers ("sA0+rG1")
+  double start_ms = 0;  ///< start, from the step's begin
+  double end_ms = 0;    ///< end, from the step's begin
 };
 
 /// A rank's operations in one step, timed on its device (CUDA events) or on the host clock.
@@ -143,8 +143,8 @@ void write_timeline_csv(const Timeline& timeline, const std::string& path);
 
 /// Writes a gnuplot script that draws the CSV file `csv` as boxes on a time axis (F, B and the
 /// transfers in three colours, labelled) into the PNG file `png`, titled `title`.
-void write_gnuplot_script(const std::string& script, const std::string& csv,
-                          const std::string& png, const std::string& title);
+void write_gnuplot_script(const std::string& script, const std::string& csv, const std::string& png,
+                          const std::string& title);
 
 /// Runs `gnuplot script` when gnuplot is installed; returns false (after printing why to
 /// stderr) when it is not or when it fails.
@@ -234,8 +234,7 @@ class PipelineTrainer {
                   PipelineOptions options, int64_t B, int64_t T);
   /// One optimizer step (the sequence in the file comment) on options.micro_batches batches
   /// from `next_batch` (called m times on every rank). `optimizer` holds param_groups().
-  gpt2::TrainStepResult step(optim::Optimizer& optimizer,
-                             const std::function<Batch()>& next_batch);
+  gpt2::TrainStepResult step(optim::Optimizer& optimizer, const std::function<Batch()>& next_batch);
   /// The optimizer groups of this rank's parameters.
   std::vector<optim::ParamGroup> param_groups(double weight_decay) const {
     return stages_.param_groups(weight_decay);

@@ -136,9 +136,9 @@ int virtual_stage_of(const PipelineShape& shape, int rank, int chunk);
 
 /// The two ends of a transfer operation, as both sides agree on them.
 struct Transfer {
-  int peer = 0;         ///< the other rank
-  int tag = 0;          ///< the same number on the sender's and the receiver's side
-  bool send = false;    ///< this side sends (else it receives)
+  int peer = 0;           ///< the other rank
+  int tag = 0;            ///< the same number on the sender's and the receiver's side
+  bool send = false;      ///< this side sends (else it receives)
   bool gradient = false;  ///< a gradient (else an activation)
 };
 /// The peer and tag of transfer operation `op` on `rank`: an activation goes from virtual
@@ -149,9 +149,9 @@ Transfer transfer_of(const PipeOp& op, const PipelineShape& shape, int rank);
 
 /// One rank's operations timed by the idealized replay of check_schedules().
 struct SimulatedOp {
-  PipeOp op;           ///< the compute operation
-  double start = 0;    ///< start time (units of the costs given)
-  double end = 0;      ///< end time
+  PipeOp op;         ///< the compute operation
+  double start = 0;  ///< start time (units of the costs given)
+  double end = 0;    ///< end time
 };
 
 /// Replays `schedules` (one per rank, shape.stages of them) against each other, as the
