@@ -180,18 +180,21 @@ TEST(Ch14_Pipeline, DataTimesPipelineMpi) {
 }
 
 TEST(Ch14_Pipeline, CheckpointResumesAtAnyPipelineSizeMpi) {
-  // Train 3 steps at PP = world size, save one one-process checkpoint, resume for 2 steps at
-  // every pipeline size that divides the world (1, 2, 4): always the one-process run's 5 steps.
+  // Train 3 steps at PP = 2 (PP = 1 in a world of one), save one one-process checkpoint,
+  // resume for 2 steps at every pipeline size that divides the world (1, 2, 4): always the
+  // one-process run's 5 steps.
   dist::ProcessGroup& world = dist::world();
-  const int n = world.world_size(), m = 4;
+  const int n = world.world_size(), m = 4, saved_pp = std::min(n, 2);
   const OneProcess ref = one_process(5, m);
   tt::testing::TempDir dir;
   const std::string path = dir.file("pp.ckpt");
   {
+    // Pipelines of saved_pp consecutive ranks, each training the same model on the same data.
+    std::unique_ptr<dist::ProcessGroup> pp = world.split(world.rank() / saved_pp, world.rank());
     GPT2 model(config(), kSeed);
     PipelineOptions options;
     options.micro_batches = m;
-    PipelineTrainer trainer(model, world, nullptr, options, kB, kT);
+    PipelineTrainer trainer(model, *pp, nullptr, options, kB, kT);
     tt::optim::AdamW optimizer(trainer.param_groups(0.1), adam());
     Stream data(m);
     for (int s = 0; s < 3; ++s) trainer.step(optimizer, std::ref(data));
