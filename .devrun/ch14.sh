@@ -54,11 +54,12 @@ for np in 2 4; do
     bench "$np" 1f1b "$m" 1
   done
   bench "$np" interleaved 8 2
+  bench "$np" 1f1b 8 1 --ops fast
 done
 step "larger shapes: GPT-2 774M (L=36 C=1280) and a 1.3B shape (L=24 C=2048), B=1, 1F1B m=8"
 for np in 2 4; do
-  bench "$np" 1f1b 8 1 --layers 36 --heads 20 --channels 1280 --batch 1 --steps 3
-  bench "$np" 1f1b 8 1 --layers 24 --heads 16 --channels 2048 --batch 1 --steps 3
+  bench "$np" 1f1b 8 1 --layers 36 --heads 20 --channels 1280 --batch 1 --steps 3 --ops fast
+  bench "$np" 1f1b 8 1 --layers 24 --heads 16 --channels 2048 --batch 1 --steps 3 --ops fast
 done
 step "PyTorch torch.distributed.pipelining, same shapes (GPT-2 124M, fp32 naive attention, B=4 T=1024)"
 cat >/tmp/torch_pp_bench.py <<'PY'

@@ -22,7 +22,7 @@ struct Args {
   int layers = 12, heads = 12, channels = 768, vocab = 50257;
   int64_t batch = 4, seq = 1024;
   int micro_batches = 8, chunks = 1, steps = 6, warmup = 2;
-  std::string schedule = "1f1b", device = "cpu", timeline_dir;
+  std::string schedule = "1f1b", device = "cpu", ops = "reference", timeline_dir;
   bool uniform = false;
 };
 
@@ -40,6 +40,7 @@ int run(const Args& a) {
       a.device == "cuda" ? tt::Device::cuda(world.local_rank()) : tt::Device::cpu();
   tt::gpt2::GPT2 model(config, 1337);
   model.to(device);
+  model.set_ops(tt::gpt2::model_ops(a.ops));  // e.g. chapter 10's "fast" (FlashAttention)
   tt::pp::PipelineOptions options;
   options.schedule = tt::pp::parse_schedule_kind(a.schedule);
   options.micro_batches = a.micro_batches;
@@ -98,11 +99,11 @@ int run(const Args& a) {
     const double tok_s = static_cast<double>(a.batch * a.seq * a.micro_batches) / (step_ms / 1e3);
     const double memory = peaks.data<double>()[0] / p, in_flight = peaks.data<double>()[1] / p;
     std::printf(
-        "pipeline %s %s (%s, B=%lld T=%lld): bubble measured %.4f, theory %.4f, replay %.4f; step %.2f ms, %.0f "
+        "pipeline %s %s (%s, B=%lld T=%lld, ops %s): bubble measured %.4f, theory %.4f, replay %.4f; step %.2f ms, %.0f "
         "tok/s; mean peak memory %.1f MiB, mean peak chunks in flight %.2f\n",
         a.schedule.c_str(), shape.str().c_str(), config.str().c_str(),
-        static_cast<long long>(a.batch), static_cast<long long>(a.seq), measured_bubble, theory,
-        replayed, step_ms, tok_s, memory, in_flight);
+        static_cast<long long>(a.batch), static_cast<long long>(a.seq), a.ops.c_str(),
+        measured_bubble, theory, replayed, step_ms, tok_s, memory, in_flight);
     // The same numbers as one CSV row (.devrun/ch14.sh collects them).
     std::printf("csv,%d,%d,%lld,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.layers, a.channels,
                 static_cast<long long>(a.batch), a.schedule.c_str(), p, a.micro_batches, a.chunks,
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
       "usage: mpirun -np P tt_pipeline_bench [--schedule afab|1f1b|interleaved]\n"
       "  [--micro-batches M] [--chunks V] [--layers L] [--heads NH] [--channels C] [--vocab V]\n"
       "  [--batch B] [--seq T] [--steps N] [--warmup W] [--device cpu|cuda]\n"
+      "  [--ops reference|fast] (the blocks' attention, linear layers and loss)\n"
       "  [--uniform-costs] [--timeline-dir DIR]\n");
   args.option("--schedule", &a.schedule)
       .option("--micro-batches", &a.micro_batches)
@@ -149,6 +151,7 @@ int main(int argc, char** argv) {
       .option("--steps", &a.steps)
       .option("--warmup", &a.warmup)
       .option("--device", &a.device)
+      .option("--ops", &a.ops)
       .option("--timeline-dir", &a.timeline_dir)
       .flag("--uniform-costs", &a.uniform);
   args.parse(argc, argv);
