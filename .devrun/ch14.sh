@@ -38,7 +38,7 @@ for np in 2 4; do
 done
 
 step "bubble measurements (GPT-2 124M shape, fp32, B=4 T=1024 per micro-batch)"
-echo "layers,channels,B,schedule,p,m,v,bubble_measured,bubble_theory,bubble_replay,step_ms,tok_s,peak_mib" >"$OUT/bubble.csv"
+echo "layers,channels,B,ops,schedule,p,m,v,bubble_measured,bubble_theory,bubble_replay,step_ms,tok_s,peak_mib" >"$OUT/bubble.csv"
 bench() {  # np schedule m v [extra args]
   local np=$1 sched=$2 m=$3 v=$4; shift 4
   [ "$gpus" -ge "$np" ] || return 0

@@ -105,9 +105,10 @@ int run(const Args& a) {
         static_cast<long long>(a.batch), static_cast<long long>(a.seq), a.ops.c_str(),
         measured_bubble, theory, replayed, step_ms, tok_s, memory, in_flight);
     // The same numbers as one CSV row (.devrun/ch14.sh collects them).
-    std::printf("csv,%d,%d,%lld,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.layers, a.channels,
-                static_cast<long long>(a.batch), a.schedule.c_str(), p, a.micro_batches, a.chunks,
-                measured_bubble, theory, replayed, step_ms, tok_s, memory);
+    std::printf("csv,%d,%d,%lld,%s,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.layers,
+                a.channels, static_cast<long long>(a.batch), a.ops.c_str(), a.schedule.c_str(), p,
+                a.micro_batches, a.chunks, measured_bubble, theory, replayed, step_ms, tok_s,
+                memory);
   }
   if (!a.timeline_dir.empty()) {
     const std::string base = a.timeline_dir + "/" + a.schedule + "_p" + std::to_string(p) + "_m" +
