@@ -105,8 +105,12 @@ TEST(Ch14_2_Exchange, NeighboursExchangeInOneBatchMpi) {
     batch.push_back({OpKind::kRecvActivation, 0, 0});
   }
   world.batch_send_recv(tt::pp::exchange_ops(batch, shape, r, b, {3}, {}));
-  if (r > 0) EXPECT_EQ(b.inputs.at({0, 0}).data<float>()[2], 100.0f + (r - 1));
-  if (r + 1 < p) EXPECT_EQ(b.output_grads.at({0, 0}).data<float>()[0], 200.0f + (r + 1));
+  if (r > 0) {
+    EXPECT_EQ(b.inputs.at({0, 0}).data<float>()[2], 100.0f + (r - 1));
+  }
+  if (r + 1 < p) {
+    EXPECT_EQ(b.output_grads.at({0, 0}).data<float>()[0], 200.0f + (r + 1));
+  }
   world.barrier();
 }
 

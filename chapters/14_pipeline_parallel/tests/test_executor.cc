@@ -115,7 +115,9 @@ TEST(Ch14_Executor, EveryScheduleEqualsOneProcessUnderTheWatchdogMpi) {
     const bool last = r == tt::pp::place_of(shape, shape.virtual_stages() - 1).rank;
     EXPECT_NEAR(result.loss_sum, last ? ref.loss_sum : 0.0, 1e-4 * std::max(1.0, ref.loss_sum));
     // Activation memory: micro-batch chunks between their forward and their backward.
-    if (kind == ScheduleKind::kAfab) EXPECT_EQ(result.peak_in_flight, shape.micro_batches);
+    if (kind == ScheduleKind::kAfab) {
+      EXPECT_EQ(result.peak_in_flight, shape.micro_batches);
+    }
     if (kind == ScheduleKind::kOneFOneB) {
       EXPECT_EQ(result.peak_in_flight, std::min(p - r, shape.micro_batches));
     }
@@ -165,7 +167,8 @@ TEST(Ch14_Timeline, RecordsEveryOperationMpi) {
   std::getline(in, header);
   std::getline(in, first);
   EXPECT_EQ(header, "rank,kind,label,micro_batch,chunk,start_ms,end_ms");
-  EXPECT_EQ(first.rfind(std::to_string(r) + (r == 0 ? ",F,F0,0,0," : ",X,rA0,0,0,"), 0)) << first;
+  const std::string prefix = std::to_string(r) + (r == 0 ? ",F,F0,0,0," : ",X,rA0,0,0,");
+  EXPECT_EQ(first.rfind(prefix, 0), 0u) << first;
   tt::pp::write_gnuplot_script(script, csv, dir.file("timeline.png"), "rank " + std::to_string(r));
   if (tt::pp::run_gnuplot(script)) {
     EXPECT_GT(std::filesystem::file_size(dir.file("timeline.png")), 0u);
