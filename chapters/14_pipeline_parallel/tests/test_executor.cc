@@ -96,8 +96,13 @@ std::vector<std::pair<ScheduleKind, PipelineShape>> cases(int p) {
 TEST(Ch14_Executor, EveryScheduleEqualsOneProcessUnderTheWatchdogMpi) {
   dist::ProcessGroup& world = dist::world();
   const int p = world.world_size(), r = world.rank();
-  // A deadlock ends the process (status 124) after 30 s instead of hanging the test.
-  const double saved = world.timeout_seconds();
+  // A deadlock ends the process (status 124) after 30 s instead of hanging the test; the limit
+  // is restored however the test ends.
+  struct Limit {
+    dist::ProcessGroup& group;
+    double saved;
+    ~Limit() { group.set_timeout_seconds(saved); }
+  } limit{world, world.timeout_seconds()};
   world.set_timeout_seconds(30);
   for (const auto& [kind, shape] : cases(p)) {
     SCOPED_TRACE(std::string(tt::pp::schedule_kind_name(kind)) + " " + shape.str());
@@ -122,7 +127,6 @@ TEST(Ch14_Executor, EveryScheduleEqualsOneProcessUnderTheWatchdogMpi) {
       EXPECT_EQ(result.peak_in_flight, std::min(p - r, shape.micro_batches));
     }
   }
-  world.set_timeout_seconds(saved);
   world.barrier();
 }
 
