@@ -111,21 +111,21 @@ Tensor GPT2::parameter(const std::string& name) const {
            "h.0.attn.c_attn.weight, ln_f.bias)");
 }
 
-Tensor GPT2::hidden(const Tensor& idx) {
+Tensor GPT2::embed(const Tensor& idx) {
   TT_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64,
            "GPT2::forward: idx must be int64 [B, T], got ",
            idx.defined() ? idx.describe() : std::string("an undefined tensor"));
   const int64_t T = idx.size(1);
   TT_CHECK(T >= 1 && T <= config_.block_size, "GPT2::forward: sequence length T = ", T,
            " must be in [1, block_size = ", config_.block_size, "]");
+  if (ops_->embed) return ops_->embed(idx, *wte, *wpe);
+  const Tensor pos = arange(0, static_cast<double>(T), 1, {DType::kInt64, idx.device()});
+  return add(wte->forward(idx), wpe->forward(pos));  // [B, T, C] + [T, C]
+}
+
+Tensor GPT2::hidden(const Tensor& idx) {
+  Tensor x = embed(idx);
   const ModelOps& ops = *ops_;
-  Tensor x;
-  if (ops.embed) {
-    x = ops.embed(idx, *wte, *wpe);
-  } else {
-    const Tensor pos = arange(0, static_cast<double>(T), 1, {DType::kInt64, idx.device()});
-    x = add(wte->forward(idx), wpe->forward(pos));  // [B, T, C] + [T, C]
-  }
   if (ops.residual_layernorm || ops.linear || ops.linear_gelu || ops.recompute) {
     return fused_blocks(x);
   }
@@ -154,7 +154,11 @@ Tensor GPT2::fused_blocks(const Tensor& x0) {
 }
 
 Tensor GPT2::forward(const Tensor& idx) {
-  Tensor x = hidden(idx);
+  return logits(hidden(idx));
+}
+
+Tensor GPT2::logits(const Tensor& h) {
+  Tensor x = h;
   // A mixed-precision set (chapter 11) ends the blocks in bfloat16: the logits are computed in
   // the head's float32 (a plain conversion: training goes through classifier_loss instead).
   if (x.dtype() != wte->weight.dtype()) {
@@ -175,11 +179,20 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
   TT_CHECK(targets.defined() && targets.shape() == idx.shape(), "GPT2::loss: targets ",
            targets.defined() ? targets.describe() : std::string("(undefined)"),
            " must have the shape of idx ", idx.describe());
+  return loss_from_hidden(hidden(idx), targets);
+}
+
+Tensor GPT2::loss_from_hidden(const Tensor& h, const Tensor& targets) {
+  TT_CHECK(h.defined() && h.dim() == 3 && targets.defined() && targets.dim() == 2 &&
+               h.size(0) == targets.size(0) && h.size(1) == targets.size(1),
+           "GPT2::loss_from_hidden: hidden states ",
+           h.defined() ? h.describe() : std::string("(undefined)"), " and targets ",
+           targets.defined() ? targets.describe() : std::string("(undefined)"),
+           " must be [B, T, C] and [B, T]");
   if (ops_->classifier_loss) {
-    return ops_->classifier_loss(hidden(idx), wte->weight, config_.vocab_size, targets);
+    return ops_->classifier_loss(h, wte->weight, config_.vocab_size, targets);
   }
-  const Tensor logits = forward(idx);
-  return cross_entropy(view(logits, {-1, config_.vocab_size}), targets.reshape({-1}));
+  return cross_entropy(view(logits(h), {-1, config_.vocab_size}), targets.reshape({-1}));
 }
 
 std::vector<std::string> missing_training_kernels(DeviceType device) {

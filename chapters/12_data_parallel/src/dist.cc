@@ -315,6 +315,11 @@ std::unique_ptr<BackendWork> Backend::all_reduce_async(const Tensor& t, ReduceOp
   return std::make_unique<DoneWork>();
 }
 
+void Backend::batch_send_recv(const std::vector<P2POp>& ops) {
+  TT_THROW("tt::dist batch_send_recv of ", ops.size(), " transfers: the '", name(),
+           "' backend has no batched point-to-point calls");
+}
+
 std::unique_ptr<Backend> Backend::split(int color, int key) {
   TT_THROW("tt::dist split(color=", color, ", key=", key, "): the '", name(),
            "' backend cannot be split into sub-groups");
@@ -463,6 +468,31 @@ void ProcessGroup::recv(const Tensor& t, int src, int tag) {
   backend_->recv(t, src, tag);
 }
 
+void ProcessGroup::batch_send_recv(const std::vector<P2POp>& ops) {
+  if (ops.empty()) return;
+  int64_t sent = 0, received = 0;
+  for (const P2POp& op : ops) {
+    const bool send = op.kind == P2POp::Kind::kSend;
+    check_tensor(send ? "batch_send_recv (send)" : "batch_send_recv (recv)", op.tensor, false);
+    check_peer("batch_send_recv", op.peer);
+    TT_CHECK(op.tensor.device() == ops.front().tensor.device(), "tt::dist batch_send_recv (",
+             where(), "): ", op.tensor.describe(), " and ", ops.front().tensor.describe(),
+             " are on different devices (one batch moves tensors of one device)");
+    (send ? sent : received) +=
+        op.tensor.numel() * static_cast<int64_t>(dtype_size(op.tensor.dtype()));
+  }
+  Backend& backend = backend_for(ops.front().tensor);
+  {
+    Watchdog::Scope scope(*watchdog_,
+                          detail::str("batch_send_recv of ", ops.size(), " transfers (", sent,
+                                      " bytes sent, ", received, " bytes received)"),
+                          timeout_s_);
+    backend.batch_send_recv(ops);
+  }
+  bytes_ += sent;
+  ring_bytes_ += sent;
+}
+
 std::unique_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   TT_CHECK(color >= 0, "tt::dist split (", where(), "): color must be >= 0, got ", color);
   std::unique_ptr<Backend> sub;
@@ -513,6 +543,31 @@ class SelfBackend final : public Backend {
   void recv(const Tensor& t, int, int) override {
     TT_THROW("tt::dist recv (rank 0 of 1): ", t.describe(),
              ": a blocking receive from itself never completes in a world of one process");
+  }
+  // Every receive takes the first unused send of the same tag (a transfer to itself).
+  void batch_send_recv(const std::vector<P2POp>& ops) override {
+    std::vector<bool> used(ops.size(), false);
+    for (const P2POp& r : ops) {
+      if (r.kind != P2POp::Kind::kRecv) continue;
+      bool found = false;
+      for (std::size_t i = 0; i < ops.size() && !found; ++i) {
+        const P2POp& s = ops[i];
+        if (used[i] || s.kind != P2POp::Kind::kSend || s.tag != r.tag) continue;
+        TT_CHECK(s.tensor.numel() == r.tensor.numel() && s.tensor.dtype() == r.tensor.dtype(),
+                 "tt::dist batch_send_recv (rank 0 of 1): sends ", s.tensor.describe(),
+                 " with tag ", s.tag, " but receives into ", r.tensor.describe());
+        r.tensor.copy_(s.tensor.view(r.tensor.shape()));
+        used[i] = found = true;
+      }
+      TT_CHECK(found, "tt::dist batch_send_recv (rank 0 of 1): a receive into ",
+               r.tensor.describe(), " with tag ", r.tag,
+               " has no send in the same batch (it would never complete)");
+    }
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      TT_CHECK(used[i] || ops[i].kind == P2POp::Kind::kRecv,
+               "tt::dist batch_send_recv (rank 0 of 1): a send of ", ops[i].tensor.describe(),
+               " with tag ", ops[i].tag, " has no receive in the same batch");
+    }
   }
 };
 

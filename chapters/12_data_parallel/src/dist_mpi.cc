@@ -181,6 +181,31 @@ class MpiBackend final : public Backend {
         "MPI_Recv (a larger message than the buffer is MPI_ERR_TRUNCATE)", rank_);
     check_received(status, t, src, "recv");
   }
+  void batch_send_recv(const std::vector<P2POp>& ops) override {
+    std::vector<MPI_Request> requests(ops.size(), MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      const int n = count_of(op.tensor, "batch_send_recv");
+      const MPI_Datatype type = mpi_type(op.tensor.dtype());
+      if (op.kind == P2POp::Kind::kSend) {
+        check_mpi(MPI_Isend(op.tensor.data_ptr(), n, type, op.peer, op.tag, comm_, &requests[i]),
+                  "MPI_Isend", rank_);
+      } else {
+        check_mpi(MPI_Irecv(op.tensor.data_ptr(), n, type, op.peer, op.tag, comm_, &requests[i]),
+                  "MPI_Irecv", rank_);
+      }
+    }
+    std::vector<MPI_Status> statuses(ops.size());
+    check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()),
+              "MPI_Waitall of batch_send_recv (a larger message than the buffer is "
+              "MPI_ERR_TRUNCATE)",
+              rank_);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind == P2POp::Kind::kRecv) {
+        check_received(statuses[i], ops[i].tensor, ops[i].peer, "batch_send_recv");
+      }
+    }
+  }
 
  private:
   // A message shorter than the buffer is legal in MPI; here it is a mismatched pair of calls.

@@ -208,6 +208,25 @@ class NcclBackend final : public Backend {
   std::shared_ptr<DeviceMark> mark() override {
     return std::make_shared<CudaMark>(device_, cuda::stream(device_));
   }
+  // One NCCL group: the transfers progress together, so a pair of ranks that send to each
+  // other in the same batch does not wait on the order of the calls.
+  void batch_send_recv(const std::vector<P2POp>& ops) override {
+    run("ncclGroupEnd", detail::str("batch_send_recv of ", ops.size(), " transfers"), [&] {
+      check(ncclGroupStart(), "ncclGroupStart", "batch_send_recv");
+      for (const P2POp& op : ops) {
+        const auto n = static_cast<size_t>(op.tensor.numel());
+        const ncclDataType_t type = nccl_type(op.tensor.dtype());
+        if (op.kind == P2POp::Kind::kSend) {
+          check(ncclSend(op.tensor.data_ptr(), n, type, op.peer, comm_, stream_), "ncclSend",
+                detail::str(op.tensor.describe(), " to rank ", op.peer));
+        } else {
+          check(ncclRecv(op.tensor.data_ptr(), n, type, op.peer, comm_, stream_), "ncclRecv",
+                detail::str(op.tensor.describe(), " from rank ", op.peer));
+        }
+      }
+      return ncclGroupEnd();
+    })->wait();
+  }
   void send_recv(const Tensor& send, int, const Tensor&, int, int) override { cpu_only(send); }
   void send(const Tensor& t, int, int) override { cpu_only(t); }
   void recv(const Tensor& t, int, int) override { cpu_only(t); }

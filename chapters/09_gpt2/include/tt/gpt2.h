@@ -121,6 +121,18 @@ class GPT2 : public nn::Module {
   /// ops().classifier_loss on hidden(idx) when set (the logits need not exist then).
   Tensor loss(const Tensor& idx, const Tensor& targets);
 
+  /// The input of the first block for int64 tokens idx [B, T]: wte(idx) + wpe(0..T), [B, T, C],
+  /// through ops().embed when set (chapter 13's vocab-parallel embedding); throws tt::Error for
+  /// another idx or T > block_size. A pipeline's first stage runs it.
+  Tensor embed(const Tensor& idx);
+  /// Logits [B, T, V] of hidden states h [B, T, C] (ln_f's output): the tied head (see
+  /// forward()).
+  Tensor logits(const Tensor& h);
+  /// Mean cross-entropy of the head on hidden states h [B, T, C] (ln_f's output) against int64
+  /// targets [B, T], through ops().classifier_loss when set: loss(idx, targets) is
+  /// loss_from_hidden(hidden(idx), targets). A pipeline's last stage runs it.
+  Tensor loss_from_hidden(const Tensor& h, const Tensor& targets);
+
   std::shared_ptr<nn::Embedding> wte;   ///< token embedding [Vp, C], also the lm_head
   std::shared_ptr<nn::Embedding> wpe;   ///< position embedding [maxT, C]
   std::shared_ptr<nn::ModuleList> h;    ///< the L blocks

@@ -30,6 +30,12 @@
 /// NCCL_NVLS_ENABLE is set to 0 before the communicator is created unless the environment sets
 /// it (NVLink SHARP multicast is not available on every multi-GPU machine).
 ///
+/// Batched point-to-point transfers (batch_send_recv, chapter 14's pipeline stages): the sends
+/// and receives of one batch are all started, then all completed (MPI_Isend/MPI_Irecv and
+/// MPI_Waitall on the CPU; ncclSend/ncclRecv between ncclGroupStart and ncclGroupEnd on CUDA,
+/// the compute stream ordered after them). A batch that both sends to and receives from a peer
+/// cannot deadlock on the order of the two, as a blocking send then receive can.
+///
 /// Nonblocking all-reduce: all_reduce_async() starts the collective and returns a Work; the
 /// result is in the tensor after Work::wait() (MPI_Iallreduce on the CPU; on CUDA the compute
 /// stream waits on the NCCL stream). DistributedDataParallel uses it to overlap each bucket's
@@ -54,6 +60,19 @@ enum class ReduceOp {
 
 /// "sum" or "avg".
 const char* reduce_op_name(ReduceOp op);
+
+/// One transfer of a batch of point-to-point calls (ProcessGroup::batch_send_recv).
+struct P2POp {
+  /// Whether this rank sends its tensor or receives into it.
+  enum class Kind {
+    kSend,  ///< send `tensor` to `peer`
+    kRecv,  ///< receive into `tensor` from `peer`
+  };
+  Kind kind = Kind::kSend;  ///< send or receive
+  Tensor tensor;            ///< the data sent, or the buffer that receives (the exact size)
+  int peer = 0;             ///< the other rank, in the group
+  int tag = 0;              ///< matches a send with a receive (MPI); NCCL matches them in order
+};
 
 /// A point in the queue of one device's work (CUDA: a timing event recorded on a stream). It is
 /// reached when the device has run everything queued before it on that stream; the GPU's own
@@ -130,6 +149,11 @@ class Backend {
   virtual void send(const Tensor& t, int dst, int tag) = 0;
   /// Blocking receive into `t` from rank `src`; throws when the message has another size.
   virtual void recv(const Tensor& t, int src, int tag) = 0;
+  /// Starts every transfer of `ops` (all CPU tensors, or all CUDA tensors of this backend's
+  /// device) and returns when all have completed (CUDA: when the compute stream is ordered
+  /// after them); throws when a received message has another size than its buffer. The
+  /// default throws tt::Error (a backend without batched point-to-point calls).
+  virtual void batch_send_recv(const std::vector<P2POp>& ops);
   /// A backend over the ranks that pass the same `color`, ordered by (`key`, rank); a
   /// collective of this backend's ranks (MPI_Comm_split). It keeps local_rank() (the GPU).
   /// The default throws tt::Error (a backend that cannot be split).
@@ -232,6 +256,13 @@ class ProcessGroup {
   void send(const Tensor& t, int dst, int tag = 0);
   /// Blocking point-to-point receive; its size must match what the peer sent.
   void recv(const Tensor& t, int src, int tag = 0);
+  /// Runs the sends and receives of `ops` as one batch (see the file comment): all CPU tensors
+  /// (MPI) or all CUDA tensors of this rank's GPU (NCCL), contiguous, float32, float64, int64
+  /// or (NCCL only) bfloat16. Every send must meet a receive of the same size (and tag) on its
+  /// peer, in a batch that the peer can reach; NCCL pairs the transfers between two ranks in
+  /// the order they are listed. Guarded by the watchdog on the CPU. An empty batch does
+  /// nothing.
+  void batch_send_recv(const std::vector<P2POp>& ops);
   /// A new group of the ranks of this group that pass the same `color` (>= 0), ranked by
   /// (`key`, rank in this group): chapter 13's data- and tensor-parallel groups. Every rank of
   /// this group must call it (a collective: MPI_Comm_split on the CPU backend). CUDA tensors of

@@ -1,0 +1,168 @@
+// tt_pipeline_bench: trains a GPT-2 shape as a pipeline (one stage per rank) on random tokens
+// and measures what chapter 14 teaches: the bubble fraction from each rank's timeline against
+// (p-1)/(v m + p - 1) and the idealized replay, tokens per second, peak activation chunks in
+// flight and peak device memory. Writes each rank's measured and replayed timelines (CSV, a
+// gnuplot script, a PNG when gnuplot is installed) into --timeline-dir.
+//
+//   mpirun -np 4 tt_pipeline_bench --schedule 1f1b --micro-batches 8 --device cuda
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tt/backend.h"
+#include "tt/cli.h"
+#include "tt/dist.h"
+#include "tt/generator.h"
+#include "tt/pipeline.h"
+#include "tt/timer.h"
+
+namespace {
+
+struct Args {
+  int layers = 12, heads = 12, channels = 768, vocab = 50257;
+  int64_t batch = 4, seq = 1024;
+  int micro_batches = 8, chunks = 1, steps = 6, warmup = 2;
+  std::string schedule = "1f1b", device = "cpu", ops = "reference", timeline_dir;
+  bool uniform = false;
+};
+
+int run(const Args& a) {
+  tt::dist::ProcessGroup& world = tt::dist::world();
+  const int p = world.world_size(), rank = world.rank();
+  tt::gpt2::GPT2Config config;
+  config.n_layer = a.layers;
+  config.n_head = a.heads;
+  config.n_embd = a.channels;
+  config.vocab_size = a.vocab;
+  config.padded_vocab_size = (a.vocab + 127) / 128 * 128;
+  config.block_size = a.seq;
+  const tt::Device device =
+      a.device == "cuda" ? tt::Device::cuda(world.local_rank()) : tt::Device::cpu();
+  tt::gpt2::GPT2 model(config, 1337);
+  model.to(device);
+  model.set_ops(tt::gpt2::model_ops(a.ops));  // e.g. chapter 10's "fast" (FlashAttention)
+  tt::pp::PipelineOptions options;
+  options.schedule = tt::pp::parse_schedule_kind(a.schedule);
+  options.micro_batches = a.micro_batches;
+  options.chunks = a.chunks;
+  options.timeline = true;
+  if (a.uniform) options.block_costs.assign(static_cast<std::size_t>(a.layers), 1.0);
+  tt::pp::PipelineTrainer trainer(model, world, nullptr, options, a.batch, a.seq);
+  tt::optim::AdamWOptions adam;
+  adam.lr = 1e-4;
+  tt::optim::AdamW optimizer(trainer.param_groups(0.1), adam);
+  tt::Generator gen(42);
+  const auto next_batch = [&] {
+    std::vector<int64_t> tokens(static_cast<std::size_t>(a.batch * (a.seq + 1)));
+    for (int64_t& t : tokens)
+      t = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(config.vocab_size));
+    std::vector<int64_t> x, y;
+    for (int64_t b = 0; b < a.batch; ++b) {
+      for (int64_t t = 0; t < a.seq; ++t) {
+        x.push_back(tokens[static_cast<std::size_t>(b * (a.seq + 1) + t)]);
+        y.push_back(tokens[static_cast<std::size_t>(b * (a.seq + 1) + t + 1)]);
+      }
+    }
+    return tt::Batch{tt::from_vector(x, {a.batch, a.seq}), tt::from_vector(y, {a.batch, a.seq})};
+  };
+
+  double ms = 0, bubble = 0;
+  int measured = 0;
+  for (int s = 0; s < a.warmup + a.steps; ++s) {
+    const auto r = trainer.step(optimizer, next_batch);
+    if (s < a.warmup) continue;
+    const tt::pp::Timeline& t = trainer.last().timeline;
+    ms += t.span_ms;
+    bubble += t.bubble();
+    ++measured;
+    if (rank == 0 && s == a.warmup + a.steps - 1) std::printf("last loss %.4f\n", r.loss);
+  }
+  // Means over the ranks of each rank's mean bubble and step time.
+  tt::Tensor stats = tt::from_vector<double>({bubble / measured / p, ms / measured}, {2});
+  world.all_reduce(stats);
+  const double step_ms = stats.data<double>()[1] / p;
+  const tt::pp::PipelineShape shape = trainer.shape();
+  std::vector<tt::pp::RankSchedule> all;
+  for (int r = 0; r < p; ++r) all.push_back(tt::pp::make_schedule(options.schedule, shape, r));
+  const auto replay = tt::pp::check_schedules(all, shape, 1.0 / a.chunks, 2.0 / a.chunks);
+  const double peak_mib =
+      static_cast<double>(
+          tt::backend_for(device.type).allocator(device.index).stats().peak_allocated) /
+      (1024.0 * 1024.0);
+  tt::Tensor peaks =
+      tt::from_vector<double>({peak_mib, double(trainer.last().peak_in_flight)}, {2});
+  world.all_reduce(peaks);  // sums: the mean is printed
+  if (rank == 0) {
+    const double measured_bubble = stats.data<double>()[0];
+    const double theory = tt::pp::bubble_fraction(shape.stages, shape.micro_batches, shape.chunks);
+    const double replayed = tt::pp::simulated_bubble(replay);
+    const double tok_s = static_cast<double>(a.batch * a.seq * a.micro_batches) / (step_ms / 1e3);
+    const double memory = peaks.data<double>()[0] / p, in_flight = peaks.data<double>()[1] / p;
+    std::printf(
+        "pipeline %s %s (%s, B=%lld T=%lld, ops %s): bubble measured %.4f, theory %.4f, replay %.4f; step %.2f ms, %.0f "
+        "tok/s; mean peak memory %.1f MiB, mean peak chunks in flight %.2f\n",
+        a.schedule.c_str(), shape.str().c_str(), config.str().c_str(),
+        static_cast<long long>(a.batch), static_cast<long long>(a.seq), a.ops.c_str(),
+        measured_bubble, theory, replayed, step_ms, tok_s, memory, in_flight);
+    // The same numbers as one CSV row (.devrun/ch14.sh collects them).
+    std::printf("csv,%d,%d,%lld,%s,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.layers,
+                a.channels, static_cast<long long>(a.batch), a.ops.c_str(), a.schedule.c_str(), p,
+                a.micro_batches, a.chunks, measured_bubble, theory, replayed, step_ms, tok_s,
+                memory);
+  }
+  if (!a.timeline_dir.empty()) {
+    const std::string base = a.timeline_dir + "/" + a.schedule + "_p" + std::to_string(p) + "_m" +
+                             std::to_string(a.micro_batches) + "_rank" + std::to_string(rank);
+    tt::pp::write_timeline_csv(trainer.last().timeline, base + ".csv");
+    tt::pp::write_gnuplot_script(
+        base + ".gnuplot", base + ".csv", base + ".png",
+        "measured: " + a.schedule + " " + shape.str() + " rank " + std::to_string(rank));
+    tt::pp::run_gnuplot(base + ".gnuplot");
+    const tt::pp::Timeline ideal = tt::pp::simulated_timeline(replay[rank], rank);
+    tt::pp::write_timeline_csv(ideal, base + "_theory.csv");
+    tt::pp::write_gnuplot_script(base + "_theory.gnuplot", base + "_theory.csv",
+                                 base + "_theory.png",
+                                 "theory (t_b = 2 t_f): " + a.schedule + " " + shape.str() +
+                                     " rank " + std::to_string(rank));
+    tt::pp::run_gnuplot(base + "_theory.gnuplot");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  tt::ArgParser args(
+      "tt_pipeline_bench",
+      "usage: mpirun -np P tt_pipeline_bench [--schedule afab|1f1b|interleaved]\n"
+      "  [--micro-batches M] [--chunks V] [--layers L] [--heads NH] [--channels C] [--vocab V]\n"
+      "  [--batch B] [--seq T] [--steps N] [--warmup W] [--device cpu|cuda]\n"
+      "  [--ops reference|fast] (the blocks' attention, linear layers and loss)\n"
+      "  [--uniform-costs] [--timeline-dir DIR]\n");
+  args.option("--schedule", &a.schedule)
+      .option("--micro-batches", &a.micro_batches)
+      .option("--chunks", &a.chunks)
+      .option("--layers", &a.layers)
+      .option("--heads", &a.heads)
+      .option("--channels", &a.channels)
+      .option("--vocab", &a.vocab)
+      .option("--batch", &a.batch)
+      .option("--seq", &a.seq)
+      .option("--steps", &a.steps)
+      .option("--warmup", &a.warmup)
+      .option("--device", &a.device)
+      .option("--ops", &a.ops)
+      .option("--timeline-dir", &a.timeline_dir)
+      .flag("--uniform-costs", &a.uniform);
+  args.parse(argc, argv);
+  int rc = 1;
+  try {
+    rc = run(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tt_pipeline_bench (rank %d): %s\n", tt::dist::world().rank(), e.what());
+    return 1;  // mpirun ends the other ranks
+  }
+  tt::dist::finalize();
+  return rc;
+}

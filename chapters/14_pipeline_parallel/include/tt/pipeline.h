@@ -1,0 +1,279 @@
+/// @file pipeline.h
+/// @brief Pipeline parallelism: the layer stack cut into stages by cost, the executor that runs
+/// any schedule of tt/pipeline_schedule.h with point-to-point transfers between the stages, its
+/// timeline, and GPT-2 (chapter 09's model) trained as a pipeline, alone (PP) or with data
+/// parallelism (DP x PP) (chapter 14).
+///
+/// One step of a pipeline rank, in the order PipelineTrainer::step runs it:
+/// @code
+///   zero the gradients of this rank's parameters
+///   run_schedule: F and B of the rank's chunks for m micro-batches, activations and their
+///                 gradients exchanged with the neighbours (ProcessGroup::batch_send_recv);
+///                 the last virtual stage backpropagates loss / m (gradient accumulation)
+///   tied embedding: wte's gradient summed between the first and the last stage
+///   dp group (when given): every gradient averaged over the data-parallel replicas
+///   loss:  the last stage's mean, all-reduced over the pp group (the others add 0)
+///   norm:  sqrt of the sum over the pp group of each rank's sum of squares (wte once)
+///   clip, and AdamW on the rank's own parameters when loss and norm are finite
+/// @endcode
+/// Each rank builds the whole GPT2 from the same seed (so the stages start as one model would)
+/// and trains only the parameters of its stages; gather_parameters() copies every parameter
+/// from the rank that owns it, so any rank can save a one-process checkpoint that a pipeline
+/// of any size (or one process) resumes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tt/dataloader.h"
+#include "tt/dist.h"
+#include "tt/gpt2.h"
+#include "tt/optim.h"
+#include "tt/pipeline_schedule.h"
+#include "tt/tensor.h"
+#include "tt/train.h"
+
+namespace tt::pp {
+
+// ----- stage partitioning ------------------------------------------------------------------
+
+/// Cuts `costs` (one per layer, >= 0) into `parts` contiguous non-empty runs whose largest sum
+/// is as small as possible (exercise ch14.3). Returns parts + 1 boundaries b, b[0] = 0 < ... <
+/// b[parts] = costs.size(): part i holds layers [b[i], b[i+1]). Ties are broken the same way
+/// on every rank: each boundary in turn is the earliest after which the remaining layers are
+/// still cut optimally, both for the whole and for what follows it (the layers after each
+/// boundary are themselves cut with the smallest possible largest part). Throws tt::Error naming both counts when
+/// parts < 1 or parts > costs.size() (more stages than layers), or when a cost is negative or
+/// not finite.
+std::vector<int> partition_by_cost(const std::vector<double>& costs, int parts);
+
+/// The largest sum of a part of `costs` cut at `boundaries` (from partition_by_cost).
+double max_part_cost(const std::vector<double>& costs, const std::vector<int>& boundaries);
+
+/// What one virtual stage of a GPT-2 holds.
+struct StageLayers {
+  int64_t begin = 0;       ///< first block
+  int64_t end = 0;         ///< one past the last block
+  bool embedding = false;  ///< wte and wpe (the first virtual stage)
+  bool head = false;       ///< ln_f, the tied head and the loss (the last virtual stage)
+};
+
+/// Relative training cost of each of GPT-2's blocks at sequence length T (FLOPs per token of
+/// forward + backward, as gpt2::flops_per_token counts them), with the embedding's cost added
+/// to the first block and the head's (the C x V matmul and the loss) to the last, so that a
+/// partition of the blocks also balances those.
+std::vector<double> gpt2_block_costs(const gpt2::GPT2Config& config, int64_t seq_len);
+
+/// The blocks of each of `virtual_stages` stages cut by partition_by_cost(costs) (costs: one per
+/// block; gpt2_block_costs when empty); the first stage also holds the embedding, the last the
+/// head. Throws tt::Error when there are more stages than blocks.
+std::vector<StageLayers> gpt2_stage_layers(const gpt2::GPT2Config& config, int virtual_stages,
+                                           const std::vector<double>& costs = {});
+
+// ----- the executor --------------------------------------------------------------------------
+
+/// The model side of one pipeline rank: its chunks (virtual stages), run by run_schedule().
+class StageModule {
+ public:
+  virtual ~StageModule() = default;
+  /// The forward of chunk `chunk` for micro-batch `micro_batch`. `input` is the activation
+  /// received from the previous virtual stage (a leaf that requires grad), undefined on the
+  /// first virtual stage (which reads its micro-batch itself). Returns the activation for the
+  /// next virtual stage (of the shape agreed in ExecutorOptions), or, on the last virtual
+  /// stage, the micro-batch's loss (a one-element tensor).
+  virtual Tensor forward(int chunk, int micro_batch, const Tensor& input) = 0;
+};
+
+/// What one rank's executor holds between operations, per (micro-batch, chunk).
+struct StageBuffers {
+  /// Forward inputs received (rA), kept until their backward.
+  std::map<std::pair<int, int>, Tensor> inputs;
+  /// Forward outputs (sent by sA), kept until their backward; on the last virtual stage the
+  /// scaled loss.
+  std::map<std::pair<int, int>, Tensor> outputs;
+  /// Gradients of the outputs, received (rG), used by the backward.
+  std::map<std::pair<int, int>, Tensor> output_grads;
+  /// Gradients of the inputs, made by the backward, sent by sG.
+  std::map<std::pair<int, int>, Tensor> input_grads;
+};
+
+/// The point-to-point transfers of one batch of transfer operations `batch` of `rank`
+/// (exercise ch14.2), for ProcessGroup::batch_send_recv. A send (sA, sG) sends the contiguous
+/// data of the tensor `buffers` holds for it (the output, or the input's gradient); a receive
+/// (rA, rG) gets a new buffer of `shape` and `options`, stored in `buffers` where the next F or
+/// B will find it (inputs, output_grads). Peers and tags come from transfer_of(). Throws
+/// tt::Error naming the operation when a send has nothing to send.
+std::vector<dist::P2POp> exchange_ops(const std::vector<PipeOp>& batch,
+                                      const PipelineShape& pipeline, int rank,
+                                      StageBuffers& buffers, const Shape& shape,
+                                      const TensorOptions& options);
+
+/// One operation of a rank's measured timeline.
+struct TimelineEvent {
+  PipeOp op;            ///< the compute operation, or the first transfer of a batch
+  std::string label;    ///< "F3", "B0c1", or the batch's transfers ("sA0+rG1")
+  double start_ms = 0;  ///< start, from the step's begin
+  double end_ms = 0;    ///< end, from the step's begin
+};
+
+/// A rank's operations in one step, timed on its device (CUDA events) or on the host clock.
+struct Timeline {
+  int rank = 0;                       ///< the rank in the pipeline group
+  double span_ms = 0;                 ///< the step, from a barrier before to a barrier after
+  std::vector<TimelineEvent> events;  ///< in execution order
+
+  /// Milliseconds spent in F and B.
+  double busy_ms() const;
+  /// 1 - busy_ms() / span_ms: the share of the step this rank did not compute.
+  double bubble() const;
+};
+
+/// The replay of check_schedules() as a Timeline of `rank` (1 unit = `unit_ms`): the
+/// theoretical schedule drawn next to the measured one.
+Timeline simulated_timeline(const std::vector<SimulatedOp>& ops, int rank, double unit_ms = 1.0);
+
+/// Writes `timeline` as CSV: a header line, then one line per event
+/// "rank,kind,label,micro_batch,chunk,start_ms,end_ms" (kind: F, B or X for transfers).
+void write_timeline_csv(const Timeline& timeline, const std::string& path);
+
+/// Writes a gnuplot script that draws the CSV file `csv` as boxes on a time axis (F, B and the
+/// transfers in three colours, labelled) into the PNG file `png`, titled `title`.
+void write_gnuplot_script(const std::string& script, const std::string& csv, const std::string& png,
+                          const std::string& title);
+
+/// Runs `gnuplot script` when gnuplot is installed; returns false (after printing why to
+/// stderr) when it is not or when it fails.
+bool run_gnuplot(const std::string& script);
+
+/// How run_schedule runs.
+struct ExecutorOptions {
+  Shape activation_shape;            ///< every transferred tensor's shape, e.g. [B, T, C]
+  TensorOptions activation_options;  ///< their dtype and device
+  bool timeline = false;             ///< record a Timeline (barriers before and after)
+};
+
+/// What run_schedule measured.
+struct ExecutorResult {
+  double loss_sum = 0;     ///< sum of the micro-batch losses (last virtual stage; else 0)
+  int peak_in_flight = 0;  ///< most micro-batch chunks whose forward ran and backward did not
+  Timeline timeline;       ///< when ExecutorOptions::timeline
+};
+
+/// Runs `schedule` (this rank's list, e.g. from make_schedule) for `stage` on `group` (the
+/// pipeline's ranks, rank i = stage i): each F calls stage.forward; on the last virtual stage
+/// it keeps loss / m and each B backpropagates it (so the gradients accumulate to those of the
+/// mean loss), elsewhere B backpropagates the received output gradient; each run of transfers
+/// is one batch (exchange_ops, batch_send_recv). Leaves the gradients in the parameters.
+/// Throws tt::Error naming the rank and the operation when an F returns a tensor of another
+/// shape than agreed, or a B finds no gradient of its input. A wrong schedule deadlocks: the
+/// group's watchdog ends the process (check it first with check_schedules()).
+ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& schedule,
+                            const PipelineShape& shape, StageModule& stage,
+                            const ExecutorOptions& options);
+
+// ----- GPT-2 as a pipeline -------------------------------------------------------------------
+
+/// This rank's chunks of a GPT-2: the blocks of its virtual stages, the embedding on the first
+/// virtual stage, ln_f, the tied head and the loss on the last (through the model's own
+/// embed() and loss_from_hidden(), its blocks' forward()).
+class GPT2Stages : public StageModule {
+ public:
+  /// The chunks of `rank` in `shape` of `model` cut as `layers` (one per virtual stage, e.g.
+  /// gpt2_stage_layers). The model must outlive this object.
+  GPT2Stages(gpt2::GPT2& model, const PipelineShape& shape, int rank,
+             std::vector<StageLayers> layers);
+  /// The micro-batches of the step (m of them, on the model's device).
+  void set_micro_batches(std::vector<Batch> batches);
+  /// See StageModule::forward.
+  Tensor forward(int chunk, int micro_batch, const Tensor& input) override;
+  /// The virtual stage that owns parameter `name` of the model ("wte.weight": the first; it is
+  /// also used by the last, whose gradient is added to the first's).
+  int owner_of(const std::string& name) const;
+  /// The model's parameters this rank trains (wte on the ranks of the first and last virtual
+  /// stages), in the model's order.
+  std::vector<Tensor> parameters() const;
+  /// gpt2::param_groups of the model, restricted to parameters().
+  std::vector<optim::ParamGroup> param_groups(double weight_decay) const;
+  /// The virtual stages, one per stage of the pipeline.
+  const std::vector<StageLayers>& layers() const { return layers_; }
+  /// The model.
+  gpt2::GPT2& model() const { return model_; }
+
+ private:
+  gpt2::GPT2& model_;
+  PipelineShape shape_;
+  int rank_;
+  std::vector<StageLayers> layers_;
+  std::vector<Batch> batches_;
+};
+
+/// The pipeline and (optional) data-parallel groups of a rank and the settings of its steps.
+struct PipelineOptions {
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;  ///< afab, 1f1b or interleaved
+  int micro_batches = 1;                            ///< m per step
+  int chunks = 1;                                   ///< v (interleaved only)
+  double max_grad_norm = 1.0;                       ///< clipping (<= 0: none)
+  std::vector<double> block_costs;                  ///< per block; empty: gpt2_block_costs
+  bool timeline = false;                            ///< record each step's Timeline
+};
+
+/// Trains a GPT-2 as a pipeline over `pp` (rank i of pp runs stage i), each micro-batch [B, T];
+/// with `dp`, also data-parallel over it (each dp replica has its own batches). Every rank of
+/// the world must construct it at the same time (it splits `pp` into the tied-embedding group).
+class PipelineTrainer {
+ public:
+  /// The stages of `model` (on its device) for `options`, activations [B, T, C] of the model's
+  /// float dtype. Throws tt::Error (on every rank alike) for a schedule whose shape does not
+  /// validate or more virtual stages than blocks.
+  PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist::ProcessGroup* dp,
+                  PipelineOptions options, int64_t B, int64_t T);
+  /// One optimizer step (the sequence in the file comment) on options.micro_batches batches
+  /// from `next_batch` (called m times on every rank). `optimizer` holds param_groups().
+  gpt2::TrainStepResult step(optim::Optimizer& optimizer, const std::function<Batch()>& next_batch);
+  /// The optimizer groups of this rank's parameters.
+  std::vector<optim::ParamGroup> param_groups(double weight_decay) const {
+    return stages_.param_groups(weight_decay);
+  }
+  /// Copies every parameter of the model from the pp rank that owns it (a collective of pp):
+  /// afterwards every rank's model holds the trained whole model.
+  void gather_parameters();
+  /// Fills `full`, an optimizer of the same kind over gpt2::param_groups(model) (the
+  /// one-process layout), with the state of `local` (this rank's optimizer, over
+  /// param_groups()) on every rank: each parameter's moments from the rank that owns it, the
+  /// step count and learning rate from `local` (a collective of pp). After gather_parameters()
+  /// the model and `full` hold what a one-process run would: ckpt::save_checkpoint(path,
+  /// model, &full) writes a checkpoint that any layout resumes.
+  void gather_optimizer(const optim::Optimizer& local, optim::Optimizer& full);
+  /// The reverse, without communication: copies into `local` (over param_groups()) the state
+  /// of its parameters, the step count and the learning rate from `full` (one-process layout,
+  /// e.g. loaded by ckpt::load_checkpoint). Throws tt::Error when a parameter of `local` is not
+  /// one of `full`'s.
+  void scatter_optimizer(const optim::Optimizer& full, optim::Optimizer& local) const;
+  /// This rank's stages.
+  GPT2Stages& stages() { return stages_; }
+  /// The schedule this rank runs.
+  const RankSchedule& schedule() const { return schedule_; }
+  /// What the last step's executor measured.
+  const ExecutorResult& last() const { return last_; }
+  /// The pipeline's shape.
+  const PipelineShape& shape() const { return shape_; }
+
+ private:
+  gpt2::GPT2& model_;
+  dist::ProcessGroup& pp_;
+  dist::ProcessGroup* dp_;
+  PipelineOptions options_;
+  PipelineShape shape_;
+  GPT2Stages stages_;
+  RankSchedule schedule_;
+  ExecutorOptions exec_;
+  std::unique_ptr<dist::ProcessGroup> tied_;  // first and last stage (wte), when p > 1
+  ExecutorResult last_;
+};
+
+}  // namespace tt::pp

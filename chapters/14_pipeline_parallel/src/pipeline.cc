@@ -1,0 +1,524 @@
+// Pipeline parallelism (tt/pipeline.h): stage layouts of GPT-2, the executor and its timeline,
+// GPT-2's stages and the pipeline's training step. partition_by_cost (ch14.3) and
+// exchange_ops (ch14.2) are exercises (solutions/14_pipeline_parallel/).
+#include "tt/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "tt/autograd.h"
+#include "tt/dispatcher.h"
+#include "tt/error.h"
+#include "tt/ops_elementwise.h"
+
+namespace tt::pp {
+
+// ----- stage partitioning ------------------------------------------------------------------
+
+double max_part_cost(const std::vector<double>& costs, const std::vector<int>& boundaries) {
+  double worst = 0;
+  for (std::size_t i = 0; i + 1 < boundaries.size(); ++i) {
+    double sum = 0;
+    for (int l = boundaries[i]; l < boundaries[i + 1]; ++l) sum += costs.at(l);
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+std::vector<double> gpt2_block_costs(const gpt2::GPT2Config& config, int64_t seq_len) {
+  config.validate();
+  const double C = static_cast<double>(config.n_embd), T = static_cast<double>(seq_len);
+  // Per token, forward + backward = 3 x forward: 6 FLOPs per weight of a block (12 C^2 + 13 C
+  // weights) plus its attention (12 C T, as flops_per_token counts it).
+  const double block = 6.0 * (12.0 * C * C + 13.0 * C) + 12.0 * C * T;
+  // The head: [C] x [C, V] forward and its two backward matmuls; the embedding is a lookup.
+  const double head = 6.0 * C * static_cast<double>(config.vocab_size);
+  std::vector<double> costs(static_cast<std::size_t>(config.n_layer), block);
+  costs.back() += head;
+  return costs;
+}
+
+std::vector<StageLayers> gpt2_stage_layers(const gpt2::GPT2Config& config, int virtual_stages,
+                                           const std::vector<double>& costs) {
+  TT_CHECK(virtual_stages >= 1 && virtual_stages <= config.n_layer,
+           "gpt2_stage_layers: ", virtual_stages, " pipeline stages (p x v) for a model of ",
+           config.n_layer,
+           " blocks: every stage needs at least one block (more stages than layers)");
+  const std::vector<double> c = costs.empty() ? gpt2_block_costs(config, config.block_size) : costs;
+  TT_CHECK(static_cast<int64_t>(c.size()) == config.n_layer, "gpt2_stage_layers: ", c.size(),
+           " block costs for a model of ", config.n_layer, " blocks");
+  const std::vector<int> b = partition_by_cost(c, virtual_stages);
+  std::vector<StageLayers> layers;
+  for (int s = 0; s < virtual_stages; ++s) {
+    layers.push_back({b[s], b[s + 1], s == 0, s == virtual_stages - 1});
+  }
+  return layers;
+}
+
+// ----- timeline ------------------------------------------------------------------------------
+
+double Timeline::busy_ms() const {
+  double busy = 0;
+  for (const TimelineEvent& e : events) {
+    if (is_compute(e.op.kind)) busy += e.end_ms - e.start_ms;
+  }
+  return busy;
+}
+
+double Timeline::bubble() const {
+  return span_ms > 0 ? 1.0 - busy_ms() / span_ms : 0.0;
+}
+
+Timeline simulated_timeline(const std::vector<SimulatedOp>& ops, int rank, double unit_ms) {
+  Timeline t;
+  t.rank = rank;
+  for (const SimulatedOp& op : ops) {
+    t.events.push_back({op.op, op.op.str(), op.start * unit_ms, op.end * unit_ms});
+    t.span_ms = std::max(t.span_ms, op.end * unit_ms);
+  }
+  return t;
+}
+
+void write_timeline_csv(const Timeline& timeline, const std::string& path) {
+  std::ofstream out(path);
+  TT_CHECK(out.good(), "write_timeline_csv: cannot open '", path, "' for writing");
+  out << "rank,kind,label,micro_batch,chunk,start_ms,end_ms\n";
+  for (const TimelineEvent& e : timeline.events) {
+    const char* kind = e.op.kind == OpKind::kForward    ? "F"
+                       : e.op.kind == OpKind::kBackward ? "B"
+                                                        : "X";
+    out << timeline.rank << ',' << kind << ',' << e.label << ',' << e.op.micro_batch << ','
+        << e.op.chunk << ',' << e.start_ms << ',' << e.end_ms << '\n';
+  }
+  TT_CHECK(out.good(), "write_timeline_csv: writing '", path, "' failed");
+}
+
+void write_gnuplot_script(const std::string& script, const std::string& csv, const std::string& png,
+                          const std::string& title) {
+  std::ofstream out(script);
+  TT_CHECK(out.good(), "write_gnuplot_script: cannot open '", script, "' for writing");
+  // One row of boxes: x from start to end, colour by kind (F blue, B green, transfers grey),
+  // the label of each compute box above it.
+  out << "set terminal pngcairo size 1400,260\n"
+      << "set output '" << png << "'\n"
+      << "set datafile separator ','\n"
+      << "set title '" << title << "' noenhanced\n"
+      << "set xlabel 'ms'\nunset ytics\nset yrange [0:1.6]\nset key outside right\n"
+      << "set style fill solid 0.8 border lc rgb 'black'\n"
+      << "kind(k,x) = (strcol(2) eq k) ? x : 1/0\n"
+      << "plot '" << csv << "' skip 1 using (kind('F',($6+$7)/2)):(0.5):(($7-$6)/2):(0.4) "
+      << "with boxxyerror lc rgb '#4477cc' title 'F', \\\n"
+      << "     '' skip 1 using (kind('B',($6+$7)/2)):(0.5):(($7-$6)/2):(0.4) "
+      << "with boxxyerror lc rgb '#44aa66' title 'B', \\\n"
+      << "     '' skip 1 using (kind('X',($6+$7)/2)):(0.5):(($7-$6)/2):(0.15) "
+      << "with boxxyerror lc rgb '#bbbbbb' title 'transfers', \\\n"
+      << "     '' skip 1 using (strcol(2) eq 'X' ? 1/0 : ($6+$7)/2):(1.1):3 with labels "
+      << "font ',8' notitle\n";
+  TT_CHECK(out.good(), "write_gnuplot_script: writing '", script, "' failed");
+}
+
+bool run_gnuplot(const std::string& script) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    std::fprintf(stderr, "gnuplot not found: %s not drawn (install gnuplot-nox)\n", script.c_str());
+    return false;
+  }
+  if (std::system(("gnuplot '" + script + "'").c_str()) != 0) {
+    std::fprintf(stderr, "gnuplot failed on %s\n", script.c_str());
+    return false;
+  }
+  return true;
+}
+
+// ----- the executor --------------------------------------------------------------------------
+
+namespace {
+
+// A point in time: a device mark on CUDA (its compute stream), the host clock on the CPU.
+struct Stamp {
+  std::shared_ptr<dist::DeviceMark> mark;
+  std::chrono::steady_clock::time_point host;
+};
+
+double ms_between(const Stamp& from, const Stamp& to) {
+  if (to.mark && from.mark) return to.mark->ms_since(*from.mark);
+  return std::chrono::duration<double, std::milli>(to.host - from.host).count();
+}
+
+}  // namespace
+
+ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& schedule,
+                            const PipelineShape& shape, StageModule& stage,
+                            const ExecutorOptions& options) {
+  const int rank = group.rank();
+  TT_CHECK(group.world_size() == shape.stages, "run_schedule (rank ", rank, "): a group of ",
+           group.world_size(), " ranks for a pipeline of ", shape.str());
+  const int last = shape.virtual_stages() - 1;
+  const double scale = 1.0 / static_cast<double>(shape.micro_batches);
+  ExecutorResult result;
+  StageBuffers buffers;
+  std::vector<Tensor> losses;
+  int in_flight = 0;
+
+  const Tensor probe = empty({1}, options.activation_options);
+  const auto now = [&] { return Stamp{group.mark(probe), std::chrono::steady_clock::now()}; };
+  struct Pending {
+    PipeOp op;
+    std::string label;
+    Stamp start, end;
+  };
+  std::vector<Pending> pending;
+  Stamp begin;
+  if (options.timeline) {
+    group.barrier();  // every rank starts the step together
+    begin = now();
+  }
+
+  for (std::size_t i = 0; i < schedule.size();) {
+    const std::size_t at = i;
+    const PipeOp op = schedule[i];
+    Stamp start;
+    if (options.timeline) start = now();
+    if (op.kind == OpKind::kForward) {
+      const int s = virtual_stage_of(shape, rank, op.chunk);
+      const std::pair<int, int> key{op.micro_batch, op.chunk};
+      Tensor input;
+      if (s > 0) {
+        const auto it = buffers.inputs.find(key);
+        TT_CHECK(it != buffers.inputs.end(), "run_schedule (rank ", rank, "): ", op.str(),
+                 " runs before its input was received");
+        input = it->second;
+      }
+      const Tensor out = stage.forward(op.chunk, op.micro_batch, input);
+      if (s == last) {
+        TT_CHECK(out.defined() && out.numel() == 1, "run_schedule (rank ", rank, "): ", op.str(),
+                 " on the last stage must return the loss (one element), got ",
+                 out.defined() ? out.describe() : std::string("an undefined tensor"));
+        losses.push_back(out.detach());          // read at the end: no host sync per F
+        buffers.outputs[key] = mul(out, scale);  // gradient accumulation: d(loss / m)
+      } else {
+        TT_CHECK(out.defined() && out.shape() == options.activation_shape &&
+                     out.dtype() == options.activation_options.dtype,
+                 "run_schedule (rank ", rank, "): ", op.str(), " returned ",
+                 out.defined() ? out.describe() : std::string("an undefined tensor"),
+                 ", not the agreed activation shape ", options.activation_shape, " ",
+                 dtype_name(options.activation_options.dtype));
+        buffers.outputs[key] = out;
+      }
+      result.peak_in_flight = std::max(result.peak_in_flight, ++in_flight);
+      ++i;
+    } else if (op.kind == OpKind::kBackward) {
+      const int s = virtual_stage_of(shape, rank, op.chunk);
+      const std::pair<int, int> key{op.micro_batch, op.chunk};
+      const auto out = buffers.outputs.find(key);
+      TT_CHECK(out != buffers.outputs.end(), "run_schedule (rank ", rank, "): ", op.str(),
+               " runs before its forward");
+      if (s == last) {
+        autograd::backward(out->second);
+      } else {
+        const auto g = buffers.output_grads.find(key);
+        TT_CHECK(g != buffers.output_grads.end(), "run_schedule (rank ", rank, "): ", op.str(),
+                 " runs before the gradient of its output was received");
+        autograd::backward(out->second, g->second);
+        buffers.output_grads.erase(g);
+      }
+      buffers.outputs.erase(out);
+      if (s > 0) {
+        const Tensor grad = buffers.inputs.at(key).grad();
+        TT_CHECK(grad.defined(), "run_schedule (rank ", rank, "): ", op.str(),
+                 " left no gradient in its input (does the stage use its input?)");
+        buffers.input_grads[key] = grad;
+        buffers.inputs.erase(key);
+      }
+      --in_flight;
+      ++i;
+    } else {
+      // A batch: the run of transfers up to the next compute operation.
+      std::size_t j = i;
+      while (j < schedule.size() && !is_compute(schedule[j].kind)) ++j;
+      const std::vector<PipeOp> batch(schedule.begin() + static_cast<std::ptrdiff_t>(i),
+                                      schedule.begin() + static_cast<std::ptrdiff_t>(j));
+      group.batch_send_recv(exchange_ops(batch, shape, rank, buffers, options.activation_shape,
+                                         options.activation_options));
+      for (const PipeOp& t : batch) {
+        const std::pair<int, int> key{t.micro_batch, t.chunk};
+        if (t.kind == OpKind::kRecvActivation) buffers.inputs.at(key).set_requires_grad(true);
+        if (t.kind == OpKind::kSendGradient) buffers.input_grads.erase(key);
+      }
+      i = j;
+    }
+    if (options.timeline) {
+      std::string label;
+      for (std::size_t k = at; k < i; ++k) label += (label.empty() ? "" : "+") + schedule[k].str();
+      pending.push_back({op, std::move(label), start, now()});
+    }
+  }
+  for (const Tensor& loss : losses) result.loss_sum += loss.item();
+  if (options.timeline) {
+    group.barrier();
+    const Stamp end = now();
+    result.timeline.rank = rank;
+    result.timeline.span_ms = ms_between(begin, end);
+    for (const Pending& p : pending) {
+      result.timeline.events.push_back(
+          {p.op, p.label, ms_between(begin, p.start), ms_between(begin, p.end)});
+    }
+  }
+  return result;
+}
+
+// ----- GPT-2's stages --------------------------------------------------------------------------
+
+GPT2Stages::GPT2Stages(gpt2::GPT2& model, const PipelineShape& shape, int rank,
+                       std::vector<StageLayers> layers)
+    : model_(model), shape_(shape), rank_(rank), layers_(std::move(layers)) {
+  TT_CHECK(static_cast<int>(layers_.size()) == shape_.virtual_stages(),
+           "GPT2Stages: ", layers_.size(), " stage layouts for ", shape_.str());
+  TT_CHECK(rank_ >= 0 && rank_ < shape_.stages, "GPT2Stages: rank ", rank_, " outside ",
+           shape_.str());
+}
+
+void GPT2Stages::set_micro_batches(std::vector<Batch> batches) {
+  TT_CHECK(static_cast<int>(batches.size()) == shape_.micro_batches, "GPT2Stages: ", batches.size(),
+           " micro-batches for ", shape_.str());
+  batches_ = std::move(batches);
+}
+
+Tensor GPT2Stages::forward(int chunk, int micro_batch, const Tensor& input) {
+  const StageLayers& l = layers_[virtual_stage_of(shape_, rank_, chunk)];
+  TT_CHECK(micro_batch >= 0 && micro_batch < static_cast<int>(batches_.size()),
+           "GPT2Stages::forward: micro-batch ", micro_batch, " of ", batches_.size(),
+           " set (call set_micro_batches first)");
+  const Batch& batch = batches_[micro_batch];
+  Tensor x = l.embedding ? model_.embed(batch.inputs) : input;
+  for (int64_t b = l.begin; b < l.end; ++b) {
+    x = model_.h->at<gpt2::Block>(static_cast<std::size_t>(b)).forward(x);
+  }
+  if (l.head) return model_.loss_from_hidden(model_.ln_f->forward(x), batch.targets);
+  return x;
+}
+
+int GPT2Stages::owner_of(const std::string& name) const {
+  if (name.rfind("wte.", 0) == 0 || name.rfind("wpe.", 0) == 0) return 0;
+  if (name.rfind("ln_f.", 0) == 0) return shape_.virtual_stages() - 1;
+  if (name.rfind("h.", 0) == 0) {
+    const int64_t block = std::atoll(name.c_str() + 2);
+    for (std::size_t s = 0; s < layers_.size(); ++s) {
+      if (block >= layers_[s].begin && block < layers_[s].end) return static_cast<int>(s);
+    }
+  }
+  TT_THROW("GPT2Stages::owner_of: no stage holds parameter '", name, "'");
+}
+
+std::vector<Tensor> GPT2Stages::parameters() const {
+  const bool has_head = place_of(shape_, shape_.virtual_stages() - 1).rank == rank_;
+  std::vector<Tensor> out;
+  for (const auto& [name, t] : model_.named_parameters()) {
+    if (place_of(shape_, owner_of(name)).rank == rank_ || (has_head && name == "wte.weight")) {
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+std::vector<optim::ParamGroup> GPT2Stages::param_groups(double weight_decay) const {
+  const std::vector<Tensor> mine = parameters();
+  std::vector<optim::ParamGroup> groups = gpt2::param_groups(model_, weight_decay);
+  for (optim::ParamGroup& g : groups) {
+    std::erase_if(g.params, [&](const Tensor& t) {
+      return std::none_of(mine.begin(), mine.end(), [&](const Tensor& m) { return m.is_same(t); });
+    });
+  }
+  return groups;
+}
+
+// ----- the training step -----------------------------------------------------------------------
+
+namespace {
+
+// The pipeline's shape, validated for its schedule before anything else is built.
+PipelineShape checked_shape(int stages, const PipelineOptions& o) {
+  const PipelineShape shape{stages, o.micro_batches, o.chunks};
+  shape.validate(o.schedule);
+  return shape;
+}
+
+}  // namespace
+
+PipelineTrainer::PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist::ProcessGroup* dp,
+                                 PipelineOptions options, int64_t B, int64_t T)
+    : model_(model),
+      pp_(pp),
+      dp_(dp),
+      options_(std::move(options)),
+      shape_(checked_shape(pp.world_size(), options_)),
+      stages_(model, shape_, pp.rank(),
+              gpt2_stage_layers(model.config(), shape_.virtual_stages(), options_.block_costs)),
+      schedule_(make_schedule(options_.schedule, shape_, pp.rank())) {
+  exec_.activation_shape = {B, T, model.config().n_embd};
+  exec_.activation_options = {model.wte->weight.dtype(), model.device()};
+  exec_.timeline = options_.timeline;
+  // wte is used by the first stage (embedding) and the last (head): their gradients add up.
+  if (shape_.stages > 1) {
+    const int r = pp.rank();
+    const bool ends =
+        r == place_of(shape_, 0).rank || r == place_of(shape_, shape_.virtual_stages() - 1).rank;
+    tied_ = pp.split(ends ? 0 : 1, r);
+  }
+}
+
+gpt2::TrainStepResult PipelineTrainer::step(optim::Optimizer& optimizer,
+                                            const std::function<Batch()>& next_batch) {
+  const int m = shape_.micro_batches;
+  const Device device = model_.device();
+  std::vector<Batch> batches;
+  gpt2::TrainStepResult r;
+  for (int i = 0; i < m; ++i) {
+    const Batch b = next_batch();
+    r.tokens += b.inputs.numel();
+    batches.push_back({b.inputs.to(device), b.targets.to(device)});
+  }
+  stages_.set_micro_batches(std::move(batches));
+  optimizer.zero_grad();
+  last_ = run_schedule(pp_, schedule_, shape_, stages_, exec_);
+
+  const std::vector<Tensor> params = stages_.parameters();
+  const Tensor& wte = model_.wte->weight;
+  const int last_rank = place_of(shape_, shape_.virtual_stages() - 1).rank;
+  const bool is_first = pp_.rank() == 0, is_last = pp_.rank() == last_rank;
+  if (tied_ && (is_first || is_last)) {
+    if (!wte.grad().defined()) wte.set_grad(zeros_like(wte));
+    tied_->all_reduce(wte.grad());
+  }
+  if (dp_ != nullptr && dp_->world_size() > 1) {
+    for (const Tensor& p : params) {
+      if (!p.grad().defined()) p.set_grad(zeros_like(p));
+      dp_->all_reduce(p.grad(), dist::ReduceOp::kAvg);
+    }
+  }
+  // The mean loss lives on the last stage; the others add 0.
+  const Tensor loss = full({1}, is_last ? last_.loss_sum / m : 0.0, {.dtype = DType::kFloat64});
+  pp_.all_reduce(loss);
+  if (dp_ != nullptr) dp_->all_reduce(loss, dist::ReduceOp::kAvg);
+  r.loss = loss.item();
+  // The global norm: each rank's sum of squares (wte counted on the first stage only).
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) {
+    if (p.grad().defined() && !(p.is_same(wte) && !is_first)) grads.push_back(p.grad());
+  }
+  const double local =
+      grads.empty() ? 0.0 : call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", device, grads);
+  const Tensor sumsq = full({1}, local, {.dtype = DType::kFloat64});
+  pp_.all_reduce(sumsq);
+  r.grad_norm = std::sqrt(sumsq.item());
+  if (options_.max_grad_norm > 0) {
+    const double coef = options_.max_grad_norm / (r.grad_norm + 1e-6);
+    std::vector<Tensor> all;
+    for (const Tensor& p : params) {
+      if (p.grad().defined()) all.push_back(p.grad());
+    }
+    if (coef < 1 && !all.empty()) {
+      call_kernel<optim::ScaleInplaceKernel>("scale_", device, all, coef);
+    }
+  }
+  r.tokens *= dp_ != nullptr ? dp_->world_size() : 1;
+  r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
+  if (r.finite) optimizer.step();
+  return r;
+}
+
+void PipelineTrainer::gather_parameters() {
+  for (const auto& [name, t] : model_.named_parameters()) {
+    pp_.broadcast(t, place_of(shape_, stages_.owner_of(name)).rank);
+  }
+}
+
+namespace {
+
+// The parameters of an optimizer's groups, flattened (the indices of "state.<i>.<name>").
+std::vector<Tensor> flat_params(const optim::Optimizer& optimizer) {
+  std::vector<Tensor> out;
+  for (const optim::ParamGroup& g : optimizer.param_groups()) {
+    out.insert(out.end(), g.params.begin(), g.params.end());
+  }
+  return out;
+}
+
+// Splits "state.<i>.<name>" into i and name; false for "step", "lr".
+bool parse_state_key(const std::string& key, std::size_t& index, std::string& name) {
+  if (key.rfind("state.", 0) != 0) return false;
+  const std::size_t dot = key.find('.', 6);
+  TT_CHECK(dot != std::string::npos, "optimizer state: malformed key '", key, "'");
+  index = static_cast<std::size_t>(std::stoull(key.substr(6, dot - 6)));
+  name = key.substr(dot + 1);
+  return true;
+}
+
+// The index in `params` of the tensor that is `t`, or -1.
+int index_of(const std::vector<Tensor>& params, const Tensor& t) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (params[i].is_same(t)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const Tensor& entry(const nn::StateDict& dict, const std::string& key) {
+  for (const auto& [k, t] : dict) {
+    if (k == key) return t;
+  }
+  TT_THROW("optimizer state: no entry '", key, "'");
+}
+
+}  // namespace
+
+void PipelineTrainer::gather_optimizer(const optim::Optimizer& local, optim::Optimizer& full) {
+  const std::vector<Tensor> mine = flat_params(local), all = flat_params(full);
+  const nn::StateDict from = local.state_dict(), to = full.state_dict();
+  std::vector<std::string> names(all.size());
+  for (const auto& [name, t] : model_.named_parameters()) {
+    const int i = index_of(all, t);
+    if (i >= 0) names[static_cast<std::size_t>(i)] = name;
+  }
+  for (const auto& [key, t] : to) {
+    std::size_t i = 0;
+    std::string state;
+    if (!parse_state_key(key, i, state)) {
+      t.copy_(entry(from, key));  // step and lr: the same on every rank
+      continue;
+    }
+    TT_CHECK(i < all.size() && !names[i].empty(), "PipelineTrainer::gather_optimizer: ", key,
+             " is not a parameter of the model");
+    const int owner = place_of(shape_, stages_.owner_of(names[i])).rank;
+    if (owner == pp_.rank()) {
+      const int j = index_of(mine, all[i]);
+      TT_CHECK(j >= 0, "PipelineTrainer::gather_optimizer (", pp_.where(), "): ", names[i],
+               " is not in this rank's optimizer");
+      t.copy_(entry(from, detail::str("state.", j, ".", state)));
+    }
+    pp_.broadcast(t, owner);
+  }
+}
+
+void PipelineTrainer::scatter_optimizer(const optim::Optimizer& full,
+                                        optim::Optimizer& local) const {
+  const std::vector<Tensor> mine = flat_params(local), all = flat_params(full);
+  const nn::StateDict from = full.state_dict(), to = local.state_dict();
+  for (const auto& [key, t] : to) {
+    std::size_t j = 0;
+    std::string state;
+    if (!parse_state_key(key, j, state)) {
+      t.copy_(entry(from, key));
+      continue;
+    }
+    const int i = index_of(all, mine.at(j));
+    TT_CHECK(i >= 0, "PipelineTrainer::scatter_optimizer: parameter ", j,
+             " of this rank's optimizer is not one of the full optimizer's");
+    t.copy_(entry(from, detail::str("state.", i, ".", state)));
+  }
+}
+
+}  // namespace tt::pp
