@@ -60,6 +60,7 @@ class GraphedDecode {
     graph_->replay();
     return logits_;
 #else
+    (void)model_, (void)cache_;
     TT_THROW("generate: cuda_graph needs a CUDA build (step ", steps_, ")");
 #endif
   }
