@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # GPU run for the ch15 branch (issue 26: LLaMA, Hugging Face interop, KV-cache inference).
 # Run from the repository root on an H100 (torch and transformers installed); writes to $OUT:
-#   llama_ref.tar      reference_data/ch15/ as written by gen_llama_reference.py: the lead
-#                      unpacks it into reference_data/ch15/ and commits it (8 files + MANIFEST)
+#   llama_ref.tar      only when gen_llama_reference.py now writes other bytes than the committed
+#                      reference_data/ch15/ (e.g. another transformers version): the new files
 #   gen.log, build.log, ctest.log, reference.log, hf_load.log, generate.log, device_check.log
 # Steps:
-#  1. python3 reference_data/gen_llama_reference.py (a tiny random LlamaForCausalLM, GQA, untied);
+#  1. python3 reference_data/gen_llama_reference.py (a tiny random LlamaForCausalLM, GQA, untied)
+#     into /tmp, compared with the committed reference_data/ch15;
 #  2. build chapter 15's tests and tt_generate (default preset, sm_90);
 #  3. every ch15 test (CPU and CUDA), now with the reference data present: Ch15_Reference* and
 #     Ch15_ReferenceCuda* must pass, not skip;
@@ -22,9 +23,17 @@ step() { echo "=== $* ==="; }
 
 step "reference data (transformers)"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
-PYTHONUNBUFFERED=1 python3 reference_data/gen_llama_reference.py >"$OUT/gen.log" 2>&1 || status=1
-tail -5 "$OUT/gen.log"
-tar -cf "$OUT/llama_ref.tar" -C reference_data ch15 && ls -la reference_data/ch15
+# Regenerated into /tmp and compared with the committed files (the tests read the committed ones).
+rm -rf /tmp/ch15_ref
+PYTHONUNBUFFERED=1 python3 reference_data/gen_llama_reference.py --out /tmp/ch15_ref/ch15 \
+  >"$OUT/gen.log" 2>&1 || status=1
+tail -3 "$OUT/gen.log"
+if diff -r -q /tmp/ch15_ref/ch15 reference_data/ch15 >>"$OUT/gen.log" 2>&1; then
+  echo "regenerated reference data: identical to reference_data/ch15"
+else
+  echo "regenerated reference data DIFFERS from reference_data/ch15 (llama_ref.tar has the new files)"
+  tar -cf "$OUT/llama_ref.tar" -C /tmp/ch15_ref ch15
+fi
 
 step build
 { cmake --preset default -DCMAKE_CUDA_ARCHITECTURES=90 &&

@@ -3,6 +3,9 @@
 // reference_data/gen_llama_reference.py) loads here and gives transformers' logits (1e-4 max
 // abs, fp32), loss, gradients (tolerance in the MANIFEST) and 64 greedy tokens, on the CPU and
 // on CUDA. Skipped, with a message naming the script, while the files are not committed.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "ch15_test_util.h"
@@ -29,6 +32,15 @@ const reference::ManifestEntry& entry(const std::string& file) {
   const auto it = m.find("ch15/" + file);
   TT_CHECK(it != m.end(), "ch15/MANIFEST has no line for ", file);
   return it->second;
+}
+
+/// max |a - b| over the elements (same shape), for the log.
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.contiguous().to(DType::kFloat64).to_vector<double>();
+  const std::vector<double> y = b.contiguous().to(DType::kFloat64).to_vector<double>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
 }
 
 std::string path(const std::string& file) {
@@ -64,20 +76,28 @@ void check_logits_loss_grads(Device device) {
   EXPECT_FALSE(r.model->config().tie_embeddings);
   const Tensor logits = r.model->forward(r.ids);
   EXPECT_TENSOR_NEAR(logits.to(Device::cpu()), r.logits, entry("logits.npy").atol, 0);
+  std::printf("[ %s ] logits: max abs err %.3g vs transformers\n", device.str().c_str(),
+              max_abs_diff(logits.to(Device::cpu()), r.logits));
   const Tensor loss = r.model->loss(r.ids, r.targets);
   EXPECT_NEAR(loss.item(), r.loss.item(), entry("loss.npy").atol);
   autograd::backward(loss);
   const nn::StateDict grads = safetensors::load(path("grads.safetensors"));
-  const reference::ManifestEntry tol = entry("grads.safetensors");  // a copy: GCC 13+ warns on a reference bound from a call with a temporary argument
+  // A copy: GCC 13+ warns (-Wdangling-reference) on a reference bound from a call with a
+  // temporary argument.
+  const reference::ManifestEntry tol = entry("grads.safetensors");
   std::size_t checked = 0;
+  double worst = 0;
   for (const auto& [name, p] : r.model->named_parameters()) {
     for (const auto& [gname, g] : grads) {
       if (gname != name) continue;
       EXPECT_TENSOR_NEAR(p.grad().to(Device::cpu()), g, tol.atol, tol.rtol) << name;
+      worst = std::max(worst, max_abs_diff(p.grad().to(Device::cpu()), g));
       ++checked;
     }
   }
   EXPECT_EQ(checked, grads.size());
+  std::printf("[ %s ] gradients: %zu tensors, max abs err %.3g vs transformers\n",
+              device.str().c_str(), checked, worst);
 }
 
 void check_greedy(Device device) {

@@ -59,7 +59,7 @@ struct GenerateResult {
 
 /// A decoder that generate() can drive: a cached forward and how to make its cache.
 struct CachedModel {
-  /// logits [B, Tq, V] of idx [B, Tq] at positions start[b] .. start[b] + Tq - 1, appending the
+  /// logits [B, Tq, V] of idx [B, Tq] at positions start[b] to start[b] + Tq - 1, appending the
   /// keys and values to the cache (no autograd graph).
   std::function<Tensor(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start)>
       forward;

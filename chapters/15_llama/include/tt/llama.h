@@ -92,7 +92,7 @@ struct KVCache {
 };
 
 /// "kv_cache_attend" kernels: append k_new, v_new [B, NKV, Tq, hs] to the caches [B, NKV,
-/// Tmax, hs] at positions start[b] .. start[b] + Tq - 1 of row b, then out [B, NH, Tq, hs] =
+/// Tmax, hs] at positions start[b] to start[b] + Tq - 1 of row b, then out [B, NH, Tq, hs] =
 /// causal attention of q [B, NH, Tq, hs] (query i of row b at position start[b] + i) over the
 /// cached keys and values [0, start[b] + i] of its key/value head, scale 1/sqrt(hs). start is
 /// int64 [B]: on the CPU for the CPU kernel; on the GPU (or the CPU, then copied) for CUDA.
@@ -185,11 +185,11 @@ class Llama : public nn::Module {
   const LlamaConfig& config() const { return config_; }
   /// Where the parameters are.
   Device device() const { return model->embed_tokens->weight.device(); }
-  /// logits [B, T, V] of idx [B, T] (int64) at positions 0 .. T-1.
+  /// logits [B, T, V] of idx [B, T] (int64) at positions 0 to T - 1.
   Tensor forward(const Tensor& idx) override;
   /// Mean cross-entropy of forward(idx) against targets [B, T] (kIgnoreIndex skipped).
   Tensor loss(const Tensor& idx, const Tensor& targets);
-  /// logits [B, Tq, V] of idx [B, Tq] where row b's tokens are at positions start[b] ..
+  /// logits [B, Tq, V] of idx [B, Tq] where row b's tokens are at positions start[b] to
   /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph).
   Tensor forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start);
   /// forward_cached without any host work: idx [B, Tq], positions [B, Tq] and start [B] (int64,
