@@ -49,11 +49,12 @@ int run(train::TrainConfig o, int64_t n_kv_heads) {
   std::fflush(stdout);
   const train::TrainerResult r = trainer.run();
   trainer.print_memory(device);
-  if (par->is_logging_rank() && r.start != o.steps) {
-    if (r.status == 0) llama::save_hf(family.model(), dir.file("hf"));
-    trainer.print_summary(r, r.status == 0 ? "Hugging Face model: " + dir.file("hf") : "");
-  }
-  par->finish();
+  // Rank 0 saves the model in Hugging Face's format and sums up, when something was trained.
+  const bool report = par->is_logging_rank() && r.start != o.steps;
+  const std::string hf = dir.file("hf");
+  if (report && r.status == 0) llama::save_hf(family.model(), hf);
+  if (report) trainer.print_summary(r, r.status == 0 ? "Hugging Face model: " + hf : "");
+  par->finish();  // last: nothing may use the process group afterwards
   return r.status;
 }
 

@@ -59,10 +59,10 @@ LlamaFamily::LlamaFamily(train::TrainConfig& o, int64_t n_kv_heads, Device devic
 
 train::TrainerParts LlamaFamily::parts() {
   train::TrainerParts parts;
-  parts.model = model_.get();
+  parts.model = model_.get();  // what checkpoints hold, with the optimizer
   parts.optimizer = optimizer_.get();
-  parts.parallel = &parallel_;
   parts.schedule = schedule_.get();
+  parts.parallel = &parallel_;  // DDP / ZeRO-1 under mpirun, else one process
   parts.next_train = [this] { return data_.train.next(); };
   auto loss_of = [this](const Batch& b) {
     return model_->loss(b.inputs.to(device_), b.targets.to(device_));
