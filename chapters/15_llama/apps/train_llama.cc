@@ -1,0 +1,87 @@
+// train_llama: trains a LLaMA-family model (tt/llama.h) on token shards written by
+// tt_prepare_data, with chapter 09's training library: the same flags, log, checkpoints,
+// --resume and data parallelism under mpirun as train_gpt2 (see its header comment), with
+// LlamaFamily in place of Gpt2Family.
+//
+//   train_llama [--n-kv-head N] [every train_gpt2 flag: --data, --out, --layers, --heads,
+//               --channels, --B, --T, --steps, ...]
+//
+// --n-kv-head (default: --heads) sets grouped-query attention's key/value heads; it is read
+// here, before the training flags (TrainConfig does not know it, so a checkpoint does not
+// record it: --resume with another value fails on the parameter shapes). float32 only for now.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tt/llama_family.h"
+#include "tt/parallel.h"
+#include "tt/run_dir.h"
+#include "tt/train_config.h"
+#include "tt/train_setup.h"
+#include "tt/trainer.h"
+
+namespace {
+
+using namespace tt;
+
+int run(train::TrainConfig o, int64_t n_kv_heads) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const Device picked = train::pick_device(o.device);
+  if (o.print_device) {
+    std::printf("%s\n", picked.str().c_str());
+    return 0;
+  }
+  const std::unique_ptr<gpt2::ParallelStrategy> par = train::make_parallel_strategy(o);
+  train::check_same_on_all_ranks(o, *par);
+  o.validate_for(par->world_size());
+  const Device device = train::rank_device(picked, *par);
+  train::silence_other_ranks(*par);
+  train::RunDir dir(
+      o.out, {.writer = par->is_logging_rank(), .resume = o.resume, .overwrite = o.overwrite});
+  train::TrainData data(o, *par);
+  llama::LlamaFamily family(o, n_kv_heads, device, *par, data);
+  train::Trainer trainer(o, dir, family.parts());
+  trainer.resume();
+  trainer.print_resume();
+  family.print_plan();
+  std::fflush(stdout);
+  const train::TrainerResult r = trainer.run();
+  trainer.print_memory(device);
+  // Rank 0 saves the model in Hugging Face's format and sums up, when something was trained.
+  const bool report = par->is_logging_rank() && r.start != o.steps;
+  const std::string hf = dir.file("hf");
+  if (report && r.status == 0) llama::save_hf(family.model(), hf);
+  if (report) trainer.print_summary(r, r.status == 0 ? "Hugging Face model: " + hf : "");
+  par->finish();  // last: nothing may use the process group afterwards
+  return r.status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    // Take --n-kv-head N out of argv; the rest are TrainConfig's flags.
+    int64_t n_kv_heads = 0;
+    std::vector<char*> rest = {argv[0]};
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--n-kv-head") == 0) {
+        TT_CHECK(i + 1 < argc, "--n-kv-head needs a value");
+        const std::string v = argv[++i];
+        std::size_t used = 0;
+        n_kv_heads = std::stoll(v, &used);
+        TT_CHECK(used == v.size() && n_kv_heads > 0, "--n-kv-head: '", v,
+                 "' is not a positive integer");
+      } else {
+        rest.push_back(argv[i]);
+      }
+    }
+    return run(
+        tt::train::TrainConfig::parse(static_cast<int>(rest.size()), rest.data(), "train_llama"),
+        n_kv_heads);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_llama: %s\n", e.what());
+    return 1;
+  }
+}

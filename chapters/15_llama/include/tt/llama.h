@@ -1,0 +1,231 @@
+/// @file llama.h
+/// @brief A LLaMA-family decoder (chapter 15): RMSNorm, RoPE, SwiGLU MLP and grouped-query
+/// attention, with Hugging Face's parameter names, config.json and safetensors files, and a
+/// preallocated KV cache for inference.
+///
+/// The module tree mirrors transformers' LlamaForCausalLM, so named_parameters() are the names
+/// of its state dict (no mapping table):
+///
+/// | parameter | shape |
+/// |---|---|
+/// | model.embed_tokens.weight | [V, C] |
+/// | model.layers.L.input_layernorm.weight | [C] |
+/// | model.layers.L.self_attn.q_proj.weight | [NH * hs, C] |
+/// | model.layers.L.self_attn.k_proj.weight, v_proj.weight | [NKV * hs, C] |
+/// | model.layers.L.self_attn.o_proj.weight | [C, NH * hs] |
+/// | model.layers.L.post_attention_layernorm.weight | [C] |
+/// | model.layers.L.mlp.gate_proj.weight, up_proj.weight | [F, C] |
+/// | model.layers.L.mlp.down_proj.weight | [C, F] |
+/// | model.norm.weight | [C] |
+/// | lm_head.weight (absent when tied to embed_tokens) | [V, C] |
+///
+/// A block: h = x + o_proj(attn(rope(q), rope(k), v)) on input_layernorm(x), then
+/// y = h + down_proj(silu(gate_proj(n)) * up_proj(n)) with n = post_attention_layernorm(h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tt/layers.h"
+#include "tt/llama_ops.h"
+#include "tt/module.h"
+#include "tt/safetensors.h"
+#include "tt/tensor.h"
+
+namespace tt::llama {
+
+/// The shape of a LLaMA model. The comments give the key of Hugging Face's config.json.
+struct LlamaConfig {
+  int64_t vocab_size = 32000;   ///< V ("vocab_size")
+  int64_t dim = 4096;           ///< C ("hidden_size")
+  int64_t n_layers = 32;        ///< L ("num_hidden_layers")
+  int64_t n_heads = 32;         ///< NH ("num_attention_heads")
+  int64_t n_kv_heads = 32;      ///< NKV ("num_key_value_heads"), divides NH
+  int64_t ffn_dim = 11008;      ///< F ("intermediate_size")
+  int64_t max_seq_len = 2048;   ///< longest position ("max_position_embeddings")
+  double rope_theta = 10000.0;  ///< RoPE base ("rope_theta")
+  RopeScaling rope_scaling;     ///< ("rope_scaling"; null is type "default")
+  double norm_eps = 1e-6;       ///< RMSNorm epsilon ("rms_norm_eps")
+  bool tie_embeddings = false;  ///< lm_head shares embed_tokens ("tie_word_embeddings")
+  double init_std = 0.02;       ///< std of the normal init ("initializer_range")
+  int64_t bos_token_id = 1;     ///< ("bos_token_id"; -1 if null)
+  std::vector<int64_t> eos_token_ids = {2};  ///< ("eos_token_id": a number or a list)
+
+  /// hs = C / NH.
+  int64_t head_dim() const { return dim / n_heads; }
+  /// Throws tt::Error naming the field: every size positive, NH divides C, NKV divides NH, hs
+  /// even, eps >= 0, theta > 1.
+  void validate() const;
+  /// One line, e.g. "V=32000 C=4096 L=32 NH=32 NKV=8 F=11008 ...".
+  std::string str() const;
+  /// Parses Hugging Face's config.json of a LlamaForCausalLM ("model_type" "llama",
+  /// "hidden_act" "silu", no attention or MLP bias, "head_dim" absent or C / NH); unknown keys
+  /// are ignored, a wrong type or value is an error naming the key and `source`.
+  static LlamaConfig from_hf_json(const std::string& text, const std::string& source);
+  /// The config.json transformers writes for this shape (LlamaForCausalLM, float32).
+  std::string to_hf_json() const;
+};
+
+/// LLaMA's RMSNorm as a module: weight [dim] (ones at init), tt::rms_norm.
+class RMSNorm : public nn::Module {
+ public:
+  /// weight = ones([dim]) in `options`.
+  RMSNorm(int64_t dim, double eps, TensorOptions options = {});
+  /// rms_norm(x, weight, eps).
+  Tensor forward(const Tensor& x) override;
+  double eps;     ///< added to mean(x^2)
+  Tensor weight;  ///< [dim]
+};
+
+/// A preallocated KV cache: per layer, keys and values [B, NKV, max_len, hs]. Row b holds the
+/// keys of its positions [0, length of row b); the caller tracks the lengths (forward_cached's
+/// `start`).
+struct KVCache {
+  std::vector<Tensor> k;  ///< per layer [B, NKV, max_len, hs]
+  std::vector<Tensor> v;  ///< per layer [B, NKV, max_len, hs]
+  /// B.
+  int64_t batch() const { return k.empty() ? 0 : k[0].size(0); }
+  /// Positions each row can hold.
+  int64_t max_len() const { return k.empty() ? 0 : k[0].size(2); }
+};
+
+/// "kv_cache_attend" kernels: append k_new, v_new [B, NKV, Tq, hs] to the caches [B, NKV,
+/// Tmax, hs] at positions start[b] to start[b] + Tq - 1 of row b, then out [B, NH, Tq, hs] =
+/// causal attention of q [B, NH, Tq, hs] (query i of row b at position start[b] + i) over the
+/// cached keys and values [0, start[b] + i] of its key/value head, scale 1/sqrt(hs). start is
+/// int64 [B]: on the CPU for the CPU kernel; on the GPU (or the CPU, then copied) for CUDA.
+using KvCacheAttendKernel = void(const Tensor& out, const Tensor& q, const Tensor& k_new,
+                                 const Tensor& v_new, const Tensor& k_cache, const Tensor& v_cache,
+                                 const Tensor& start);
+
+namespace cpu {
+/// The CPU "kv_cache_attend" (exercise ch15.4): contiguous tensors of one dtype (float32 or
+/// float64), start[b] + Tq <= Tmax (checked, naming b).
+void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, const Tensor& v_new,
+                     const Tensor& k_cache, const Tensor& v_cache, const Tensor& start);
+}  // namespace cpu
+
+/// Appends and attends through the device's "kv_cache_attend" kernel (no autograd: inference);
+/// validates shapes, dtypes and devices, naming them, and every start[b] + Tq <= Tmax.
+Tensor kv_cache_attend(const Tensor& q, const Tensor& k_new, const Tensor& v_new,
+                       const Tensor& k_cache, const Tensor& v_cache,
+                       const std::vector<int64_t>& start);
+
+/// The same with start as an int64 tensor [B] on the model's device (the CPU for CPU tensors),
+/// whose values are NOT read on the host: the caller guarantees start[b] + Tq <= Tmax. What a
+/// CUDA graph captures (the values change between replays).
+Tensor kv_cache_attend(const Tensor& q, const Tensor& k_new, const Tensor& v_new,
+                       const Tensor& k_cache, const Tensor& v_cache, const Tensor& start);
+
+/// Attention of a LLaMA block: q_proj, k_proj, v_proj, o_proj (no bias), RoPE on q and k.
+class LlamaAttention : public nn::Module {
+ public:
+  /// Projections initialised N(0, init_std).
+  LlamaAttention(const LlamaConfig& config, Generator& gen, TensorOptions options);
+  /// x [B, T, C] at positions [B, T] -> [B, T, C]; with `cache` (and its layer `layer`), the
+  /// keys and values are appended at start[b] (int64 [B] on x's device) and the queries attend
+  /// the cache.
+  Tensor attend(const Tensor& x, const Tensor& positions, const RopeTables& rope,
+                KVCache* cache = nullptr, int64_t layer = 0, const Tensor& start = Tensor());
+  std::shared_ptr<nn::Linear> q_proj;  ///< [NH * hs, C]
+  std::shared_ptr<nn::Linear> k_proj;  ///< [NKV * hs, C]
+  std::shared_ptr<nn::Linear> v_proj;  ///< [NKV * hs, C]
+  std::shared_ptr<nn::Linear> o_proj;  ///< [C, NH * hs]
+  int64_t n_heads;                     ///< NH
+  int64_t n_kv_heads;                  ///< NKV
+  int64_t head_dim;                    ///< hs
+};
+
+/// The SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
+class LlamaMLP : public nn::Module {
+ public:
+  /// Projections initialised N(0, init_std).
+  LlamaMLP(const LlamaConfig& config, Generator& gen, TensorOptions options);
+  /// x [..., C] -> [..., C].
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<nn::Linear> gate_proj;  ///< [F, C]
+  std::shared_ptr<nn::Linear> up_proj;    ///< [F, C]
+  std::shared_ptr<nn::Linear> down_proj;  ///< [C, F]
+};
+
+/// One pre-norm block.
+class LlamaDecoderLayer : public nn::Module {
+ public:
+  /// Builds the block of `config`.
+  LlamaDecoderLayer(const LlamaConfig& config, Generator& gen, TensorOptions options);
+  /// x [B, T, C] -> [B, T, C] (see LlamaAttention::attend for the cache arguments).
+  Tensor run(const Tensor& x, const Tensor& positions, const RopeTables& rope,
+             KVCache* cache = nullptr, int64_t layer = 0, const Tensor& start = Tensor());
+  std::shared_ptr<LlamaAttention> self_attn;          ///< attention
+  std::shared_ptr<LlamaMLP> mlp;                      ///< MLP
+  std::shared_ptr<RMSNorm> input_layernorm;           ///< before attention
+  std::shared_ptr<RMSNorm> post_attention_layernorm;  ///< before the MLP
+};
+
+/// The decoder without its head (Hugging Face's LlamaModel).
+class LlamaModel : public nn::Module {
+ public:
+  /// Builds the decoder of `config`.
+  LlamaModel(const LlamaConfig& config, Generator& gen, TensorOptions options);
+  std::shared_ptr<nn::Embedding> embed_tokens;  ///< [V, C]
+  std::shared_ptr<nn::ModuleList> layers;       ///< L LlamaDecoderLayer
+  std::shared_ptr<RMSNorm> norm;                ///< final norm
+};
+
+/// LlamaForCausalLM.
+class Llama : public nn::Module {
+ public:
+  /// A model of `config` (validated) with parameters N(0, init_std) drawn from a generator
+  /// seeded with `seed` (norm weights 1), in `options` (float32 or float64; move to CUDA with
+  /// to()).
+  explicit Llama(const LlamaConfig& config, uint64_t seed = 1337, TensorOptions options = {});
+  /// The config.
+  const LlamaConfig& config() const { return config_; }
+  /// Where the parameters are.
+  Device device() const { return model->embed_tokens->weight.device(); }
+  /// logits [B, T, V] of idx [B, T] (int64) at positions 0 to T - 1.
+  Tensor forward(const Tensor& idx) override;
+  /// Mean cross-entropy of forward(idx) against targets [B, T] (kIgnoreIndex skipped).
+  Tensor loss(const Tensor& idx, const Tensor& targets);
+  /// logits [B, Tq, V] of idx [B, Tq] where row b's tokens are at positions start[b] to
+  /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph).
+  Tensor forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start);
+  /// forward_cached without any host work: idx [B, Tq], positions [B, Tq] and start [B] (int64,
+  /// on the model's device) are read by the kernels only, and nothing is checked against the
+  /// cache or max_seq_len (the caller does it). What a CUDA graph of a decode step captures.
+  Tensor forward_static(const Tensor& idx, const Tensor& positions, KVCache& cache,
+                        const Tensor& start);
+  /// A zeroed cache for `batch` rows of `max_len` positions (<= max_seq_len) in the model's
+  /// dtype and device.
+  KVCache make_cache(int64_t batch, int64_t max_len) const;
+  /// The output projection's weight [V, C] (embed_tokens' when tied).
+  Tensor head_weight() const;
+
+  std::shared_ptr<LlamaModel> model;    ///< the decoder ("model.*")
+  std::shared_ptr<nn::Linear> lm_head;  ///< null when tied ("lm_head.weight")
+
+ private:
+  Tensor run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start);
+  Tensor positions_for(int64_t B, int64_t T, const std::vector<int64_t>& start) const;
+  const RopeTables& rope_for(const Tensor& like);
+  LlamaConfig config_;
+  RopeTables rope_;
+};
+
+// ----- Hugging Face files ---------------------------------------------------------------------
+
+/// Loads a directory written by transformers' save_pretrained (or save_hf): config.json and
+/// model.safetensors (one file; a sharded model's index is refused with a message). Tensors
+/// are converted to float32 (F16, BF16) and checked all or nothing against the model's names
+/// and shapes; "lm_head.weight" is ignored for a tied model, "*.rotary_emb.inv_freq" buffers
+/// always.
+std::unique_ptr<Llama> load_hf(const std::string& dir);
+
+/// Writes config.json and model.safetensors (metadata {"format": "pt"}, as transformers
+/// expects) into `dir` (created if missing), the tensors stored per `store`.
+void save_hf(const Llama& model, const std::string& dir,
+             safetensors::StoreAs store = safetensors::StoreAs::kF32);
+
+}  // namespace tt::llama

@@ -1,0 +1,294 @@
+// The LLaMA model (tt/llama.h): modules, forward with and without the KV cache, and the loss.
+#include "tt/llama.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "tt/autograd.h"
+#include "tt/dispatcher.h"
+#include "tt/functional.h"
+
+namespace tt::llama {
+
+namespace {
+
+std::string describe(const Tensor& t) {
+  return t.defined() ? t.describe() : std::string("an undefined tensor");
+}
+
+std::shared_ptr<nn::Linear> normal_linear(int64_t in, int64_t out, double std, Generator& gen,
+                                          TensorOptions options) {
+  auto lin = std::make_shared<nn::Linear>(in, out, false, gen, options);
+  nn::normal_(lin->weight, std, gen);
+  return lin;
+}
+
+}  // namespace
+
+void LlamaConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    TT_CHECK(v > 0, "LlamaConfig: ", name, " must be > 0, got ", v);
+  };
+  positive("vocab_size", vocab_size);
+  positive("dim (hidden_size)", dim);
+  positive("n_layers (num_hidden_layers)", n_layers);
+  positive("n_heads (num_attention_heads)", n_heads);
+  positive("n_kv_heads (num_key_value_heads)", n_kv_heads);
+  positive("ffn_dim (intermediate_size)", ffn_dim);
+  positive("max_seq_len (max_position_embeddings)", max_seq_len);
+  TT_CHECK(dim % n_heads == 0, "LlamaConfig: n_heads = ", n_heads, " does not divide dim = ", dim);
+  TT_CHECK(n_heads % n_kv_heads == 0, "LlamaConfig: n_kv_heads = ", n_kv_heads,
+           " does not divide n_heads = ", n_heads);
+  TT_CHECK(head_dim() % 2 == 0, "LlamaConfig: the head size dim / n_heads = ", head_dim(),
+           " must be even (RoPE rotates pairs)");
+  TT_CHECK(norm_eps >= 0 && std::isfinite(norm_eps), "LlamaConfig: norm_eps must be >= 0, got ",
+           norm_eps);
+  TT_CHECK(rope_theta > 1 && std::isfinite(rope_theta), "LlamaConfig: rope_theta must be > 1, got ",
+           rope_theta);
+  TT_CHECK(init_std >= 0, "LlamaConfig: init_std must be >= 0, got ", init_std);
+  (void)rope_inv_freq(head_dim(), rope_theta, rope_scaling);  // validates the scaling
+}
+
+std::string LlamaConfig::str() const {
+  std::ostringstream os;
+  os << "V=" << vocab_size << " C=" << dim << " L=" << n_layers << " NH=" << n_heads
+     << " NKV=" << n_kv_heads << " F=" << ffn_dim << " maxT=" << max_seq_len
+     << " theta=" << rope_theta << " eps=" << norm_eps << (tie_embeddings ? " tied" : " untied");
+  if (rope_scaling.type != "default") os << " rope_scaling=" << rope_scaling.type;
+  return os.str();
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps_, TensorOptions options)
+    : Module("LlamaRMSNorm"), eps(eps_) {
+  weight = register_parameter("weight", ones({dim}, options));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  return rms_norm(x, weight, eps);
+}
+
+Tensor kv_cache_attend(const Tensor& q, const Tensor& k_new, const Tensor& v_new,
+                       const Tensor& k_cache, const Tensor& v_cache,
+                       const std::vector<int64_t>& start) {
+  TT_CHECK(q.defined() && q.dim() == 4 && k_new.defined() && k_new.dim() == 4 && v_new.defined() &&
+               v_new.shape() == k_new.shape() && k_cache.defined() && k_cache.dim() == 4 &&
+               v_cache.defined() && v_cache.shape() == k_cache.shape() && k_new.size(1) > 0 &&
+               q.size(1) % k_new.size(1) == 0 && q.size(0) == k_new.size(0) &&
+               q.size(2) == k_new.size(2) && q.size(3) == k_new.size(3) &&
+               k_cache.size(0) == q.size(0) && k_cache.size(1) == k_new.size(1) &&
+               k_cache.size(3) == q.size(3),
+           "kv_cache_attend: expected q [B, NH, Tq, hs], k_new and v_new [B, NKV, Tq, hs], caches "
+           "[B, NKV, Tmax, hs], got q ",
+           describe(q), ", k_new ", describe(k_new), ", v_new ", describe(v_new), ", k_cache ",
+           describe(k_cache), ", v_cache ", describe(v_cache));
+  for (const Tensor* t : {&k_new, &v_new, &k_cache, &v_cache}) {
+    TT_CHECK(t->dtype() == q.dtype() && t->device() == q.device(),
+             "kv_cache_attend: every tensor must have q's dtype and device (", q.describe(),
+             "), got ", t->describe());
+  }
+  TT_CHECK(static_cast<int64_t>(start.size()) == q.size(0), "kv_cache_attend: start has ",
+           start.size(), " values for a batch of ", q.size(0));
+  for (std::size_t b = 0; b < start.size(); ++b) {
+    TT_CHECK(start[b] >= 0 && start[b] + q.size(2) <= k_cache.size(2), "kv_cache_attend: row ", b,
+             " appends positions [", start[b], ", ", start[b] + q.size(2),
+             ") to a cache of max_len ", k_cache.size(2));
+  }
+  return kv_cache_attend(q, k_new, v_new, k_cache, v_cache,
+                         from_vector(start, {static_cast<int64_t>(start.size())}).to(q.device()));
+}
+
+Tensor kv_cache_attend(const Tensor& q, const Tensor& k_new, const Tensor& v_new,
+                       const Tensor& k_cache, const Tensor& v_cache, const Tensor& start) {
+  TT_CHECK(q.defined() && q.dim() == 4 && start.defined() && start.dtype() == DType::kInt64 &&
+               start.dim() == 1 && start.size(0) == q.size(0) && start.device() == q.device(),
+           "kv_cache_attend: start must be int64 [B] on q's device, got ",
+           start.defined() ? start.describe() : std::string("an undefined tensor"), " for q ",
+           q.defined() ? q.describe() : std::string("an undefined tensor"));
+  const Tensor out = empty(q.shape(), {q.dtype(), q.device()});
+  call_kernel<KvCacheAttendKernel>("kv_cache_attend", q.device(), out, q.contiguous(),
+                                   k_new.contiguous(), v_new.contiguous(), k_cache, v_cache, start);
+  return out;
+}
+
+LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator& gen, TensorOptions options)
+    : Module("LlamaAttention"),
+      n_heads(c.n_heads),
+      n_kv_heads(c.n_kv_heads),
+      head_dim(c.head_dim()) {
+  q_proj = register_module("q_proj",
+                           normal_linear(c.dim, c.n_heads * head_dim, c.init_std, gen, options));
+  k_proj = register_module("k_proj",
+                           normal_linear(c.dim, c.n_kv_heads * head_dim, c.init_std, gen, options));
+  v_proj = register_module("v_proj",
+                           normal_linear(c.dim, c.n_kv_heads * head_dim, c.init_std, gen, options));
+  o_proj = register_module("o_proj",
+                           normal_linear(c.n_heads * head_dim, c.dim, c.init_std, gen, options));
+}
+
+Tensor LlamaAttention::attend(const Tensor& x, const Tensor& positions, const RopeTables& tables,
+                              KVCache* cache, int64_t layer, const Tensor& start) {
+  const int64_t B = x.size(0), T = x.size(1);
+  // [B, T, H * hs] -> [B, H, T, hs] as a strided view: rope reads it in place.
+  auto heads = [&](const Tensor& y, int64_t h) {
+    return transpose(view(y, {B, T, h, head_dim}), 1, 2);
+  };
+  const Tensor q = rope(heads(q_proj->forward(x), n_heads), tables, positions);
+  const Tensor k = rope(heads(k_proj->forward(x), n_kv_heads), tables, positions);
+  const Tensor v = contiguous(heads(v_proj->forward(x), n_kv_heads));
+  Tensor y;
+  if (cache != nullptr) {
+    y = kv_cache_attend(q, k, v, cache->k[layer], cache->v[layer], start);
+  } else {
+    y = gqa_attention(q, k, v);
+  }
+  y = reshape(transpose(y, 1, 2), {B, T, n_heads * head_dim});
+  return o_proj->forward(y);
+}
+
+LlamaMLP::LlamaMLP(const LlamaConfig& c, Generator& gen, TensorOptions options)
+    : Module("LlamaMLP") {
+  gate_proj =
+      register_module("gate_proj", normal_linear(c.dim, c.ffn_dim, c.init_std, gen, options));
+  up_proj = register_module("up_proj", normal_linear(c.dim, c.ffn_dim, c.init_std, gen, options));
+  down_proj =
+      register_module("down_proj", normal_linear(c.ffn_dim, c.dim, c.init_std, gen, options));
+}
+
+Tensor LlamaMLP::forward(const Tensor& x) {
+  return down_proj->forward(swiglu(gate_proj->forward(x), up_proj->forward(x)));
+}
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator& gen, TensorOptions options)
+    : Module("LlamaDecoderLayer") {
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, gen, options));
+  mlp = register_module("mlp", std::make_shared<LlamaMLP>(c, gen, options));
+  input_layernorm =
+      register_module("input_layernorm", std::make_shared<RMSNorm>(c.dim, c.norm_eps, options));
+  post_attention_layernorm = register_module("post_attention_layernorm",
+                                             std::make_shared<RMSNorm>(c.dim, c.norm_eps, options));
+}
+
+Tensor LlamaDecoderLayer::run(const Tensor& x, const Tensor& positions, const RopeTables& rope,
+                              KVCache* cache, int64_t layer, const Tensor& start) {
+  const Tensor h =
+      add(x, self_attn->attend(input_layernorm->forward(x), positions, rope, cache, layer, start));
+  return add(h, mlp->forward(post_attention_layernorm->forward(h)));
+}
+
+LlamaModel::LlamaModel(const LlamaConfig& c, Generator& gen, TensorOptions options)
+    : Module("LlamaModel") {
+  embed_tokens = register_module(
+      "embed_tokens", std::make_shared<nn::Embedding>(c.vocab_size, c.dim, gen, options));
+  nn::normal_(embed_tokens->weight, c.init_std, gen);
+  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    layers->push_back(std::make_shared<LlamaDecoderLayer>(c, gen, options));
+  }
+  norm = register_module("norm", std::make_shared<RMSNorm>(c.dim, c.norm_eps, options));
+}
+
+Llama::Llama(const LlamaConfig& config, uint64_t seed, TensorOptions options)
+    : Module("LlamaForCausalLM"), config_(config) {
+  config_.validate();
+  TT_CHECK(options.dtype == DType::kFloat32 || options.dtype == DType::kFloat64,
+           "Llama: parameters must be float32 or float64, got ", dtype_name(options.dtype));
+  Generator gen(seed);
+  model = register_module("model", std::make_shared<LlamaModel>(config_, gen, options));
+  if (!config_.tie_embeddings) {
+    lm_head = register_module(
+        "lm_head", normal_linear(config_.dim, config_.vocab_size, config_.init_std, gen, options));
+  }
+}
+
+Tensor Llama::head_weight() const {
+  return lm_head ? lm_head->weight : model->embed_tokens->weight;
+}
+
+const RopeTables& Llama::rope_for(const Tensor& like) {
+  if (!rope_.cos.defined() || rope_.cos.dtype() != like.dtype() ||
+      rope_.cos.device() != like.device()) {
+    rope_ = rope_tables(config_.max_seq_len, config_.head_dim(), config_.rope_theta,
+                        config_.rope_scaling, {like.dtype(), like.device()});
+  }
+  return rope_;
+}
+
+Tensor Llama::positions_for(int64_t B, int64_t T, const std::vector<int64_t>& start) const {
+  std::vector<int64_t> p(static_cast<std::size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t s = start.empty() ? 0 : start[b];
+    TT_CHECK(s >= 0 && s + T <= config_.max_seq_len, "Llama: row ", b, " has positions [", s, ", ",
+             s + T, ") beyond max_seq_len = ", config_.max_seq_len);
+    for (int64_t t = 0; t < T; ++t) p[b * T + t] = s + t;
+  }
+  return from_vector(p, {B, T}).to(device());
+}
+
+Tensor Llama::run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start) {
+  Tensor x = model->embed_tokens->forward(idx);
+  const RopeTables& tables = rope_for(x);
+  for (std::size_t l = 0; l < model->layers->size(); ++l) {
+    x = model->layers->at<LlamaDecoderLayer>(l).run(x, positions, tables, cache,
+                                                    static_cast<int64_t>(l), start);
+  }
+  x = model->norm->forward(x);
+  return matmul(x, transpose(head_weight(), 0, 1));
+}
+
+Tensor Llama::forward(const Tensor& idx) {
+  TT_CHECK(
+      idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64 && idx.device() == device(),
+      "Llama::forward: expected int64 token ids [B, T] on ", device().str(), ", got ",
+      describe(idx));
+  return run(idx, positions_for(idx.size(0), idx.size(1), {}), nullptr, Tensor());
+}
+
+Tensor Llama::loss(const Tensor& idx, const Tensor& targets) {
+  TT_CHECK(targets.defined() && targets.shape() == idx.shape(),
+           "Llama::loss: targets must have the shape of idx ", idx.describe(), ", got ",
+           describe(targets));
+  const Tensor logits = forward(idx);
+  const int64_t n = idx.size(0) * idx.size(1);
+  return cross_entropy(reshape(logits, {n, config_.vocab_size}), reshape(targets, {n}));
+}
+
+Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start) {
+  TT_CHECK(
+      idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64 && idx.device() == device(),
+      "Llama::forward_cached: expected int64 token ids [B, T] on ", device().str(), ", got ",
+      describe(idx));
+  TT_CHECK(static_cast<int64_t>(cache.k.size()) == config_.n_layers &&
+               cache.batch() == idx.size(0) && static_cast<int64_t>(start.size()) == idx.size(0),
+           "Llama::forward_cached: a cache of ", cache.k.size(), " layers and batch ",
+           cache.batch(), " and ", start.size(), " start positions do not fit ", config_.n_layers,
+           " layers and idx ", idx.describe());
+  for (std::size_t b = 0; b < start.size(); ++b) {
+    TT_CHECK(start[b] >= 0 && start[b] + idx.size(1) <= cache.max_len(),
+             "Llama::forward_cached: row ", b, " appends positions [", start[b], ", ",
+             start[b] + idx.size(1), ") to a cache of max_len ", cache.max_len());
+  }
+  autograd::NoGradGuard no_grad;
+  return run(idx, positions_for(idx.size(0), idx.size(1), start), &cache,
+             from_vector(start, {idx.size(0)}).to(device()));
+}
+
+Tensor Llama::forward_static(const Tensor& idx, const Tensor& positions, KVCache& cache,
+                             const Tensor& start) {
+  autograd::NoGradGuard no_grad;
+  return run(idx, positions, &cache, start);
+}
+
+KVCache Llama::make_cache(int64_t batch, int64_t max_len) const {
+  TT_CHECK(batch > 0 && max_len > 0 && max_len <= config_.max_seq_len,
+           "Llama::make_cache: expected batch > 0 and 0 < max_len <= max_seq_len = ",
+           config_.max_seq_len, ", got batch ", batch, " and max_len ", max_len);
+  KVCache c;
+  const TensorOptions o{model->embed_tokens->weight.dtype(), device()};
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    c.k.push_back(zeros({batch, config_.n_kv_heads, max_len, config_.head_dim()}, o));
+    c.v.push_back(zeros({batch, config_.n_kv_heads, max_len, config_.head_dim()}, o));
+  }
+  return c;
+}
+
+}  // namespace tt::llama

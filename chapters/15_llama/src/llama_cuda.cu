@@ -1,0 +1,299 @@
+// CUDA kernels of chapter 15 (given, not exercises): RMSNorm forward and backward (one block per
+// row; the weight gradient as per-row products summed by chapter 06's deterministic
+// column_sum), rotate-half RoPE, SwiGLU forward and backward, and the KV-cache append + attend
+// step of decoding. float32 and float64.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "tt/cuda_block_reduce.h"
+#include "tt/cuda_column_sum.h"
+#include "tt/cuda_device.h"
+#include "tt/dispatcher.h"
+#include "tt/llama.h"
+#include "tt/llama_ops.h"
+
+namespace tt::cuda {
+
+namespace {
+
+constexpr int kRowThreads = 256;
+
+std::string describe(const Tensor& t) {
+  return t.defined() ? t.describe() : std::string("an undefined tensor");
+}
+
+void check_cuda(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor& first = **ts.begin();
+  for (const Tensor* t : ts) {
+    TT_CHECK(t->defined() && t->device().is_cuda() && t->device() == first.device() &&
+                 t->dtype() == first.dtype() && t->is_contiguous(),
+             "cuda::", op, ": expected contiguous CUDA tensors of one dtype and device, got ",
+             describe(first), " and ", describe(*t));
+  }
+}
+
+template <typename T>
+__global__ void rms_norm_forward_kernel(T* out, T* rstd, const T* x, const T* w, int64_t rows,
+                                        int64_t C, double eps) {
+  __shared__ double scratch[kRowThreads / kWarpThreads];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * C;
+    double ss = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += static_cast<double>(xr[c]) * xr[c];
+    ss = block_allreduce(ss, SumOp{}, scratch);
+    const T r = static_cast<T>(1.0 / sqrt(ss / static_cast<double>(C) + eps));
+    if (threadIdx.x == 0) rstd[row] = r;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) out[row * C + c] = xr[c] * r * w[c];
+  }
+}
+
+// dx per row; dy * xhat per element into `prod` (summed over rows into dweight afterwards).
+template <typename T>
+__global__ void rms_norm_backward_kernel(T* dx, T* prod, const T* dy, const T* x, const T* w,
+                                         const T* rstd, int64_t rows, int64_t C) {
+  __shared__ double scratch[kRowThreads / kWarpThreads];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T r = rstd[row];
+    double dot = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      dot += static_cast<double>(dy[row * C + c]) * w[c] * x[row * C + c] * r;
+    }
+    dot = block_allreduce(dot, SumOp{}, scratch);
+    const T m = static_cast<T>(dot / static_cast<double>(C));
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const int64_t i = row * C + c;
+      const T xhat = x[i] * r;
+      dx[i] = r * (dy[i] * w[c] - xhat * m);
+      prod[i] = dy[i] * xhat;
+    }
+  }
+}
+
+template <typename T>
+__global__ void rope_kernel(T* out, const T* x, const T* cos_t, const T* sin_t, const int64_t* pos,
+                            int64_t B, int64_t H, int64_t T_, int64_t half, int64_t sb, int64_t sh,
+                            int64_t st, T sign) {
+  const int64_t n = B * H * T_ * half;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e % half;
+    const int64_t row = e / half;  // (b * H + h) * T + t
+    const int64_t t = row % T_, h = row / T_ % H, b = row / T_ / H;
+    const int64_t p = pos[b * T_ + t];
+    const T* xr = x + b * sb + h * sh + t * st;
+    T* yr = out + row * 2 * half;
+    const T c = cos_t[p * half + i], s = sign * sin_t[p * half + i];
+    const T x1 = xr[i], x2 = xr[i + half];
+    yr[i] = x1 * c - x2 * s;
+    yr[i + half] = x2 * c + x1 * s;
+  }
+}
+
+template <typename T>
+__device__ T sigmoid(T a) {
+  return T(1) / (T(1) + exp(-a));
+}
+
+template <typename T>
+__global__ void swiglu_forward_kernel(T* out, const T* a, const T* b, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = a[i] * sigmoid(a[i]) * b[i];
+  }
+}
+
+template <typename T>
+__global__ void swiglu_backward_kernel(T* da, T* db, const T* dy, const T* a, const T* b,
+                                       int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T s = sigmoid(a[i]);
+    da[i] = dy[i] * b[i] * s * (T(1) + a[i] * (T(1) - s));
+    db[i] = dy[i] * a[i] * s;
+  }
+}
+
+template <typename T>
+__global__ void kv_append_kernel(T* kc, T* vc, const T* kn, const T* vn, const int64_t* start,
+                                 int64_t B, int64_t NKV, int64_t Tq, int64_t Tmax, int64_t hs) {
+  const int64_t n = B * NKV * Tq * hs;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = e % hs, t = e / hs % Tq, bj = e / hs / Tq, b = bj / NKV;
+    const int64_t dst = (bj * Tmax + start[b] + t) * hs + c;
+    kc[dst] = kn[e];
+    vc[dst] = vn[e];
+  }
+}
+
+// One block per (b, h, t) query row: scores of the visible keys in shared memory (Tmax values),
+// a block softmax, then each thread accumulates output channels.
+template <typename T>
+__global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, const int64_t* start,
+                                 int64_t NH, int64_t NKV, int64_t Tq, int64_t Tmax, int64_t hs,
+                                 T scale) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* p = reinterpret_cast<T*>(smem_raw);
+  __shared__ T scratch[kRowThreads / kWarpThreads];
+  const int64_t row = blockIdx.x;  // (b * NH + h) * Tq + t
+  const int64_t t = row % Tq, bh = row / Tq, b = bh / NH, h = bh % NH;
+  const int64_t j = h / (NH / NKV);
+  const T* qr = q + row * hs;
+  const T* K = kc + (b * NKV + j) * Tmax * hs;
+  const T* V = vc + (b * NKV + j) * Tmax * hs;
+  const int64_t n = start[b] + t + 1;
+  T mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    T dot = 0;
+    for (int64_t c = 0; c < hs; ++c) dot += qr[c] * K[i * hs + c];
+    p[i] = dot * scale;
+    mx = fmax(mx, p[i]);
+  }
+  mx = block_allreduce(mx, MaxOp{}, scratch);
+  T sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    p[i] = exp(p[i] - mx);
+    sum += p[i];
+  }
+  sum = block_allreduce(sum, SumOp{}, scratch);  // also a barrier: p is complete
+  for (int64_t c = threadIdx.x; c < hs; c += blockDim.x) {
+    T acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += p[i] * V[i * hs + c];
+    out[row * hs + c] = acc / sum;
+  }
+}
+
+}  // namespace
+
+void rms_norm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                      double eps) {
+  check_cuda("rms_norm_forward", {&x, &out, &weight, &rstd});
+  const int64_t C = x.size(-1), rows = C == 0 ? 0 : x.numel() / C;
+  TT_CHECK(weight.numel() == C && rstd.numel() == rows, "cuda::rms_norm_forward: weight ",
+           weight.describe(), " and rstd ", rstd.describe(), " do not fit x ", x.describe());
+  if (rows == 0) return;
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(x.dtype(), "rms_norm_forward", [&]<typename T>() {
+    rms_norm_forward_kernel<T>
+        <<<grid_size(rows * kRowThreads, kRowThreads, dev), kRowThreads, 0, stream(dev)>>>(
+            out.data<T>(), rstd.data<T>(), x.data<T>(), weight.data<T>(), rows, C, eps);
+    TT_CUDA_CHECK_LAUNCH("rms_norm_forward_kernel");
+  });
+}
+
+void rms_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
+                       const Tensor& weight, const Tensor& rstd) {
+  check_cuda("rms_norm_backward", {&x, &dx, &dout, &weight, &dweight, &rstd});
+  const int64_t C = x.size(-1), rows = C == 0 ? 0 : x.numel() / C;
+  TT_CHECK(weight.numel() == C && dweight.numel() == C && rstd.numel() == rows &&
+               dx.shape() == x.shape() && dout.shape() == x.shape(),
+           "cuda::rms_norm_backward: shapes do not fit x ", x.describe());
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  if (rows == 0) {
+    dweight.fill_(0.0);
+    return;
+  }
+  dispatch_floating(x.dtype(), "rms_norm_backward", [&]<typename T>() {
+    const Tensor prod = empty(x.shape(), {x.dtype(), x.device()});
+    rms_norm_backward_kernel<T>
+        <<<grid_size(rows * kRowThreads, kRowThreads, dev), kRowThreads, 0, stream(dev)>>>(
+            dx.data<T>(), prod.data<T>(), dout.data<T>(), x.data<T>(), weight.data<T>(),
+            rstd.data<T>(), rows, C);
+    TT_CUDA_CHECK_LAUNCH("rms_norm_backward_kernel");
+    column_sum<T>(dweight.data<T>(), prod.data<T>(), rows, C, C, x.device());
+  });
+}
+
+void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+          const Tensor& positions, bool inverse) {
+  TT_CHECK(x.defined() && x.dim() == 4 && x.stride(3) == 1 && x.device().is_cuda() &&
+               out.defined() && out.shape() == x.shape() && out.is_contiguous(),
+           "cuda::rope_forward: expected CUDA x [B, H, T, hs] with a unit stride along hs and a "
+           "contiguous out, got x ",
+           describe(x), " and out ", describe(out));
+  check_cuda("rope_forward", {&out, &cos, &sin});
+  TT_CHECK(positions.device() == x.device() && positions.dtype() == DType::kInt64 &&
+               positions.is_contiguous() && positions.numel() == x.size(0) * x.size(2),
+           "cuda::rope_forward: expected int64 positions [B, T] on ", x.device().str(), ", got ",
+           describe(positions));
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), half = x.size(3) / 2;
+  const int64_t n = B * H * T * half;
+  if (n == 0) return;
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(x.dtype(), "rope_forward", [&]<typename T_>() {
+    rope_kernel<T_><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
+        out.data<T_>(), x.data<T_>(), cos.data<T_>(), sin.data<T_>(), positions.data<int64_t>(), B,
+        H, T, half, x.stride(0), x.stride(1), x.stride(2), inverse ? T_(-1) : T_(1));
+    TT_CUDA_CHECK_LAUNCH("rope_kernel");
+  });
+}
+
+void swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  check_cuda("swiglu_forward", {&gate, &up, &out});
+  const int64_t n = gate.numel();
+  if (n == 0) return;
+  const int dev = gate.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(gate.dtype(), "swiglu_forward", [&]<typename T>() {
+    swiglu_forward_kernel<T><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
+        out.data<T>(), gate.data<T>(), up.data<T>(), n);
+    TT_CUDA_CHECK_LAUNCH("swiglu_forward_kernel");
+  });
+}
+
+void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate,
+                     const Tensor& up) {
+  check_cuda("swiglu_backward", {&gate, &up, &dout, &dgate, &dup});
+  const int64_t n = gate.numel();
+  if (n == 0) return;
+  const int dev = gate.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(gate.dtype(), "swiglu_backward", [&]<typename T>() {
+    swiglu_backward_kernel<T><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
+        dgate.data<T>(), dup.data<T>(), dout.data<T>(), gate.data<T>(), up.data<T>(), n);
+    TT_CUDA_CHECK_LAUNCH("swiglu_backward_kernel");
+  });
+}
+
+void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, const Tensor& v_new,
+                     const Tensor& k_cache, const Tensor& v_cache, const Tensor& start) {
+  check_cuda("kv_cache_attend", {&q, &out, &k_new, &v_new, &k_cache, &v_cache});
+  const int64_t B = q.size(0), NH = q.size(1), Tq = q.size(2), hs = q.size(3);
+  const int64_t NKV = k_cache.size(1), Tmax = k_cache.size(2);
+  TT_CHECK(start.dtype() == DType::kInt64 && start.numel() == B,
+           "cuda::kv_cache_attend: start must be int64 [", B, "], got ", describe(start));
+  const int dev = q.device().index;
+  DeviceGuard guard(dev);
+  const Tensor s = start.to(q.device());
+  dispatch_floating(q.dtype(), "kv_cache_attend", [&]<typename T>() {
+    const int64_t n = B * NKV * Tq * hs;
+    if (n > 0) {
+      kv_append_kernel<T><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
+          k_cache.data<T>(), v_cache.data<T>(), k_new.data<T>(), v_new.data<T>(), s.data<int64_t>(),
+          B, NKV, Tq, Tmax, hs);
+      TT_CUDA_CHECK_LAUNCH("kv_append_kernel");
+    }
+    const int64_t rows = B * NH * Tq;
+    if (rows == 0) return;
+    const std::size_t smem = static_cast<std::size_t>(Tmax) * sizeof(T);
+    TT_CHECK(smem <= 48 * 1024, "cuda::kv_cache_attend: max_len ", Tmax,
+             " needs more than 48 KiB of shared memory for the scores of a row");
+    kv_attend_kernel<T><<<static_cast<unsigned>(rows), kRowThreads, smem, stream(dev)>>>(
+        out.data<T>(), q.data<T>(), k_cache.data<T>(), v_cache.data<T>(), s.data<int64_t>(), NH,
+        NKV, Tq, Tmax, hs, static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs))));
+    TT_CUDA_CHECK_LAUNCH("kv_attend_kernel");
+  });
+}
+
+}  // namespace tt::cuda
+
+TT_REGISTER_KERNEL("rms_norm_forward", tt::DeviceType::kCUDA, tt::cuda::rms_norm_forward);
+TT_REGISTER_KERNEL("rms_norm_backward", tt::DeviceType::kCUDA, tt::cuda::rms_norm_backward);
+TT_REGISTER_KERNEL("rope_forward", tt::DeviceType::kCUDA, tt::cuda::rope);
+TT_REGISTER_KERNEL("swiglu_forward", tt::DeviceType::kCUDA, tt::cuda::swiglu_forward);
+TT_REGISTER_KERNEL("swiglu_backward", tt::DeviceType::kCUDA, tt::cuda::swiglu_backward);
+TT_REGISTER_KERNEL("kv_cache_attend", tt::DeviceType::kCUDA, tt::cuda::kv_cache_attend);

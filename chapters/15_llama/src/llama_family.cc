@@ -1,0 +1,113 @@
+// LLaMA's part of a training run (tt/llama_family.h).
+#include "tt/llama_family.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "tt/autograd.h"
+#include "tt/cuda_matmul.h"
+#include "tt/generate.h"
+#include "tt/parallel.h"
+#include "tt/train.h"
+
+namespace tt::llama {
+
+LlamaFamily::LlamaFamily(train::TrainConfig& o, int64_t n_kv_heads, Device device,
+                         gpt2::ParallelStrategy& par, train::TrainData& data)
+    : config_(o), device_(device), parallel_(par), data_(data) {
+  auto refuse = [](bool given, const char* flag) {
+    TT_CHECK(!given, "train_llama: ", flag,
+             " is not supported for LLaMA yet (chapter 15 trains in float32, eagerly)");
+  };
+  refuse(o.precision == "bf16", "--precision bf16");
+  refuse(o.cuda_graph, "--cuda-graph");
+  refuse(!o.init_llmc.empty(), "--init-llmc");
+  refuse(o.attention != "auto", "--attention");
+  refuse(o.fused != "auto", "--fused");
+  refuse(o.profile_step > 0, "--profile-step");
+  if (o.precision.empty()) o.precision = o.tf32 ? "tf32" : "fp32";
+  LlamaConfig c;
+  c.vocab_size = data.tokenizer.vocab_size();
+  c.dim = o.n_embd;
+  c.n_layers = o.n_layer;
+  c.n_heads = o.n_head;
+  c.n_kv_heads = n_kv_heads > 0 ? n_kv_heads : o.n_head;
+  c.ffn_dim = std::max<int64_t>(32, (8 * o.n_embd / 3 + 16) / 32 * 32);
+  c.max_seq_len = o.block_size;
+  c.norm_eps = 1e-5;
+  model_ = std::make_unique<Llama>(c, o.seed);
+  model_->to(device);
+  TT_CHECK(o.T <= c.max_seq_len, "train_llama: T = ", o.T, " exceeds --block-size ", c.max_seq_len);
+  // Two AdamW groups: matrices and embeddings with weight decay, the norms' weights without.
+  optim::ParamGroup decay, no_decay;
+  decay.weight_decay = o.weight_decay;
+  for (const auto& [name, p] : model_->named_parameters()) {
+    (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
+  }
+  optim::AdamWOptions ao;
+  ao.lr = o.lr;
+  ao.beta1 = o.beta1;
+  ao.beta2 = o.beta2;
+  optimizer_ = par.make_optimizer(*model_, {decay, no_decay}, ao);
+  schedule_ =
+      std::make_unique<optim::WarmupCosineLR>(o.lr, o.lr * o.min_lr_frac, o.warmup, o.steps);
+  step_options_.grad_accum_steps = o.accumulation(par.world_size());
+  step_options_.max_grad_norm = o.clip;
+  step_options_.parallel = &par;
+  cuda::set_allow_tf32(o.tf32 || o.precision == "tf32");
+}
+
+train::TrainerParts LlamaFamily::parts() {
+  train::TrainerParts parts;
+  parts.model = model_.get();  // what checkpoints hold, with the optimizer
+  parts.optimizer = optimizer_.get();
+  parts.schedule = schedule_.get();
+  parts.parallel = &parallel_;  // DDP / ZeRO-1 under mpirun, else one process
+  parts.next_train = [this] { return data_.train.next(); };
+  auto loss_of = [this](const Batch& b) {
+    return model_->loss(b.inputs.to(device_), b.targets.to(device_));
+  };
+  parts.step = [this, loss_of](const std::function<Batch()>& next) {
+    return gpt2::train_step(*optimizer_, loss_of, next, step_options_);
+  };
+  parts.evaluate = [this, loss_of] {
+    data_.val.reset();
+    autograd::NoGradGuard no_grad;
+    double total = 0;
+    for (int64_t i = 0; i < config_.eval_batches; ++i) total += loss_of(data_.val.next()).item();
+    return parallel_.average(total /
+                             static_cast<double>(std::max<int64_t>(1, config_.eval_batches)));
+  };
+  parts.sample = [this](int64_t step) {
+    Generator gen(config_.seed + static_cast<uint64_t>(step));  // seeded per step: resumable
+    const Tokenizer& tok = data_.tokenizer;
+    GenerateOptions g;
+    g.max_new_tokens = std::min<int64_t>(config_.sample_tokens, model_->config().max_seq_len - 1);
+    g.sampling = {config_.temperature, config_.top_k, 1.0};
+    const GenerateResult r = generate(*model_, {{static_cast<int64_t>(tok.eot_id())}}, g, gen);
+    return gpt2::sample_text(tok, r.tokens[0], 0);
+  };
+  const double V = static_cast<double>(data_.tokenizer.vocab_size());
+  parts.start_note = " (uniform guess: ln V = " + train::format_number("%.4f", std::log(V)) + ")";
+  parts.title = "LLaMA training";
+  const LlamaConfig& c = model_->config();
+  // 6 N per token for the matrices, plus attention's 6 L T C (scores and values, forward and
+  // backward, causal half of 12 L T C).
+  parts.flops_per_token = 6.0 * static_cast<double>(model_->num_parameters()) +
+                          6.0 * static_cast<double>(c.n_layers * config_.T * c.dim);
+  const double gpu_peak = config_.tf32 || config_.precision == "tf32" ? 495.0 : 67.0;
+  const double peak =
+      config_.peak_tflops > 0 ? config_.peak_tflops : (device_.is_cuda() ? gpu_peak : 0.0);
+  parts.peak_flops = peak * 1e12 * static_cast<double>(parallel_.world_size());
+  return parts;
+}
+
+void LlamaFamily::print_plan() const {
+  std::printf("model: LLaMA %s, %.2fM parameters, device %s, %d threads\n",
+              model_->config().str().c_str(), static_cast<double>(model_->num_parameters()) / 1e6,
+              device_.str().c_str(), num_threads());
+  train::print_plan(config_, parallel_, data_);
+  std::printf("ops: float32 (RMSNorm, RoPE, SwiGLU, GQA of chapter 15)\n");
+}
+
+}  // namespace tt::llama
