@@ -55,19 +55,11 @@ namespace {
 using namespace tt;
 
 int run(train::TrainConfig o) {
-  if (o.threads > 0) set_num_threads(o.threads);
-  const Device picked = train::pick_device(o.device);
-  if (o.print_device) {
-    std::printf("%s\n", picked.str().c_str());
-    return 0;
-  }
-  const std::unique_ptr<gpt2::ParallelStrategy> par = train::make_parallel_strategy(o);
-  // Every rank was started with the same options (else: an error naming the rank that was not).
-  train::check_same_on_all_ranks(o, *par);
-  o.validate_for(par->data_world_size());
-  const Device device = train::rank_device(picked, *par);
+  train::RunStart start = train::start_run(o);
+  if (!start.parallel) return 0;  // --print-device
+  const std::unique_ptr<gpt2::ParallelStrategy>& par = start.parallel;
+  const Device device = start.device;
   gpt2::check_cuda_graph(o, device, *par);  // before the data is read
-  train::silence_other_ranks(*par);
   // The run directory: locked by rank 0 for the whole run.
   train::RunDir dir(
       o.out, {.writer = par->is_logging_rank(), .resume = o.resume, .overwrite = o.overwrite});

@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "tt/backend.h"
 #include "tt/cuda_probe.h"
 #include "tt/error.h"
 #include "tt/gpt2.h"
+#include "tt/parallel.h"
 #include "tt/shard_set.h"
 
 namespace tt::train {
@@ -84,6 +86,22 @@ Device rank_device(Device picked, const gpt2::ParallelStrategy& parallel) {
            " is local rank ", parallel.local_rank(), " but this machine has ", cuda_device_count(),
            " GPU(s): start at most that many processes per machine");
   return device;
+}
+
+RunStart start_run(TrainConfig& config) {
+  if (config.threads > 0) set_num_threads(config.threads);
+  const Device picked = pick_device(config.device);
+  if (config.print_device) {
+    std::printf("%s\n", picked.str().c_str());
+    return {nullptr, picked};
+  }
+  std::unique_ptr<gpt2::ParallelStrategy> parallel = make_parallel_strategy(config);
+  // Every rank was started with the same options (else: an error naming the rank that was not).
+  check_same_on_all_ranks(config, *parallel);
+  config.validate_for(parallel->data_world_size());
+  const Device device = rank_device(picked, *parallel);
+  silence_other_ranks(*parallel);
+  return {std::move(parallel), device};
 }
 
 void silence_other_ranks(const gpt2::ParallelStrategy& parallel) {

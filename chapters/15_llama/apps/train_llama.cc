@@ -27,17 +27,10 @@ namespace {
 using namespace tt;
 
 int run(train::TrainConfig o, int64_t n_kv_heads) {
-  if (o.threads > 0) set_num_threads(o.threads);
-  const Device picked = train::pick_device(o.device);
-  if (o.print_device) {
-    std::printf("%s\n", picked.str().c_str());
-    return 0;
-  }
-  const std::unique_ptr<gpt2::ParallelStrategy> par = train::make_parallel_strategy(o);
-  train::check_same_on_all_ranks(o, *par);
-  o.validate_for(par->world_size());
-  const Device device = train::rank_device(picked, *par);
-  train::silence_other_ranks(*par);
+  train::RunStart start = train::start_run(o);
+  if (!start.parallel) return 0;  // --print-device
+  const std::unique_ptr<gpt2::ParallelStrategy>& par = start.parallel;
+  const Device device = start.device;
   train::RunDir dir(
       o.out, {.writer = par->is_logging_rank(), .resume = o.resume, .overwrite = o.overwrite});
   train::TrainData data(o, *par);

@@ -5,13 +5,12 @@
 /// lines of the plan.
 /// @code
 ///   tt::train::TrainConfig config = tt::train::TrainConfig::parse(argc, argv);
-///   const tt::Device picked = tt::train::pick_device(config.device);
-///   auto strategy = tt::train::make_parallel_strategy(config);  // "single", "ddp" or "zero1"
-///   tt::train::check_same_on_all_ranks(config, *strategy);
-///   const tt::Device device = tt::train::rank_device(picked, *strategy);
-///   tt::train::silence_other_ranks(*strategy);
-///   tt::train::TrainData data(config, *strategy);  // tokenizer + this rank's loaders
+///   tt::train::RunStart start = tt::train::start_run(config);  // the steps below, in order
+///   if (!start.parallel) return 0;                              // --print-device
+///   tt::train::TrainData data(config, *start.parallel);  // tokenizer + this rank's loaders
 /// @endcode
+/// start_run is pick_device, make_parallel_strategy ("single", "ddp", "zero1", "tp"),
+/// check_same_on_all_ranks, TrainConfig::validate_for, rank_device and silence_other_ranks.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +46,20 @@ Device rank_device(Device picked, const gpt2::ParallelStrategy& parallel);
 /// On every rank but the logging one, sends stdout to /dev/null (rank 0 speaks for every rank;
 /// errors still reach stderr). Throws tt::Error when that fails.
 void silence_other_ranks(const gpt2::ParallelStrategy& parallel);
+
+/// What start_run() gives a training app: the parallel strategy (null when --print-device printed
+/// the device and the app should stop) and this rank's device.
+struct RunStart {
+  std::unique_ptr<gpt2::ParallelStrategy> parallel;  ///< null under --print-device
+  Device device;                                     ///< this rank's device (rank_device)
+};
+
+/// The start of every training app (train_gpt2, train_llama): applies --threads, picks the device
+/// (under --print-device prints it and returns a null strategy), makes the parallel strategy,
+/// checks that every rank was started with the same options, validates them for the number of
+/// data-parallel replicas (TrainConfig::validate_for(data_world_size())), picks this rank's device
+/// and silences the other ranks. Throws tt::Error from any of those steps.
+RunStart start_run(TrainConfig& config);
 
 /// The tokenizer and this rank's data loaders of the shard set --data (tt/shard_set.h: its
 /// manifest must list the tokenizer and the shards). Each rank reads its B rows of every global
