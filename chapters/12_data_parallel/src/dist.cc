@@ -320,6 +320,11 @@ void Backend::batch_send_recv(const std::vector<P2POp>& ops) {
            "' backend has no batched point-to-point calls");
 }
 
+std::unique_ptr<BackendWork> Backend::batch_send_recv_async(const std::vector<P2POp>& ops) {
+  batch_send_recv(ops);
+  return std::make_unique<DoneWork>();
+}
+
 std::unique_ptr<Backend> Backend::split(int color, int key) {
   TT_THROW("tt::dist split(color=", color, ", key=", key, "): the '", name(),
            "' backend cannot be split into sub-groups");
@@ -469,7 +474,15 @@ void ProcessGroup::recv(const Tensor& t, int src, int tag) {
 }
 
 void ProcessGroup::batch_send_recv(const std::vector<P2POp>& ops) {
-  if (ops.empty()) return;
+  batch_send_recv_async(ops)->wait();
+}
+
+std::unique_ptr<Work> ProcessGroup::batch_send_recv_async(const std::vector<P2POp>& ops) {
+  const auto started = std::chrono::steady_clock::now();
+  if (ops.empty()) {
+    return std::make_unique<Work>(*this, std::make_unique<DoneWork>(), Tensor(), false,
+                                  "an empty batch_send_recv", started);
+  }
   int64_t sent = 0, received = 0;
   for (const P2POp& op : ops) {
     const bool send = op.kind == P2POp::Kind::kSend;
@@ -482,15 +495,16 @@ void ProcessGroup::batch_send_recv(const std::vector<P2POp>& ops) {
         op.tensor.numel() * static_cast<int64_t>(dtype_size(op.tensor.dtype()));
   }
   Backend& backend = backend_for(ops.front().tensor);
+  std::string what = detail::str("batch_send_recv of ", ops.size(), " transfers (", sent,
+                                 " bytes sent, ", received, " bytes received)");
+  std::unique_ptr<BackendWork> work;
   {
-    Watchdog::Scope scope(*watchdog_,
-                          detail::str("batch_send_recv of ", ops.size(), " transfers (", sent,
-                                      " bytes sent, ", received, " bytes received)"),
-                          timeout_s_);
-    backend.batch_send_recv(ops);
+    Watchdog::Scope scope(*watchdog_, what, timeout_s_);
+    work = backend.batch_send_recv_async(ops);
   }
   bytes_ += sent;
   ring_bytes_ += sent;
+  return std::make_unique<Work>(*this, std::move(work), Tensor(), false, std::move(what), started);
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {

@@ -182,32 +182,73 @@ class MpiBackend final : public Backend {
     check_received(status, t, src, "recv");
   }
   void batch_send_recv(const std::vector<P2POp>& ops) override {
-    std::vector<MPI_Request> requests(ops.size(), MPI_REQUEST_NULL);
+    batch_send_recv_async(ops)->wait();
+  }
+  std::unique_ptr<BackendWork> batch_send_recv_async(const std::vector<P2POp>& ops) override {
+    auto work = std::make_unique<P2PWork>(*this, ops);
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const P2POp& op = ops[i];
       const int n = count_of(op.tensor, "batch_send_recv");
       const MPI_Datatype type = mpi_type(op.tensor.dtype());
       if (op.kind == P2POp::Kind::kSend) {
-        check_mpi(MPI_Isend(op.tensor.data_ptr(), n, type, op.peer, op.tag, comm_, &requests[i]),
-                  "MPI_Isend", rank_);
+        check_mpi(
+            MPI_Isend(op.tensor.data_ptr(), n, type, op.peer, op.tag, comm_, &work->requests[i]),
+            "MPI_Isend", rank_);
       } else {
-        check_mpi(MPI_Irecv(op.tensor.data_ptr(), n, type, op.peer, op.tag, comm_, &requests[i]),
-                  "MPI_Irecv", rank_);
+        check_mpi(
+            MPI_Irecv(op.tensor.data_ptr(), n, type, op.peer, op.tag, comm_, &work->requests[i]),
+            "MPI_Irecv", rank_);
       }
     }
-    std::vector<MPI_Status> statuses(ops.size());
-    check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()),
-              "MPI_Waitall of batch_send_recv (a larger message than the buffer is "
-              "MPI_ERR_TRUNCATE)",
-              rank_);
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].kind == P2POp::Kind::kRecv) {
-        check_received(statuses[i], ops[i].tensor, ops[i].peer, "batch_send_recv");
-      }
-    }
+    return work;
   }
 
  private:
+  // The transfers of one batch in flight: wait() completes them all (MPI_Waitall) and checks
+  // the received sizes.
+  class P2PWork final : public BackendWork {
+   public:
+    P2PWork(const MpiBackend& backend, const std::vector<P2POp>& ops)
+        : requests(ops.size(), MPI_REQUEST_NULL),
+          backend_(backend),
+          ops_(ops),
+          statuses_(ops.size()) {}
+    bool test() override {
+      if (checked_) return true;
+      int done = 0;
+      check_mpi(
+          MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses_.data()),
+          "MPI_Testall of batch_send_recv", backend_.rank_);
+      if (done != 0) check_sizes();
+      return done != 0;
+    }
+    void wait() override {
+      if (checked_) return;
+      check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses_.data()),
+                "MPI_Waitall of batch_send_recv (a larger message than the buffer is "
+                "MPI_ERR_TRUNCATE)",
+                backend_.rank_);
+      check_sizes();
+    }
+
+    std::vector<MPI_Request> requests;  // one per transfer, filled by batch_send_recv_async
+
+   private:
+    void check_sizes() {
+      checked_ = true;
+      for (std::size_t i = 0; i < ops_.size(); ++i) {
+        if (ops_[i].kind == P2POp::Kind::kRecv) {
+          backend_.check_received(statuses_[i], ops_[i].tensor, ops_[i].peer, "batch_send_recv");
+        }
+      }
+    }
+
+    const MpiBackend& backend_;
+    std::vector<P2POp> ops_;
+    std::vector<MPI_Status> statuses_;
+    bool checked_ = false;
+  };
+
   // A message shorter than the buffer is legal in MPI; here it is a mismatched pair of calls.
   void check_received(MPI_Status& status, const Tensor& t, int src, const char* fn) const {
     int got = 0;

@@ -211,7 +211,10 @@ class NcclBackend final : public Backend {
   // One NCCL group: the transfers progress together, so a pair of ranks that send to each
   // other in the same batch does not wait on the order of the calls.
   void batch_send_recv(const std::vector<P2POp>& ops) override {
-    run("ncclGroupEnd", detail::str("batch_send_recv of ", ops.size(), " transfers"), [&] {
+    batch_send_recv_async(ops)->wait();
+  }
+  std::unique_ptr<BackendWork> batch_send_recv_async(const std::vector<P2POp>& ops) override {
+    return run("ncclGroupEnd", detail::str("batch_send_recv of ", ops.size(), " transfers"), [&] {
       check(ncclGroupStart(), "ncclGroupStart", "batch_send_recv");
       for (const P2POp& op : ops) {
         const auto n = static_cast<size_t>(op.tensor.numel());
@@ -225,7 +228,7 @@ class NcclBackend final : public Backend {
         }
       }
       return ncclGroupEnd();
-    })->wait();
+    });
   }
   void send_recv(const Tensor& send, int, const Tensor&, int, int) override { cpu_only(send); }
   void send(const Tensor& t, int, int) override { cpu_only(t); }

@@ -154,6 +154,12 @@ class Backend {
   /// after them); throws when a received message has another size than its buffer. The
   /// default throws tt::Error (a backend without batched point-to-point calls).
   virtual void batch_send_recv(const std::vector<P2POp>& ops);
+  /// Starts every transfer of `ops` as batch_send_recv does and returns its handle without
+  /// waiting: sent tensors must stay unchanged and received ones unread until wait() (and alive:
+  /// the handle does not own them). MPI: MPI_Isend/MPI_Irecv, MPI_Waitall in wait(); NCCL: the
+  /// group on the NCCL stream, wait() orders the compute stream after it. The default runs
+  /// batch_send_recv and returns a completed handle.
+  virtual std::unique_ptr<BackendWork> batch_send_recv_async(const std::vector<P2POp>& ops);
   /// A backend over the ranks that pass the same `color`, ordered by (`key`, rank); a
   /// collective of this backend's ranks (MPI_Comm_split). It keeps local_rank() (the GPU).
   /// The default throws tt::Error (a backend that cannot be split).
@@ -263,6 +269,12 @@ class ProcessGroup {
   /// the order they are listed. Guarded by the watchdog on the CPU. An empty batch does
   /// nothing.
   void batch_send_recv(const std::vector<P2POp>& ops);
+  /// batch_send_recv() without waiting (chapter 16's ring attention overlaps the transfer of the
+  /// next K/V block with the attention of the current one): the same checks, then the transfers
+  /// start and the returned Work's wait() completes them (guarded by the watchdog). Until then
+  /// the sent tensors must not change and the received ones must not be read; the caller keeps
+  /// them alive. An empty batch returns a completed Work.
+  [[nodiscard]] std::unique_ptr<Work> batch_send_recv_async(const std::vector<P2POp>& ops);
   /// A new group of the ranks of this group that pass the same `color` (>= 0), ranked by
   /// (`key`, rank in this group): chapter 13's data- and tensor-parallel groups. Every rank of
   /// this group must call it (a collective: MPI_Comm_split on the CPU backend). CUDA tensors of
