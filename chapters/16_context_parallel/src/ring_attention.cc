@@ -1,0 +1,330 @@
+// Ring attention (tt/ring_attention.h): the layouts, the attention of one block (forward and
+// backward), the plan of which rows see which keys, and the autograd Function whose forward is
+// the ring of ring_forward_step (exercise ch16.3) and whose backward sends dK, dV around the
+// ring. The exercises ch16.1 (merge_attention) and ch16.2 (global_position) are in their own
+// files.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/dispatcher.h"
+#include "tt/error.h"
+#include "tt/flash_attention.h"
+#include "tt/functional.h"
+#include "tt/ring_attention.h"
+
+namespace tt::cp {
+
+const char* layout_name(Layout layout) {
+  return layout == Layout::kZigzag ? "zigzag" : "contiguous";
+}
+
+Layout parse_layout(const std::string& name) {
+  if (name == "zigzag") return Layout::kZigzag;
+  if (name == "contiguous") return Layout::kContiguous;
+  TT_THROW("context parallel: unknown layout '", name, "' (choose zigzag or contiguous)");
+}
+
+int64_t num_chunks(Layout layout, int world) {
+  TT_CHECK(world >= 1, "context parallel: the group must have at least one rank, got ", world);
+  return layout == Layout::kZigzag ? 2 * int64_t{world} : int64_t{world};
+}
+
+std::vector<int64_t> shard_positions(Layout layout, int64_t T, int rank, int world) {
+  const int64_t Tl = T / world;
+  std::vector<int64_t> out(static_cast<std::size_t>(Tl));
+  for (int64_t i = 0; i < Tl; ++i) out[i] = global_position(layout, T, rank, world, i);
+  return out;
+}
+
+Tensor shard(const Tensor& x, int64_t dim, Layout layout, int rank, int world) {
+  TT_CHECK(x.defined() && dim >= 0 && dim < x.dim(), "cp::shard: dim ", dim, " out of range for ",
+           x.defined() ? x.describe() : std::string("(undefined)"));
+  const int64_t T = x.size(dim), chunks = num_chunks(layout, world);
+  TT_CHECK(T % chunks == 0, "cp::shard: the ", layout_name(layout), " layout over ", world,
+           " ranks cuts dim ", dim, " into ", chunks, " chunks, which does not divide ", T, " in ",
+           x.describe());
+  Shape shape = x.shape();
+  shape[dim] = T / world;
+  Tensor out = empty(shape, {x.dtype(), x.device()});
+  // The positions come in runs of one chunk: copy chunk by chunk.
+  const int64_t c = T / chunks, Tl = T / world;
+  for (int64_t i = 0; i < Tl; i += c) {
+    const int64_t g = global_position(layout, T, rank, world, i);
+    out.slice(dim, i, i + c).copy_(x.slice(dim, g, g + c));
+  }
+  return out;
+}
+
+namespace {
+
+// q, k, v of one attention call: 4-D, one dtype and device, k and v of one shape, q of k's
+// batch, heads and head size.
+void check_block(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  TT_CHECK(q.defined() && k.defined() && v.defined() && q.dim() == 4 && k.dim() == 4 &&
+               k.shape() == v.shape() && q.size(0) == k.size(0) && q.size(1) == k.size(1) &&
+               q.size(3) == k.size(3) && k.dtype() == q.dtype() && v.dtype() == q.dtype() &&
+               k.device() == q.device() && v.device() == q.device(),
+           op,
+           ": expected q [B, NH, m, hs] and k, v [B, NH, n, hs] of one dtype and device, got q ",
+           q.defined() ? q.describe() : "(undefined)", ", k ",
+           k.defined() ? k.describe() : "(undefined)", ", v ",
+           v.defined() ? v.describe() : "(undefined)");
+  TT_CHECK(q.dtype() == DType::kFloat32 || q.dtype() == DType::kFloat64, op,
+           ": float32 or float64 tensors only, got ", q.describe());
+}
+
+double scale_of(const Tensor& q) {
+  return 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+}
+
+// Query rows per piece of a fully visible block of q [B, NH, m, hs] against n keys (>= 1), for
+// at most max_scores scores per piece.
+int64_t rows_per_piece(const Tensor& q, int64_t n, int64_t max_scores) {
+  return std::max<int64_t>(1, max_scores / std::max<int64_t>(1, q.size(0) * q.size(1) * n));
+}
+
+// The attention of every query of q with every key of k, v: the softmax of the [m, n] scores.
+AttentionPart full_block_forward(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const Tensor s = mul(matmul(q, transpose(k, 2, 3)), scale_of(q));  // [B, NH, m, n]
+  const Tensor row_max = max(s, 3, /*keepdim=*/true);
+  const Tensor e = exp(sub(s, row_max));
+  const Tensor row_sum = sum(e, {3}, /*keepdim=*/true);
+  return {div(matmul(e, v), row_sum), squeeze(add(row_max, log(row_sum)), 3)};
+}
+
+// The backward of full_block_forward's share of the attention, from the final out and lse.
+std::array<Tensor, 3> full_block_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                          const Tensor& v, const Tensor& out, const Tensor& lse) {
+  const double scale = scale_of(q);
+  const Tensor s = mul(matmul(q, transpose(k, 2, 3)), scale);
+  const Tensor p = exp(sub(s, unsqueeze(lse, 3)));              // P with the FINAL lse
+  const Tensor d = sum(mul(dout, out), {3}, /*keepdim=*/true);  // D_i = dO_i . O_i
+  const Tensor dp = matmul(dout, transpose(v, 2, 3));
+  const Tensor ds = mul(mul(p, sub(dp, d)), scale);
+  return {matmul(ds, k), matmul(transpose(ds, 2, 3), q), matmul(transpose(p, 2, 3), dout)};
+}
+
+}  // namespace
+
+AttentionPart attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      bool causal, int64_t max_scores) {
+  check_block("cp::attention_block_forward", q, k, v);
+  autograd::NoGradGuard no_grad;
+  if (causal) {
+    TT_CHECK(q.size(2) == k.size(2),
+             "cp::attention_block_forward: a causal block is square, got q ", q.describe(),
+             " and k ", k.describe());
+    const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const FlashKernels kernels = flash_kernels(q.dtype());
+    AttentionPart part{empty(qc.shape(), {q.dtype(), q.device()}),
+                       empty({q.size(0), q.size(1), q.size(2)}, {kernels.lse_dtype, q.device()})};
+    call_kernel<FlashAttentionForwardKernel>(kernels.forward, q.device(), part.out, part.lse, qc,
+                                             kc, vc);
+    return part;
+  }
+  // Every query sees every key: the softmax of [rows, n] scores at once, for pieces of at most
+  // max_scores scores (the whole block when it is small).
+  const int64_t m = q.size(2), rows = rows_per_piece(q, k.size(2), max_scores);
+  if (rows >= m) return full_block_forward(q, k, v);
+  const FlashKernels kernels = flash_kernels(q.dtype());
+  AttentionPart part{empty(q.shape(), {q.dtype(), q.device()}),
+                     empty({q.size(0), q.size(1), m}, {kernels.lse_dtype, q.device()})};
+  for (int64_t i = 0; i < m; i += rows) {
+    const int64_t end = std::min(m, i + rows);
+    const AttentionPart piece = full_block_forward(q.slice(2, i, end), k, v);
+    part.out.slice(2, i, end).copy_(piece.out);
+    part.lse.slice(2, i, end).copy_(piece.lse);
+  }
+  return part;
+}
+
+std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                               const Tensor& v, const Tensor& out,
+                                               const Tensor& lse, bool causal, int64_t max_scores) {
+  check_block("cp::attention_block_backward", q, k, v);
+  TT_CHECK(dout.defined() && out.defined() && lse.defined() && dout.shape() == q.shape() &&
+               out.shape() == q.shape() && lse.dim() == 3 && lse.size(2) == q.size(2),
+           "cp::attention_block_backward: dout and out must have q's shape ", q.describe(),
+           " and lse [B, NH, m], got dout ", dout.defined() ? dout.describe() : "(undefined)",
+           ", out ", out.defined() ? out.describe() : "(undefined)", ", lse ",
+           lse.defined() ? lse.describe() : "(undefined)");
+  autograd::NoGradGuard no_grad;
+  if (causal) {
+    TT_CHECK(q.size(2) == k.size(2), "cp::attention_block_backward: a causal block is square, ",
+             "got q ", q.describe(), " and k ", k.describe());
+    const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const TensorOptions opts{q.dtype(), q.device()};
+    std::array<Tensor, 3> g{empty(qc.shape(), opts), empty(qc.shape(), opts),
+                            empty(qc.shape(), opts)};
+    call_kernel<FlashAttentionBackwardKernel>(flash_kernels(q.dtype()).backward, q.device(), g[0],
+                                              g[1], g[2], dout.contiguous(), qc, kc, vc,
+                                              out.contiguous(), lse.contiguous());
+    return g;
+  }
+  const int64_t m = q.size(2), rows = rows_per_piece(q, k.size(2), max_scores);
+  if (rows >= m) return full_block_backward(dout, q, k, v, out, lse);
+  std::array<Tensor, 3> g{empty(q.shape(), {q.dtype(), q.device()}), zeros_like(k), zeros_like(v)};
+  for (int64_t i = 0; i < m; i += rows) {
+    const int64_t end = std::min(m, i + rows);
+    auto r = [&](const Tensor& t) { return t.slice(2, i, end); };
+    const std::array<Tensor, 3> piece =
+        full_block_backward(r(dout), r(q), k, v, r(out), lse.slice(2, i, end));
+    g[0].slice(2, i, end).copy_(piece[0]);
+    g[1].copy_(add(g[1], piece[1]));
+    g[2].copy_(add(g[2], piece[2]));
+  }
+  return g;
+}
+
+BlockPlan plan_block(Layout layout, bool causal, int rank, int src, int world, int64_t Tl) {
+  TT_CHECK(world >= 1 && rank >= 0 && rank < world && src >= 0 && src < world && Tl >= 1 &&
+               Tl % (num_chunks(layout, world) / world) == 0,
+           "cp::plan_block: rank ", rank, " and src ", src, " must be in [0, ", world,
+           ") and Tl = ", Tl, " a positive multiple of the chunks per rank (", layout_name(layout),
+           ")");
+  using Kind = BlockPlan::Kind;
+  if (!causal) return {Kind::kFull, 0, Tl, 0, Tl};
+  if (src == rank) return {Kind::kCausal, 0, Tl, 0, Tl};
+  if (layout == Layout::kContiguous) {
+    return src < rank ? BlockPlan{Kind::kFull, 0, Tl, 0, Tl} : BlockPlan{};
+  }
+  // Zigzag: this rank's chunks are r and 2N-1-r, the block's src and 2N-1-src.
+  const int64_t c = Tl / 2;
+  if (src < rank) return {Kind::kFull, 0, Tl, 0, c};  // both chunks see chunk src only
+  return {Kind::kFull, c, Tl, 0, Tl};                 // only chunk 2N-1-r sees the block
+}
+
+int RingContext::prev() const {
+  return (group->rank() + group->world_size() - 1) % group->world_size();
+}
+
+int RingContext::next() const {
+  return (group->rank() + 1) % group->world_size();
+}
+
+namespace {
+
+using dist::P2POp;
+
+// Sends `send` to ctx.next() and receives as many tensors of the same shapes from ctx.prev()
+// (tags first_tag, first_tag + 1, ...); returns the receive buffers and appends the transfers
+// to `ops`.
+std::vector<Tensor> pass_on(const RingContext& ctx, const std::vector<Tensor>& send, int first_tag,
+                            std::vector<P2POp>& ops) {
+  std::vector<Tensor> recv;
+  for (std::size_t i = 0; i < send.size(); ++i) {
+    const int tag = first_tag + static_cast<int>(i);
+    recv.push_back(empty(send[i].shape(), {send[i].dtype(), send[i].device()}));
+    ops.push_back({P2POp::Kind::kSend, send[i], ctx.next(), tag});
+    ops.push_back({P2POp::Kind::kRecv, recv.back(), ctx.prev(), tag});
+  }
+  return recv;
+}
+
+// In place: rows [begin, end) along dim 2 of `acc` += `delta`.
+void add_rows(const Tensor& acc, int64_t begin, int64_t end, const Tensor& delta) {
+  const Tensor rows = acc.slice(2, begin, end);
+  rows.copy_(add(rows, delta));
+}
+
+/// Ring attention of this rank's shard; backward passes dK, dV around the ring.
+struct RingAttentionFn : autograd::Function {
+  explicit RingAttentionFn(RingContext ctx) : ctx_(ctx) {}
+  std::string name() const override { return "RingAttentionBackward"; }
+
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor q = in[0].contiguous();
+    AttentionPart acc;
+    KVBlock kv{in[1].contiguous(), in[2].contiguous()};
+    for (int step = 0; step < ctx_.group->world_size(); ++step) {
+      kv = ring_forward_step(ctx_, step, q, kv, acc);
+    }
+    lse_ = acc.lse;
+    return {acc.out};
+  }
+  void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    save_for_backward({in[0].contiguous(), in[1].contiguous(), in[2].contiguous(), out[0]});
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& grads) override {
+    autograd::NoGradGuard no_grad;
+    const std::vector<Tensor>& s = saved_tensors();
+    const Tensor &q = s[0], &out = s[3];
+    const Tensor dout = grads[0].contiguous();
+    const int world = ctx_.group->world_size(), rank = ctx_.group->rank();
+    Tensor dq = zeros_like(q);
+    KVBlock kv{s[1], s[2]};
+    Tensor dk, dv;  // the accumulated dK, dV of the block this rank holds (from earlier ranks)
+    for (int step = 0; step < world; ++step) {
+      // While this block's gradients are computed: the next K/V block comes from prev(), and
+      // the dK, dV accumulated by the ranks before (for the block held now) arrive with it.
+      std::vector<P2POp> ops;
+      std::vector<Tensor> next_kv, arrived;
+      if (step + 1 < world) next_kv = pass_on(ctx_, {kv.k, kv.v}, 0, ops);
+      if (step > 0) arrived = pass_on(ctx_, {dk, dv}, 2, ops);
+      const std::unique_ptr<dist::Work> transfer = ctx_.group->batch_send_recv_async(ops);
+
+      const int src = (rank - step + world) % world;
+      const BlockPlan plan = plan_block(ctx_.layout, ctx_.causal, rank, src, world, q.size(2));
+      std::array<Tensor, 3> g;
+      if (plan.kind != BlockPlan::Kind::kNone) {
+        auto rows = [&](const Tensor& t) { return t.slice(2, plan.q_begin, plan.q_end); };
+        auto keys = [&](const Tensor& t) { return t.slice(2, plan.k_begin, plan.k_end); };
+        g = attention_block_backward(rows(dout), rows(q), keys(kv.k), keys(kv.v), rows(out),
+                                     lse_.slice(2, plan.q_begin, plan.q_end),
+                                     plan.kind == BlockPlan::Kind::kCausal);
+        add_rows(dq, plan.q_begin, plan.q_end, g[0]);
+      }
+      transfer->wait();
+      dk = step > 0 ? arrived[0] : zeros_like(kv.k);
+      dv = step > 0 ? arrived[1] : zeros_like(kv.v);
+      if (plan.kind != BlockPlan::Kind::kNone) {
+        add_rows(dk, plan.k_begin, plan.k_end, g[1]);
+        add_rows(dv, plan.k_begin, plan.k_end, g[2]);
+      }
+      if (step + 1 < world) kv = {next_kv[0], next_kv[1]};
+    }
+    if (world > 1) {  // the last hop: every block's dK, dV go home
+      std::vector<P2POp> ops;
+      const std::vector<Tensor> home = pass_on(ctx_, {dk, dv}, 2, ops);
+      ctx_.group->batch_send_recv(ops);
+      dk = home[0];
+      dv = home[1];
+    }
+    return {dq, dk, dv};
+  }
+  void release_saved() override {
+    Function::release_saved();
+    lse_ = Tensor();
+  }
+
+  RingContext ctx_;
+  Tensor lse_;  // the final log-sum-exp of this rank's rows (no history: no reference cycle)
+};
+
+}  // namespace
+
+Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::ProcessGroup& group,
+                      Layout layout, bool causal) {
+  check_block("cp::ring_attention", q, k, v);
+  TT_CHECK(k.shape() == q.shape(), "cp::ring_attention: q, k and v must have one shape, got q ",
+           q.describe(), ", k ", k.describe());
+  const int64_t per_rank = num_chunks(layout, group.world_size()) / group.world_size();
+  TT_CHECK(q.size(2) % per_rank == 0 && q.size(2) > 0, "cp::ring_attention: the ",
+           layout_name(layout), " layout holds ", per_rank,
+           " chunk(s) per rank, which must divide the shard length Tl of q ", q.describe());
+  return autograd::Function::apply<RingAttentionFn>({q, k, v},
+                                                    RingContext{&group, layout, causal})[0];
+}
+
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  if (causal) return causal_attention_naive(q, k, v);
+  check_block("cp::attention_reference", q, k, v);
+  return matmul(softmax(mul(matmul(q, transpose(k, 2, 3)), scale_of(q)), -1), v);
+}
+
+}  // namespace tt::cp

@@ -1,0 +1,269 @@
+// Ring attention (tt/ring_attention.h) against one-process attention: the layouts' index map
+// (ch16.2), the log-sum-exp merge (ch16.1), and the ring forward (ch16.3) and backward at the
+// world size of the run (one process, mpirun -np 2 and -np 4), causal or not, zigzag or
+// contiguous. Every rank draws the same whole q, k, v, computes the reference on all of it,
+// and compares its own shard. Tolerances: float32 2e-5 absolute on outputs and gradients
+// (values of order 1; the ring sums the softmax in another order than the reference), float64
+// 1e-12. The CUDA test (NCCL, float32 on tensor cores in TF32 with cuda::allow_tf32 off, i.e.
+// 3xTF32) skips without a GPU per rank.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../../12_data_parallel/tests/ch12_test_util.h"
+#include "tt/autograd.h"
+#include "tt/cuda_matmul.h"
+#include "tt/dist.h"
+#include "tt/error.h"
+#include "tt/functional.h"
+#include "tt/parallel.h"
+#include "tt/ring_attention.h"
+
+namespace {
+
+using tt::Tensor;
+using tt::cp::Layout;
+namespace cp = tt::cp;
+namespace dist = tt::dist;
+
+// Largest |a - b| (any float dtype, any device).
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape()) << a.describe() << " vs " << b.describe();
+  const std::vector<double> x =
+      a.detach().to(tt::Device::cpu()).to(tt::DType::kFloat64).contiguous().to_vector<double>();
+  const std::vector<double> y =
+      b.detach().to(tt::Device::cpu()).to(tt::DType::kFloat64).contiguous().to_vector<double>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
+    m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
+
+// Seeded [B, NH, T, hs] values, the same on every rank.
+Tensor draw(const tt::Shape& shape, uint64_t seed, tt::DType dtype) {
+  tt::Generator gen(seed);
+  return tt::randn(shape, gen).to(dtype);
+}
+
+const char* mask_name(bool causal) {
+  return causal ? "causal" : "full";
+}
+
+// ---- ch16.2: the index map ----------------------------------------------------------------
+
+TEST(Ch16_2_ZigzagIndexMap, PositionsOfTwoAndFourRanks) {
+  // T = 8 over 2 ranks: zigzag chunks of 2, rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+  EXPECT_EQ(cp::shard_positions(Layout::kZigzag, 8, 0, 2), (std::vector<int64_t>{0, 1, 6, 7}));
+  EXPECT_EQ(cp::shard_positions(Layout::kZigzag, 8, 1, 2), (std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(cp::shard_positions(Layout::kContiguous, 8, 1, 2), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(cp::shard_positions(Layout::kZigzag, 16, 1, 4), (std::vector<int64_t>{2, 3, 12, 13}));
+  EXPECT_EQ(cp::global_position(Layout::kZigzag, 16, 3, 4, 3), 9);  // chunk 4 = 2*4-1-3
+  // A world of one: the identity.
+  EXPECT_EQ(cp::shard_positions(Layout::kZigzag, 4, 0, 1), (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+TEST(Ch16_2_ZigzagIndexMap, EveryPositionOnceAndInOrder) {
+  for (const Layout layout : {Layout::kContiguous, Layout::kZigzag}) {
+    for (const int world : {1, 2, 3, 4, 8}) {
+      const int64_t T = 4 * cp::num_chunks(layout, world);
+      std::set<int64_t> seen;
+      for (int r = 0; r < world; ++r) {
+        const std::vector<int64_t> pos = cp::shard_positions(layout, T, r, world);
+        ASSERT_EQ(static_cast<int64_t>(pos.size()), T / world);
+        EXPECT_TRUE(std::is_sorted(pos.begin(), pos.end())) << cp::layout_name(layout);
+        seen.insert(pos.begin(), pos.end());
+      }
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), T) << cp::layout_name(layout) << " N=" << world;
+      EXPECT_EQ(*seen.begin(), 0);
+      EXPECT_EQ(*seen.rbegin(), T - 1);
+    }
+  }
+}
+
+TEST(Ch16_2_ZigzagIndexMap, ShardCopiesThePositionsAndChecksSizes) {
+  const Tensor x = tt::arange(0, 16, 1, {tt::DType::kInt64}).view({2, 8});  // rows 0..7, 8..15
+  const Tensor s = cp::shard(x, 1, Layout::kZigzag, 1, 2);
+  EXPECT_EQ(s.to_vector<int64_t>(), (std::vector<int64_t>{2, 3, 4, 5, 10, 11, 12, 13}));
+  EXPECT_THROW(cp::shard(x, 1, Layout::kZigzag, 0, 3), tt::Error);  // 8 % 6 != 0
+  EXPECT_THROW(cp::global_position(Layout::kZigzag, 8, 2, 2, 0), tt::Error);
+  EXPECT_THROW(cp::global_position(Layout::kZigzag, 8, 0, 2, 4), tt::Error);
+}
+
+// ---- ch16.1: the merge ----------------------------------------------------------------------
+
+TEST(Ch16_1_LseMerge, TwoKeyHalvesEqualAllKeys) {
+  for (const tt::DType dtype : {tt::DType::kFloat32, tt::DType::kFloat64}) {
+    const Tensor q = draw({2, 3, 5, 4}, 1, dtype), k = draw({2, 3, 7, 4}, 2, dtype),
+                 v = draw({2, 3, 7, 4}, 3, dtype);
+    const cp::AttentionPart all = cp::attention_block_forward(q, k, v, false);
+    const cp::AttentionPart a =
+        cp::attention_block_forward(q, k.slice(2, 0, 3), v.slice(2, 0, 3), false);
+    const cp::AttentionPart b =
+        cp::attention_block_forward(q, k.slice(2, 3, 7), v.slice(2, 3, 7), false);
+    const cp::AttentionPart ab = cp::merge_attention(a, b), ba = cp::merge_attention(b, a);
+    const double tol = dtype == tt::DType::kFloat32 ? 2e-6 : 1e-14;
+    EXPECT_LE(max_abs_diff(ab.out, all.out), tol) << tt::dtype_name(dtype);
+    EXPECT_LE(max_abs_diff(ab.lse, all.lse), tol) << tt::dtype_name(dtype);
+    EXPECT_LE(max_abs_diff(ba.out, all.out), tol) << "the merge is symmetric";
+    EXPECT_EQ(ab.out.dtype(), dtype);
+  }
+}
+
+TEST(Ch16_RingAttention, FullBlocksInPiecesEqualOneBlock) {
+  // A block computed in pieces of 2 query rows (max_scores = 2 rows x 2 heads x 7 keys) equals
+  // the block at once, forward and backward.
+  const tt::DType f64 = tt::DType::kFloat64;
+  const Tensor q = draw({1, 2, 5, 4}, 1, f64), k = draw({1, 2, 7, 4}, 2, f64),
+               v = draw({1, 2, 7, 4}, 3, f64), dout = draw({1, 2, 5, 4}, 4, f64);
+  const cp::AttentionPart whole = cp::attention_block_forward(q, k, v, false);
+  const cp::AttentionPart pieces = cp::attention_block_forward(q, k, v, false, 2 * 2 * 7);
+  EXPECT_LE(max_abs_diff(pieces.out, whole.out), 1e-14);
+  EXPECT_LE(max_abs_diff(pieces.lse, whole.lse), 1e-14);
+  const auto g = cp::attention_block_backward(dout, q, k, v, whole.out, whole.lse, false);
+  const auto gp =
+      cp::attention_block_backward(dout, q, k, v, whole.out, whole.lse, false, 2 * 2 * 7);
+  for (int i = 0; i < 3; ++i) EXPECT_LE(max_abs_diff(gp[i], g[i]), 1e-14) << "gradient " << i;
+}
+
+TEST(Ch16_1_LseMerge, FarApartLogSumExpsDoNotOverflow) {
+  // Rows whose two parts differ by 1e4 in log-sum-exp: the larger one wins entirely.
+  const Tensor oa = tt::full({1, 1, 2, 3}, 1.0), ob = tt::full({1, 1, 2, 3}, -1.0);
+  const Tensor la = tt::from_vector(std::vector<float>{1e4f, -5e3f}, {1, 1, 2});
+  const Tensor lb = tt::from_vector(std::vector<float>{0.0f, 5e3f}, {1, 1, 2});
+  const cp::AttentionPart m = cp::merge_attention({oa, la}, {ob, lb});
+  const std::vector<float> out = m.out.contiguous().to_vector<float>();
+  const std::vector<float> lse = m.lse.contiguous().to_vector<float>();
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_FLOAT_EQ(out[c], 1.0f);
+    EXPECT_FLOAT_EQ(out[3 + c], -1.0f);
+  }
+  EXPECT_FLOAT_EQ(lse[0], 1e4f);
+  EXPECT_FLOAT_EQ(lse[1], 5e3f);
+  // Equal parts: lse + log 2, the mean of the outputs.
+  const cp::AttentionPart e = cp::merge_attention({oa, lb}, {ob, lb});
+  EXPECT_NEAR(e.lse.contiguous().to_vector<float>()[0], std::log(2.0f), 1e-6);
+  EXPECT_NEAR(e.out.contiguous().to_vector<float>()[0], 0.0f, 1e-6);
+}
+
+TEST(Ch16_1_LseMerge, RejectsPartsOfAnotherGeometry) {
+  const Tensor o = tt::zeros({1, 1, 2, 3}), l = tt::zeros({1, 1, 2});
+  EXPECT_THROW(cp::merge_attention({o, l}, {tt::zeros({1, 1, 3, 3}), tt::zeros({1, 1, 3})}),
+               tt::Error);
+  EXPECT_THROW(cp::merge_attention({o, l}, {o, tt::Tensor()}), tt::Error);
+}
+
+// ---- ch16.3 and the backward: the ring at the world size of the run -------------------------
+
+struct Case {
+  Layout layout;
+  bool causal;
+  tt::DType dtype;
+};
+
+std::string name_of(const Case& c, int world) {
+  return std::string(cp::layout_name(c.layout)) + ", " + mask_name(c.causal) + ", " +
+         tt::dtype_name(c.dtype) + ", N=" + std::to_string(world);
+}
+
+// The ring's output and gradients of this rank's shard against the reference on the whole
+// sequence (T = 16: divisible into 2N chunks for N = 1, 2, 4), with dout drawn per position.
+void check_ring(const Case& c, tt::Device device, int64_t hs, bool gradients) {
+  dist::ProcessGroup& world = dist::world();
+  const int n = world.world_size(), r = world.rank();
+  const int64_t B = 1, NH = 2, T = 16;
+  const tt::Shape shape{B, NH, T, hs};
+  const Tensor q = draw(shape, 11, c.dtype), k = draw(shape, 12, c.dtype),
+               v = draw(shape, 13, c.dtype), dout = draw(shape, 14, c.dtype);
+  const double tol = c.dtype == tt::DType::kFloat64 ? 1e-12 : 2e-5;
+  const std::string what = name_of(c, n);
+
+  // Reference: one process, the whole sequence.
+  const Tensor qr = q.clone().set_requires_grad(), kr = k.clone().set_requires_grad(),
+               vr = v.clone().set_requires_grad();
+  const Tensor ref = cp::attention_reference(qr, kr, vr, c.causal);
+  if (gradients) tt::autograd::backward(tt::sum(tt::mul(ref, dout)));
+
+  auto mine = [&](const Tensor& t) { return cp::shard(t.detach(), 2, c.layout, r, n); };
+  const Tensor ql = mine(q).to(device).set_requires_grad(),
+               kl = mine(k).to(device).set_requires_grad(),
+               vl = mine(v).to(device).set_requires_grad();
+  const Tensor out = cp::ring_attention(ql, kl, vl, world, c.layout, c.causal);
+  EXPECT_LE(max_abs_diff(out, mine(ref)), tol) << "output, " << what;
+  if (!gradients) return;
+  tt::autograd::backward(tt::sum(tt::mul(out, mine(dout).to(device))));
+  EXPECT_LE(max_abs_diff(ql.grad(), mine(qr.grad())), tol) << "dq, " << what;
+  EXPECT_LE(max_abs_diff(kl.grad(), mine(kr.grad())), tol) << "dk, " << what;
+  EXPECT_LE(max_abs_diff(vl.grad(), mine(vr.grad())), tol) << "dv, " << what;
+}
+
+const Case kCases[] = {
+    {Layout::kZigzag, true, tt::DType::kFloat32},
+    {Layout::kContiguous, true, tt::DType::kFloat32},
+    {Layout::kZigzag, false, tt::DType::kFloat32},
+    {Layout::kContiguous, false, tt::DType::kFloat32},
+};
+
+TEST(Ch16_3_RingForward, MatchesOneProcessAttentionMpi) {
+  tt::ScopedNumThreads one_thread(1);
+  for (const Case& c : kCases) check_ring(c, tt::Device::cpu(), 8, false);
+  dist::world().barrier();
+}
+
+TEST(Ch16_RingAttention, GradientsMatchOneProcessAttentionMpi) {
+  tt::ScopedNumThreads one_thread(1);
+  for (const Case& c : kCases) check_ring(c, tt::Device::cpu(), 8, true);
+  check_ring({Layout::kZigzag, true, tt::DType::kFloat64}, tt::Device::cpu(), 8, true);
+  dist::world().barrier();
+}
+
+TEST(Ch16_RingAttention, RejectsShardsThatDoNotSplitMpi) {
+  dist::ProcessGroup& world = dist::world();
+  const Tensor odd = tt::zeros({1, 1, 3, 4});
+  // Refused before anything is sent, on every rank alike.
+  EXPECT_THROW(cp::ring_attention(odd, odd, odd, world, Layout::kZigzag), tt::Error);
+  EXPECT_THROW(cp::ring_attention(odd, odd, tt::zeros({1, 1, 3, 5}), world), tt::Error);
+  EXPECT_THROW(cp::ring_attention(odd.to(tt::DType::kInt64), odd.to(tt::DType::kInt64),
+                                  odd.to(tt::DType::kInt64), world, Layout::kContiguous),
+               tt::Error);
+  EXPECT_THROW(cp::parse_layout("diagonal"), tt::Error);
+  world.barrier();
+}
+
+TEST(Ch16_RingAttention, PlanBalancesZigzagWork) {
+  // Work of a rank (query-key pairs it computes), causal, over all its steps: zigzag gives every
+  // rank the same; contiguous gives the last rank N times the first one's.
+  for (const int n : {2, 4, 8}) {
+    const int64_t Tl = 8;
+    auto work = [&](Layout layout, int r) {
+      int64_t w = 0;
+      for (int src = 0; src < n; ++src) {
+        const cp::BlockPlan p = cp::plan_block(layout, true, r, src, n, Tl);
+        const int64_t rows = p.q_end - p.q_begin, keys = p.k_end - p.k_begin;
+        w += p.kind == cp::BlockPlan::Kind::kCausal ? rows * (rows + 1) / 2
+             : p.kind == cp::BlockPlan::Kind::kFull ? rows * keys
+                                                    : 0;
+      }
+      return w;
+    };
+    for (int r = 1; r < n; ++r) {
+      // Zigzag: the causal diagonal of 2 chunks differs from its peers' only in which chunks.
+      EXPECT_EQ(work(Layout::kZigzag, r), work(Layout::kZigzag, 0)) << "N=" << n << " rank " << r;
+    }
+    EXPECT_GT(work(Layout::kContiguous, n - 1), work(Layout::kContiguous, 0) * (n - 1));
+  }
+}
+
+TEST(Ch16_RingAttention, CudaMatchesOneProcessAttentionMpi) {
+  dist::ProcessGroup& world = dist::world();
+  SKIP_WITHOUT_NCCL(world);
+  const tt::Device device = tt::Device::cuda(world.local_rank());
+  tt::cuda::AllowTf32Guard exact(false);  // 3xTF32 in FlashAttention, fp32 GEMMs in cuBLAS
+  for (const Case& c : kCases) check_ring(c, device, 32, true);
+  world.barrier();
+}
+
+}  // namespace
