@@ -59,6 +59,7 @@ void bind(ArgParser& args, TrainConfig& c) {
   args.option("--profile-step", &c.profile_step);
   args.option("--zero", &c.zero).flag("--cuda-graph", &c.cuda_graph);
   args.option("--tp", &c.tp).flag("--sequence-parallel", &c.sequence_parallel);
+  args.option("--cp", &c.cp);
   args.option("--trace", &c.trace).option("--trace-steps", &c.trace_steps);
 }
 
@@ -193,6 +194,12 @@ std::string TrainConfig::usage(const std::string& program) {
          "                        Checkpoints hold whole tensors: resume at any --tp\n"
          "  --sequence-parallel   with --tp: LayerNorm and residual regions sharded along the\n"
          "                        sequence (--T divisible by K)\n"
+         "context parallel (mpirun -np N " +
+         program +
+         " ..., needs chapter 16):\n"
+         "  --cp K                split every sequence over K ranks (zigzag shards, ring\n"
+         "                        attention); K must divide N, --T divisible by 2K; the N/K\n"
+         "                        groups are data-parallel replicas (DDP). --B is per replica\n"
          "tools (chapter 12's tools lab, when linked in):\n"
          "  --trace FILE          the first --trace-steps steps of the run as a Chrome trace\n"
          "                        (Perfetto, chrome://tracing): steps, kernels, DDP's all-reduces;\n"
@@ -294,6 +301,15 @@ void TrainConfig::validate() {
            "AdamW's state whole on each rank and runs its steps eagerly)");
   TT_CHECK(!sequence_parallel || T % tp == 0, "--sequence-parallel gives each of the --tp ", tp,
            " ranks T/tp tokens: --T ", T, " is not divisible by it");
+  TT_CHECK(cp >= 1, "--cp must be >= 1, got ", cp);
+  TT_CHECK(
+      cp == 1 || (tp == 1 && !sequence_parallel && zero == 0 && !cuda_graph && precision != "bf16"),
+      "--cp ", cp,
+      " excludes --tp, --sequence-parallel, --zero 1, --cuda-graph and --precision bf16 "
+      "(the context-parallel strategy of chapter 16: float32 ring attention, DDP, eager "
+      "steps)");
+  TT_CHECK(cp == 1 || T % (2 * cp) == 0, "--cp ", cp, " cuts each sequence into ", 2 * cp,
+           " zigzag chunks: --T ", T, " is not divisible by it");
   TT_CHECK(trace_steps >= 1, "--trace-steps must be >= 1, got ", trace_steps);
   TT_CHECK(trace.empty() || (!cuda_graph && profile_step == 0),
            "--trace excludes --cuda-graph and --profile-step (the trace records the kernels "
@@ -364,6 +380,7 @@ std::vector<ConfigEntry> TrainConfig::record(int64_t ranks) const {
       {"--zero", num(zero), R::kFree},
       {"--tp", num(tp), R::kFree},
       {"--sequence-parallel", sequence_parallel ? "1" : "0", R::kFree},
+      {"--cp", num(cp), R::kFree},
       {"--cuda-graph", cuda_graph ? "1" : "0", R::kFree},
       {"--trace", trace, R::kFree},
       {"--trace-steps", num(trace_steps), R::kFree},

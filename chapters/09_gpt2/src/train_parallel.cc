@@ -25,6 +25,11 @@ void ParallelStrategy::set_model_parallelism(int tp, bool sequence_parallel) {
            sequence_parallel ? ", sequence parallel" : "", ") needs chapter 13's strategy \"tp\"");
 }
 
+void ParallelStrategy::set_context_parallelism(int cp) {
+  TT_CHECK(cp == 1, "the parallel strategy '", name(), "' does not split sequences: context ",
+           "parallelism (cp=", cp, ") needs chapter 16's strategy \"cp\"");
+}
+
 void ParallelStrategy::backward(const Tensor& loss, bool last) {
   (void)last;
   autograd::backward(loss);

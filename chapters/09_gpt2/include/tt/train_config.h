@@ -93,6 +93,7 @@ struct TrainConfig {
   int64_t zero = 0;                ///< --zero 0 (DDP) | 1 (ZeRO-1)
   int64_t tp = 1;                  ///< --tp N: tensor-parallel size (chapter 13)
   bool sequence_parallel = false;  ///< --sequence-parallel (with --tp, chapter 13)
+  int64_t cp = 1;                  ///< --cp N: context-parallel size (chapter 16)
   bool cuda_graph = false;         ///< --cuda-graph
   // tools (chapter 12's tools lab, when linked in)
   std::string trace;        ///< --trace FILE: the first steps as a Chrome trace ("": none)

@@ -77,6 +77,10 @@ class ParallelStrategy {
   /// Default: accepts tp = 1 without sequence parallelism only, else throws tt::Error naming
   /// the strategy (chapter 13 registers "tp", which splits).
   virtual void set_model_parallelism(int tp, bool sequence_parallel);
+  /// Asks the strategy to split every sequence over `cp` ranks (context parallelism, train_gpt2
+  /// --cp). Default: accepts cp = 1 only, else throws tt::Error naming the strategy (chapter 16
+  /// registers "cp", which splits).
+  virtual void set_context_parallelism(int cp);
   /// Called once by the model family right after the model is built (on the CPU, before it
   /// moves to its device and gets its operations): a strategy that splits models replaces the
   /// parameters by this rank's parts here (a collective). Default: nothing.

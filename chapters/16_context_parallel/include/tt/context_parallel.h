@@ -1,0 +1,39 @@
+/// @file context_parallel.h
+/// @brief GPT-2 trained with context parallelism (chapter 16): every rank of a cp group holds
+/// the whole model and 1/cp of each sequence; attention is ring attention over the group.
+///
+/// The model is unchanged: context parallelism wraps three of its operations (gpt2::ModelOps):
+///  - embed: this rank's shard of the tokens (shard(), zigzag or contiguous) plus the position
+///    embeddings of their GLOBAL positions (shard_positions()): wte(idx[pos]) + wpe(pos);
+///  - attention: the packed qkv [B, Tl, 3C] of the shard split into heads and passed to
+///    ring_attention() (causal over the whole sequence);
+///  - classifier_loss: the mean cross-entropy of the shard's tokens against their targets.
+/// Everything else (LayerNorm, the MLP, the residuals) is per position and runs on the shard
+/// as it is. The loss of a step is the mean of the ranks' losses (every shard has Tl tokens),
+/// and the gradient of that mean is the average over the ranks of their gradients, because
+/// ring attention's backward already delivers to each rank the gradient of ALL ranks' losses
+/// with respect to its activations: the cp group averages gradients exactly as data
+/// parallelism does (DDP over the dp x cp ranks).
+///
+/// train_gpt2 --cp N (strategy "cp"): the world is a grid dp x cp (cp innermost); each dp
+/// replica reads its rows of the batch, its cp ranks read the same rows and keep their shard.
+#pragma once
+
+#include <memory>
+
+#include "tt/dist.h"
+#include "tt/gpt2_ops.h"
+#include "tt/ring_attention.h"
+
+namespace tt::cp {
+
+/// `inner` (the operation set the run chose, e.g. "fast") with embed, attention and
+/// classifier_loss replaced by their context-parallel versions over `group` with `layout`
+/// (see the file comment); the other operations are kept. The description says
+/// "context parallel (cp=N, zigzag) + ..." . Throws tt::Error when `inner` already has an
+/// embed hook (tensor parallelism: the two do not compose in this chapter).
+/// The group must outlive the model's use of the returned operations.
+gpt2::ModelOps context_parallel_ops(gpt2::ModelOps inner, dist::ProcessGroup& group,
+                                    Layout layout = Layout::kZigzag);
+
+}  // namespace tt::cp

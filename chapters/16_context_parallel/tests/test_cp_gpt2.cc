@@ -1,0 +1,169 @@
+// Chapter 09's GPT-2 with context parallelism (tt/context_parallel.h): a 20-step AdamW loss
+// curve at CP = world (one process: the wrappers alone; mpirun -np 2: CP2; -np 4: CP4 and
+// DP2 x CP2, the batch's rows split over dp, every sequence over cp) against one process, within
+// 1e-5 (float32). The model is tiny (L=2, NH=4, C=32, T=16 = 8 zigzag chunks at CP4); and the
+// real train_gpt2 --cp 2 under mpirun logs the losses of one process.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../09_gpt2/tests/ch09_test_util.h"
+#include "../../12_data_parallel/tests/ch12_test_util.h"
+#include "tt/autograd.h"
+#include "tt/context_parallel.h"
+#include "tt/ddp.h"
+#include "tt/dist.h"
+#include "tt/error.h"
+#include "tt/gpt2.h"
+#include "tt/optim.h"
+#include "tt/parallel.h"
+#include "tt/process_grid.h"
+#include "tt/train.h"
+#include "tt/train_config.h"
+
+namespace {
+
+using tt::Tensor;
+namespace cp = tt::cp;
+namespace dist = tt::dist;
+namespace gpt2 = tt::gpt2;
+
+constexpr double kTol = 1e-5;
+constexpr int64_t kB = 4, kT = 16, kV = 51;
+constexpr int kSteps = 20;
+
+gpt2::GPT2Config tiny_config() {
+  return {.block_size = kT,
+          .vocab_size = kV,
+          .padded_vocab_size = 52,
+          .n_layer = 2,
+          .n_head = 4,
+          .n_embd = 32};
+}
+
+// Tokens [kB, kT] drawn from `seed` (the same on every rank), and learnable targets: token t is
+// followed by (7 t + 3) mod V, so the curve falls.
+Tensor tokens(uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int64_t> v(static_cast<std::size_t>(kB * kT));
+  for (auto& t : v) t = static_cast<int64_t>(gen() % kV);
+  return tt::from_vector(v, {kB, kT});
+}
+Tensor learnable_targets(const Tensor& idx) {
+  std::vector<int64_t> v = idx.contiguous().to_vector<int64_t>();
+  for (auto& t : v) t = (7 * t + 3) % kV;
+  return tt::from_vector(v, idx.shape());
+}
+
+// `kSteps` AdamW steps of the tiny model; cp = 0: one process, the plain model (the reference);
+// otherwise the world is a grid dp x cp and the gradients are averaged over all its ranks.
+// Returns the losses (averaged over the ranks).
+std::vector<double> train(int cp_size) {
+  dist::ProcessGroup& world = dist::world();
+  auto model = std::make_shared<gpt2::GPT2>(tiny_config(), 3);
+  std::unique_ptr<tt::tp::ProcessGrid> grid;
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  int dp_size = 1, dp_rank = 0;
+  if (cp_size > 0) {
+    grid = std::make_unique<tt::tp::ProcessGrid>(
+        world, std::vector<tt::tp::GridDim>{{"dp", world.world_size() / cp_size}, {"cp", cp_size}});
+    model->set_ops(cp::context_parallel_ops(model->ops(), grid->group("cp")));
+    dp_size = grid->size("dp");
+    dp_rank = grid->coordinate("dp");
+    ddp = std::make_unique<dist::DistributedDataParallel>(model, world);
+  }
+  tt::optim::AdamWOptions ao;
+  ao.lr = 3e-3;
+  tt::optim::AdamW opt(gpt2::param_groups(*model, 0.1), ao);
+  std::vector<double> losses;
+  const int64_t rows = kB / dp_size;
+  for (int s = 0; s < kSteps; ++s) {
+    const Tensor idx = tokens(100 + s).narrow(0, rows * dp_rank, rows).contiguous();
+    opt.zero_grad();
+    Tensor loss = model->loss(idx, learnable_targets(idx));
+    tt::autograd::backward(loss);
+    if (ddp) ddp->sync_gradients();
+    opt.step();
+    Tensor l = tt::from_vector(std::vector<double>{loss.item()}, {1});
+    if (ddp) world.all_reduce(l, dist::ReduceOp::kAvg);
+    losses.push_back(l.item());
+  }
+  return losses;
+}
+
+void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(got[i] - want[i]);
+    if (d > worst) worst = d, at = i;
+  }
+  EXPECT_LE(worst, kTol) << what << ": worst step " << at << " (" << got[at] << " vs " << want[at]
+                         << ")";
+}
+
+TEST(Ch16_ContextParallelGPT2, TwentyStepLossCurveMatchesOneProcessMpi) {
+  tt::ScopedNumThreads one_thread(1);
+  const std::vector<double> ref = train(0);
+  ASSERT_EQ(ref.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_LT(ref.back(), ref.front() - 0.2) << "the curve must move for the comparison to mean much";
+  const int world = dist::world().world_size();
+  expect_same_curve(train(world), ref, "CP" + std::to_string(world));
+  if (world == 4) expect_same_curve(train(2), ref, "DP2 x CP2");
+  dist::world().barrier();
+}
+
+TEST(Ch16_ContextParallelGPT2, RefusesWhatItCannotSplit) {
+  // The embed hook of another layout (chapter 13's tensor parallelism) is refused.
+  gpt2::ModelOps ops;
+  ops.embed = [](const Tensor& idx, tt::nn::Embedding& wte, tt::nn::Embedding&) {
+    return wte.forward(idx);
+  };
+  EXPECT_THROW(cp::context_parallel_ops(ops, dist::world()), tt::Error);
+  // --cp needs T divisible by 2 cp, and excludes --tp.
+  EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "6"}), tt::Error);
+  EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8", "--tp", "2"}),
+               tt::Error);
+  EXPECT_NO_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8"}));
+}
+
+// The real train_gpt2 with chapter 16's strategy "cp", on a tiny generated dataset. Not an
+// "Mpi" test: it starts mpirun itself, from a plain process.
+TEST(Ch16_TrainGpt2Cp, ContextParallelLogsTheLossesOfOneProcess) {
+  if (!dist::built_with_mpi()) GTEST_SKIP() << "built without MPI: no multi-process job";
+  tt::test09::TempDir dir;
+  tt::test09::write_tiny_dataset(dir.file("data"));
+  auto train_app = [&](int np, const std::string& extra, const std::string& out) {
+    const std::string args = "--data '" + dir.file("data") + "' --out '" + dir.file(out) +
+                             "' --device cpu --threads 1 --layers 2 --heads 4 --channels 32 " +
+                             "--T 8 --B 8 --total-batch 64 --steps 6 --warmup 1 --eval-every 3 " +
+                             "--eval-batches 1 --sample-tokens 2 --precision fp32 " + extra;
+    return ch12_test::run_mpi_job(np, ch12_test::program_path("train_gpt2"), args);
+  };
+  const ch12_test::JobResult one = train_app(1, "", "one");
+  ASSERT_EQ(one.status, 0) << one.output;
+  const ch12_test::JobResult cp2 = train_app(2, "--cp 2", "cp2");
+  ASSERT_EQ(cp2.status, 0) << cp2.output;
+  EXPECT_NE(cp2.output.find("context parallel (cp=2, zigzag)"), std::string::npos) << cp2.output;
+  const auto got = tt::test09::read_csv(dir.file("cp2") + "/train.csv");
+  const auto want = tt::test09::read_csv(dir.file("one") + "/train.csv");
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 1; i < got.size(); ++i) {
+    for (std::size_t c : {1u, 3u, 6u}) {  // loss, grad_norm, val_loss (6 digits in the log)
+      const std::string &a = got[i].at(c), &b = want[i].at(c);
+      ASSERT_EQ(a.empty(), b.empty()) << "row " << i << " column " << c;
+      if (!a.empty()) {
+        EXPECT_NEAR(std::stod(a), std::stod(b), 2e-5 * std::fabs(std::stod(b)) + 1e-7)
+            << "row " << i << " column " << c;
+      }
+    }
+  }
+}
+
+}  // namespace
