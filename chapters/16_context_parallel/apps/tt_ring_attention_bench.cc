@@ -1,0 +1,136 @@
+// tt_ring_attention_bench: attention forward + backward of one long sequence (B = 1, causal),
+// three ways: FlashAttention of the whole sequence on one device (chapter 10; every rank runs
+// it alone on its own device, the time is the ranks' mean), and ring attention over all the
+// ranks with the zigzag and the contiguous layouts (the time is the slowest rank's). The
+// "ideal" ring time is the one-device time / N. One JSON object per line on rank 0's stdout.
+//
+//   mpirun -np 4 tt_ring_attention_bench --device cuda --seq 16384,32768,65536 --hs 64,128
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tt/autograd.h"
+#include "tt/backend.h"
+#include "tt/cli.h"
+#include "tt/dist.h"
+#include "tt/flash_attention.h"
+#include "tt/functional.h"
+#include "tt/generator.h"
+#include "tt/ring_attention.h"
+
+namespace {
+
+struct Args {
+  std::string seq = "4096", hs = "64", device = "cpu";
+  int heads = 4, reps = 3, warmup = 1;
+};
+
+std::vector<int64_t> parse_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+// Mean milliseconds of `body` (forward + backward) over a.reps runs after a.warmup, with the
+// device synchronized around each run; the maximum over the ranks when `slowest`, else the mean.
+double time_ms(const Args& a, tt::Device device, bool slowest, const std::function<void()>& body) {
+  tt::dist::ProcessGroup& world = tt::dist::world();
+  tt::DeviceBackend& backend = tt::backend_for(device.type);
+  for (int i = 0; i < a.warmup; ++i) body();
+  backend.synchronize(device.index);
+  world.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < a.reps; ++i) body();
+  backend.synchronize(device.index);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+      a.reps;
+  const tt::Tensor all = tt::empty({world.world_size()}, {.dtype = tt::DType::kFloat64});
+  world.all_gather(all, tt::full({1}, ms, {.dtype = tt::DType::kFloat64}));
+  const std::vector<double> v = all.to_vector<double>();
+  if (slowest) return *std::max_element(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+int run(const Args& a) {
+  tt::dist::ProcessGroup& world = tt::dist::world();
+  const int n = world.world_size(), rank = world.rank();
+  const tt::Device device =
+      a.device == "cuda" ? tt::Device::cuda(world.local_rank()) : tt::Device::cpu();
+  for (const int64_t T : parse_list(a.seq)) {
+    for (const int64_t hs : parse_list(a.hs)) {
+      const tt::Shape shape{1, a.heads, T, hs};
+      tt::Generator gen(7);
+      const tt::Tensor q = tt::randn(shape, gen), k = tt::randn(shape, gen),
+                       v = tt::randn(shape, gen), dout = tt::randn(shape, gen);
+      auto fwd_bwd = [&](const tt::Tensor& qi, const tt::Tensor& ki, const tt::Tensor& vi,
+                         const tt::Tensor& gi, const std::function<tt::Tensor()>& attention) {
+        qi.set_requires_grad();
+        ki.set_requires_grad();
+        vi.set_requires_grad();
+        tt::autograd::backward(attention(), gi);
+      };
+      // One device, the whole sequence.
+      const tt::Tensor qd = q.to(device), kd = k.to(device), vd = v.to(device),
+                       gd = dout.to(device);
+      const double single = time_ms(a, device, false, [&] {
+        fwd_bwd(qd, kd, vd, gd, [&] { return tt::flash_attention(qd, kd, vd); });
+      });
+      std::string line =
+          "{\"T\": " + std::to_string(T) + ", \"B\": 1, \"heads\": " + std::to_string(a.heads) +
+          ", \"hs\": " + std::to_string(hs) + ", \"dtype\": \"float32\", \"device\": \"" +
+          a.device + "\", \"cp\": " + std::to_string(n) +
+          ", \"single_ms\": " + std::to_string(single);
+      for (const tt::cp::Layout layout : {tt::cp::Layout::kZigzag, tt::cp::Layout::kContiguous}) {
+        auto mine = [&](const tt::Tensor& t) {
+          return tt::cp::shard(t, 2, layout, rank, n).to(device);
+        };
+        const tt::Tensor ql = mine(q), kl = mine(k), vl = mine(v), gl = mine(dout);
+        const double ring = time_ms(a, device, true, [&] {
+          fwd_bwd(ql, kl, vl, gl,
+                  [&] { return tt::cp::ring_attention(ql, kl, vl, world, layout, true); });
+        });
+        const std::string name = tt::cp::layout_name(layout);
+        line += ", \"" + name + "_ms\": " + std::to_string(ring) + ", \"" + name +
+                "_of_ideal\": " + std::to_string(single / n / ring);
+      }
+      if (rank == 0) std::printf("%s}\n", line.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  tt::ArgParser args("tt_ring_attention_bench",
+                     "usage: mpirun -np N tt_ring_attention_bench [--seq T1,T2,...] "
+                     "[--hs 64,128] [--heads NH] [--device cpu|cuda] [--reps R] [--warmup W]\n"
+                     "  float32, B = 1, causal; one JSON line per (T, hs) on rank 0\n");
+  args.option("--seq", &a.seq)
+      .option("--hs", &a.hs)
+      .option("--heads", &a.heads)
+      .option("--device", &a.device)
+      .option("--reps", &a.reps)
+      .option("--warmup", &a.warmup);
+  args.parse(argc, argv);
+  int rc = 1;
+  try {
+    rc = run(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tt_ring_attention_bench (rank %d): %s\n", tt::dist::world().rank(),
+                 e.what());
+    return 1;  // mpirun ends the other ranks
+  }
+  tt::dist::finalize();
+  return rc;
+}
