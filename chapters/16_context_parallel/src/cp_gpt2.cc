@@ -7,22 +7,33 @@
 #include "tt/context_parallel.h"
 #include "tt/error.h"
 #include "tt/functional.h"
+#include "tt/generator.h"
 #include "tt/layers.h"
 
 namespace tt::cp {
 
 gpt2::ModelOps context_parallel_ops(gpt2::ModelOps inner, dist::ProcessGroup& group,
                                     Layout layout) {
-  TT_CHECK(!inner.embed, "context_parallel_ops (", group.where(),
-           "): the operation set already has an embed hook (", inner.description,
-           "); context parallelism does not compose with tensor parallelism in this chapter");
+  TT_CHECK(inner.description.find("sequence parallel") == std::string::npos,
+           "context_parallel_ops (", group.where(), "): the operation set (", inner.description,
+           ") is sequence parallel; context parallelism composes with tensor parallelism without "
+           "it");
   dist::ProcessGroup* g = &group;
   gpt2::ModelOps ops = inner;
-  ops.embed = [g, layout](const Tensor& idx, nn::Embedding& wte, nn::Embedding& wpe) {
+  ops.embed = [g, layout, inner_embed = inner.embed](const Tensor& idx, nn::Embedding& wte,
+                                                     nn::Embedding& wpe) {
     const int n = g->world_size(), r = g->rank();
-    const int64_t T = idx.size(1);
-    const Tensor pos = from_vector(shard_positions(layout, T, r, n), {T / n}).to(idx.device());
-    return add(wte.forward(shard(idx, 1, layout, r, n)), wpe.forward(pos));
+    const int64_t T = idx.size(1), Tl = T / n;
+    const Tensor pos = from_vector(shard_positions(layout, T, r, n), {Tl}).to(idx.device());
+    const Tensor tokens = shard(idx, 1, layout, r, n);
+    if (!inner_embed) return add(wte.forward(tokens), wpe.forward(pos));
+    // The inner hook (chapter 13's vocab-parallel lookup) adds the rows 0..Tl-1 of the position
+    // table it is given: give it the rows of this shard's global positions (gathered from wpe,
+    // so their gradient flows back to it).
+    Generator unused(0);  // the table's own initial weights are replaced at once
+    nn::Embedding rows(Tl, wpe.dim, unused, {wpe.weight.dtype(), wpe.weight.device()});
+    rows.weight = embedding(wpe.weight, pos);
+    return inner_embed(tokens, wte, rows);
   };
   ops.attention = [g, layout](const Tensor& qkv, int64_t n_head) {
     TT_CHECK(qkv.defined() && qkv.dim() == 3 && qkv.size(2) % (3 * n_head) == 0,

@@ -1,7 +1,8 @@
 // Chapter 09's GPT-2 with context parallelism (tt/context_parallel.h): a 20-step AdamW loss
 // curve at CP = world (one process: the wrappers alone; mpirun -np 2: CP2; -np 4: CP4 and
 // DP2 x CP2, the batch's rows split over dp, every sequence over cp) against one process, within
-// 1e-5 (float32). The model is tiny (L=2, NH=4, C=32, T=16 = 8 zigzag chunks at CP4); and the
+// 1e-5 (float32); on 4 ranks also CP2 x TP2 (chapter 13's tensor parallelism inside). The model
+// is tiny (L=2, NH=4, C=32, T=16 = 8 zigzag chunks at CP4); and the
 // real train_gpt2 --cp 2 under mpirun logs the losses of one process.
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@
 #include "tt/optim.h"
 #include "tt/parallel.h"
 #include "tt/process_grid.h"
+#include "tt/tp_gpt2.h"
 #include "tt/train.h"
 #include "tt/train_config.h"
 
@@ -60,21 +62,29 @@ Tensor learnable_targets(const Tensor& idx) {
 }
 
 // `kSteps` AdamW steps of the tiny model; cp = 0: one process, the plain model (the reference);
-// otherwise the world is a grid dp x cp and the gradients are averaged over all its ranks.
-// Returns the losses (averaged over the ranks).
-std::vector<double> train(int cp_size) {
+// otherwise the world is a grid dp x cp x tp (tp = 1: no tensor parallelism; else chapter 13's
+// TensorParallelGPT2 inside the context-parallel operations) and the gradients are averaged
+// over the dp x cp ranks of each tp coordinate. Returns the losses (averaged over the ranks).
+std::vector<double> train(int cp_size, int tp_size = 1) {
   dist::ProcessGroup& world = dist::world();
   auto model = std::make_shared<gpt2::GPT2>(tiny_config(), 3);
   std::unique_ptr<tt::tp::ProcessGrid> grid;
+  std::unique_ptr<tt::tp::TensorParallelGPT2> split;
+  std::unique_ptr<dist::ProcessGroup> replicas;  // the ranks of this tp coordinate
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   int dp_size = 1, dp_rank = 0;
   if (cp_size > 0) {
+    const int dp = world.world_size() / (cp_size * tp_size);
     grid = std::make_unique<tt::tp::ProcessGrid>(
-        world, std::vector<tt::tp::GridDim>{{"dp", world.world_size() / cp_size}, {"cp", cp_size}});
+        world, std::vector<tt::tp::GridDim>{{"dp", dp}, {"cp", cp_size}, {"tp", tp_size}});
+    if (tp_size > 1) {
+      split = std::make_unique<tt::tp::TensorParallelGPT2>(*model, grid->group("tp"));
+    }
     model->set_ops(cp::context_parallel_ops(model->ops(), grid->group("cp")));
     dp_size = grid->size("dp");
     dp_rank = grid->coordinate("dp");
-    ddp = std::make_unique<dist::DistributedDataParallel>(model, world);
+    replicas = world.split(grid->coordinate("tp"), world.rank());
+    ddp = std::make_unique<dist::DistributedDataParallel>(model, *replicas);
   }
   tt::optim::AdamWOptions ao;
   ao.lr = 3e-3;
@@ -89,9 +99,11 @@ std::vector<double> train(int cp_size) {
     if (ddp) ddp->sync_gradients();
     opt.step();
     Tensor l = tt::from_vector(std::vector<double>{loss.item()}, {1});
-    if (ddp) world.all_reduce(l, dist::ReduceOp::kAvg);
+    if (ddp) replicas->all_reduce(l, dist::ReduceOp::kAvg);
     losses.push_back(l.item());
   }
+  ddp.reset();
+  replicas.reset();  // before the grid (and MPI) go
   return losses;
 }
 
@@ -115,16 +127,17 @@ TEST(Ch16_ContextParallelGPT2, TwentyStepLossCurveMatchesOneProcessMpi) {
   EXPECT_LT(ref.back(), ref.front() - 0.2) << "the curve must move for the comparison to mean much";
   const int world = dist::world().world_size();
   expect_same_curve(train(world), ref, "CP" + std::to_string(world));
-  if (world == 4) expect_same_curve(train(2), ref, "DP2 x CP2");
+  if (world == 4) {
+    expect_same_curve(train(2), ref, "DP2 x CP2");
+    expect_same_curve(train(2, 2), ref, "CP2 x TP2");
+  }
   dist::world().barrier();
 }
 
 TEST(Ch16_ContextParallelGPT2, RefusesWhatItCannotSplit) {
-  // The embed hook of another layout (chapter 13's tensor parallelism) is refused.
+  // A sequence-parallel operation set (chapter 13) is refused.
   gpt2::ModelOps ops;
-  ops.embed = [](const Tensor& idx, tt::nn::Embedding& wte, tt::nn::Embedding&) {
-    return wte.forward(idx);
-  };
+  ops.description = "tensor parallel tp=2, sequence parallel";
   EXPECT_THROW(cp::context_parallel_ops(ops, dist::world()), tt::Error);
   // --cp needs T divisible by 2 cp, and excludes --tp.
   EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "6"}), tt::Error);

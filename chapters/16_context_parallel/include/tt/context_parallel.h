@@ -30,9 +30,12 @@ namespace tt::cp {
 /// `inner` (the operation set the run chose, e.g. "fast") with embed, attention and
 /// classifier_loss replaced by their context-parallel versions over `group` with `layout`
 /// (see the file comment); the other operations are kept. The description says
-/// "context parallel (cp=N, zigzag) + ..." . Throws tt::Error when `inner` already has an
-/// embed hook (tensor parallelism: the two do not compose in this chapter).
-/// The group must outlive the model's use of the returned operations.
+/// "context parallel (cp=N, zigzag) + ...". An embed hook of `inner` (chapter 13's tensor
+/// parallelism: CP x TP) gets the shard's tokens and, as its position table, the rows of wpe at
+/// the shard's global positions (it must add rows 0..Tl-1 of the table it is given); its loss
+/// hook gets the shard's targets. Throws tt::Error when `inner` is sequence parallel (its
+/// position rows would be offset by the tp rank). The group must outlive the model's use of
+/// the returned operations.
 gpt2::ModelOps context_parallel_ops(gpt2::ModelOps inner, dist::ProcessGroup& group,
                                     Layout layout = Layout::kZigzag);
 
