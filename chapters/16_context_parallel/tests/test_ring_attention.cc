@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -234,6 +235,24 @@ TEST(Ch16_RingAttention, RejectsShardsThatDoNotSplitMpi) {
                                   odd.to(tt::DType::kInt64), world, Layout::kContiguous),
                tt::Error);
   EXPECT_THROW(cp::parse_layout("diagonal"), tt::Error);
+  world.barrier();
+}
+
+TEST(Ch16_RingAttention, AsyncBatchSendRecvCompletesAtWaitMpi) {
+  // Chapter 12's batch_send_recv_async, which the ring step uses: the transfer around the ring
+  // is started, the rank computes, and the received values are there after wait().
+  dist::ProcessGroup& world = dist::world();
+  const int n = world.world_size(), r = world.rank();
+  const Tensor mine = tt::full({5}, 10.0 * r + 1), theirs = tt::zeros({5});
+  using tt::dist::P2POp;
+  const std::unique_ptr<dist::Work> work =
+      world.batch_send_recv_async({{P2POp::Kind::kSend, mine, (r + 1) % n, 7},
+                                   {P2POp::Kind::kRecv, theirs, (r + n - 1) % n, 7}});
+  const Tensor busy = tt::sum(tt::mul(mine, mine));  // work done while the transfer runs
+  work->wait();
+  EXPECT_TRUE(work->is_completed());
+  EXPECT_EQ(busy.item(), 5 * (10.0 * r + 1) * (10.0 * r + 1));
+  for (const float x : theirs.to_vector<float>()) EXPECT_EQ(x, 10.0f * ((r + n - 1) % n) + 1);
   world.barrier();
 }
 
