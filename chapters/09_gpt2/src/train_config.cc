@@ -199,7 +199,8 @@ std::string TrainConfig::usage(const std::string& program) {
          " ..., needs chapter 16):\n"
          "  --cp K                split every sequence over K ranks (zigzag shards, ring\n"
          "                        attention); K must divide N, --T divisible by 2K; the N/K\n"
-         "                        groups are data-parallel replicas (DDP). --B is per replica\n"
+         "                        groups are data-parallel replicas (DDP). --B is per replica.\n"
+         "                        With --tp J: dp x cp x tp grids (J K divides N)\n"
          "tools (chapter 12's tools lab, when linked in):\n"
          "  --trace FILE          the first --trace-steps steps of the run as a Chrome trace\n"
          "                        (Perfetto, chrome://tracing): steps, kernels, DDP's all-reduces;\n"
@@ -302,12 +303,11 @@ void TrainConfig::validate() {
   TT_CHECK(!sequence_parallel || T % tp == 0, "--sequence-parallel gives each of the --tp ", tp,
            " ranks T/tp tokens: --T ", T, " is not divisible by it");
   TT_CHECK(cp >= 1, "--cp must be >= 1, got ", cp);
-  TT_CHECK(
-      cp == 1 || (tp == 1 && !sequence_parallel && zero == 0 && !cuda_graph && precision != "bf16"),
-      "--cp ", cp,
-      " excludes --tp, --sequence-parallel, --zero 1, --cuda-graph and --precision bf16 "
-      "(the context-parallel strategy of chapter 16: float32 ring attention, DDP, eager "
-      "steps)");
+  TT_CHECK(cp == 1 || (!sequence_parallel && zero == 0 && !cuda_graph && precision != "bf16"),
+           "--cp ", cp,
+           " excludes --sequence-parallel, --zero 1, --cuda-graph and --precision bf16 (the "
+           "context-parallel strategy of chapter 16: float32 ring attention, DDP or --tp, eager "
+           "steps)");
   TT_CHECK(cp == 1 || T % (2 * cp) == 0, "--cp ", cp, " cuts each sequence into ", 2 * cp,
            " zigzag chunks: --T ", T, " is not divisible by it");
   TT_CHECK(trace_steps >= 1, "--trace-steps must be >= 1, got ", trace_steps);

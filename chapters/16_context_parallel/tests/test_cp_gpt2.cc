@@ -2,14 +2,15 @@
 // curve at CP = world (one process: the wrappers alone; mpirun -np 2: CP2; -np 4: CP4 and
 // DP2 x CP2, the batch's rows split over dp, every sequence over cp) against one process, within
 // 1e-5 (float32); on 4 ranks also CP2 x TP2 (chapter 13's tensor parallelism inside). The model
-// is tiny (L=2, NH=4, C=32, T=16 = 8 zigzag chunks at CP4); and the
-// real train_gpt2 --cp 2 under mpirun logs the losses of one process.
+// is tiny (L=2, NH=4, C=32, T=16 = 8 zigzag chunks at CP4); and the real train_gpt2 --cp 2
+// (and --cp 2 --tp 2 on 4 ranks) under mpirun logs the losses of one process.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../../09_gpt2/tests/ch09_test_util.h"
@@ -139,11 +140,13 @@ TEST(Ch16_ContextParallelGPT2, RefusesWhatItCannotSplit) {
   gpt2::ModelOps ops;
   ops.description = "tensor parallel tp=2, sequence parallel";
   EXPECT_THROW(cp::context_parallel_ops(ops, dist::world()), tt::Error);
-  // --cp needs T divisible by 2 cp, and excludes --tp.
+  // --cp needs T divisible by 2 cp, and excludes --sequence-parallel.
   EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "6"}), tt::Error);
-  EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8", "--tp", "2"}),
+  EXPECT_THROW(tt::train::TrainConfig::parse_args(
+                   {"--cp", "2", "--T", "8", "--tp", "2", "--sequence-parallel"}),
                tt::Error);
   EXPECT_NO_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8"}));
+  EXPECT_NO_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8", "--tp", "2"}));
 }
 
 // The real train_gpt2 with chapter 16's strategy "cp", on a tiny generated dataset. Not an
@@ -161,19 +164,24 @@ TEST(Ch16_TrainGpt2Cp, ContextParallelLogsTheLossesOfOneProcess) {
   };
   const ch12_test::JobResult one = train_app(1, "", "one");
   ASSERT_EQ(one.status, 0) << one.output;
-  const ch12_test::JobResult cp2 = train_app(2, "--cp 2", "cp2");
-  ASSERT_EQ(cp2.status, 0) << cp2.output;
-  EXPECT_NE(cp2.output.find("context parallel (cp=2, zigzag)"), std::string::npos) << cp2.output;
-  const auto got = tt::test09::read_csv(dir.file("cp2") + "/train.csv");
   const auto want = tt::test09::read_csv(dir.file("one") + "/train.csv");
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 1; i < got.size(); ++i) {
-    for (std::size_t c : {1u, 3u, 6u}) {  // loss, grad_norm, val_loss (6 digits in the log)
-      const std::string &a = got[i].at(c), &b = want[i].at(c);
-      ASSERT_EQ(a.empty(), b.empty()) << "row " << i << " column " << c;
-      if (!a.empty()) {
-        EXPECT_NEAR(std::stod(a), std::stod(b), 2e-5 * std::fabs(std::stod(b)) + 1e-7)
-            << "row " << i << " column " << c;
+  // CP2 on 2 ranks, CP2 x TP2 on 4 (chapter 13's "tp" strategy inside "cp").
+  for (const auto& [np, extra, out] :
+       {std::tuple<int, std::string, std::string>{2, "--cp 2", "cp2"},
+        {4, "--cp 2 --tp 2", "cp2tp2"}}) {
+    const ch12_test::JobResult job = train_app(np, extra, out);
+    ASSERT_EQ(job.status, 0) << job.output;
+    EXPECT_NE(job.output.find("context parallel (cp=2, zigzag)"), std::string::npos) << job.output;
+    const auto got = tt::test09::read_csv(dir.file(out) + "/train.csv");
+    ASSERT_EQ(got.size(), want.size()) << out;
+    for (std::size_t i = 1; i < got.size(); ++i) {
+      for (std::size_t c : {1u, 3u, 6u}) {  // loss, grad_norm, val_loss (6 digits in the log)
+        const std::string &a = got[i].at(c), &b = want[i].at(c);
+        ASSERT_EQ(a.empty(), b.empty()) << out << " row " << i << " column " << c;
+        if (!a.empty()) {
+          EXPECT_NEAR(std::stod(a), std::stod(b), 2e-5 * std::fabs(std::stod(b)) + 1e-7)
+              << out << " row " << i << " column " << c;
+        }
       }
     }
   }
