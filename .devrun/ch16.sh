@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # GPU run for the ch16 branch (issue 27: context parallelism, ring attention). Run from the
 # repository root on a 4-GPU H100 machine (2 GPUs: only the np 2 parts); writes to $OUT:
-#   build.log, ch16_np{2,4}.log, bench_cp{2,4}.jsonl, bench.log, train_cp.log
+#   build.log, ch16_np{2,4}.log, bench_cp{2,4}.jsonl, bench_cp4_fp32.jsonl, bench.log,
+#   train_cp.log
 #  1. build chapter 16's tests, tt_ring_attention_bench and train_gpt2 (solution build, sm_90);
 #  2. the ch16 tests under mpirun -np 2 and -np 4, one GPU per rank: the CPU tests and
 #     Ch16_RingAttention.CudaMatchesOneProcessAttentionMpi (NCCL, float32 3xTF32);
 #  3. tt_ring_attention_bench, attention forward + backward of one causal sequence, B = 1,
-#     NH = 4 heads, hs 64 and 128, T = 16k, 32k, 64k, float32 (the ring refuses bf16 for now):
+#     NH = 4 heads, hs 64 and 128, T = 16k, 32k, 64k, float32 with TF32 tensor cores (and once
+#     at CP = 4 in exact fp32; the ring refuses bf16 for now):
 #     one GPU (chapter 10's FlashAttention) vs the zigzag ring and the contiguous ring at CP = 2
 #     and CP = 4; JSON lines with single_ms, zigzag_ms, contiguous_ms and their fraction of the
 #     ideal (single_ms / N);
@@ -41,14 +43,21 @@ for np in 2 4; do
   fi
 done
 
-step "ring attention fwd+bwd: one GPU vs zigzag vs contiguous (fp32, B=1, NH=4, causal)"
+step "ring attention fwd+bwd: one GPU vs zigzag vs contiguous (TF32, B=1, NH=4, causal)"
 for np in 2 4; do
   [ "$gpus" -ge "$np" ] || continue
   timeout 900 $mpi -np "$np" -x NCCL_NVLS_ENABLE build/bin/tt_ring_attention_bench --device cuda \
-    --seq 16384,32768,65536 --hs 64,128 --heads 4 --reps 3 --warmup 1 \
+    --seq 16384,32768,65536 --hs 64,128 --heads 4 --reps 3 --warmup 1 --tf32 \
     >"$OUT/bench_cp$np.jsonl" 2>>"$OUT/bench.log" || { echo "bench np $np FAILED"; status=1; }
   cat "$OUT/bench_cp$np.jsonl"
 done
+if [ "$gpus" -ge 4 ]; then
+  step "the same at CP = 4 in exact float32 (3xTF32 FlashAttention, fp32 cuBLAS)"
+  timeout 900 $mpi -np 4 -x NCCL_NVLS_ENABLE build/bin/tt_ring_attention_bench --device cuda \
+    --seq 16384,32768,65536 --hs 64,128 --heads 4 --reps 2 --warmup 1 \
+    >"$OUT/bench_cp4_fp32.jsonl" 2>>"$OUT/bench.log" || { echo "bench fp32 FAILED"; status=1; }
+  cat "$OUT/bench_cp4_fp32.jsonl"
+fi
 
 if [ "$gpus" -ge 4 ]; then
   data=/tmp/ch16_data

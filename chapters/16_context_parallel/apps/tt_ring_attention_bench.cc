@@ -16,6 +16,7 @@
 #include "tt/autograd.h"
 #include "tt/backend.h"
 #include "tt/cli.h"
+#include "tt/cuda_matmul.h"
 #include "tt/dist.h"
 #include "tt/flash_attention.h"
 #include "tt/functional.h"
@@ -27,6 +28,7 @@ namespace {
 struct Args {
   std::string seq = "4096", hs = "64", device = "cpu";
   int heads = 4, reps = 3, warmup = 1;
+  bool tf32 = false;
 };
 
 std::vector<int64_t> parse_list(const std::string& text) {
@@ -64,6 +66,8 @@ int run(const Args& a) {
   const int n = world.world_size(), rank = world.rank();
   const tt::Device device =
       a.device == "cuda" ? tt::Device::cuda(world.local_rank()) : tt::Device::cpu();
+  // TF32 tensor cores in the FlashAttention kernels and cuBLAS (else 3xTF32 and fp32 GEMMs).
+  tt::cuda::set_allow_tf32(a.tf32);
   for (const int64_t T : parse_list(a.seq)) {
     for (const int64_t hs : parse_list(a.hs)) {
       const tt::Shape shape{1, a.heads, T, hs};
@@ -85,8 +89,8 @@ int run(const Args& a) {
       });
       std::string line =
           "{\"T\": " + std::to_string(T) + ", \"B\": 1, \"heads\": " + std::to_string(a.heads) +
-          ", \"hs\": " + std::to_string(hs) + ", \"dtype\": \"float32\", \"device\": \"" +
-          a.device + "\", \"cp\": " + std::to_string(n) +
+          ", \"hs\": " + std::to_string(hs) + ", \"dtype\": \"" + (a.tf32 ? "tf32" : "float32") +
+          "\", \"device\": \"" + a.device + "\", \"cp\": " + std::to_string(n) +
           ", \"single_ms\": " + std::to_string(single);
       for (const tt::cp::Layout layout : {tt::cp::Layout::kZigzag, tt::cp::Layout::kContiguous}) {
         auto mine = [&](const tt::Tensor& t) {
@@ -112,16 +116,19 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  tt::ArgParser args("tt_ring_attention_bench",
-                     "usage: mpirun -np N tt_ring_attention_bench [--seq T1,T2,...] "
-                     "[--hs 64,128] [--heads NH] [--device cpu|cuda] [--reps R] [--warmup W]\n"
-                     "  float32, B = 1, causal; one JSON line per (T, hs) on rank 0\n");
+  tt::ArgParser args(
+      "tt_ring_attention_bench",
+      "usage: mpirun -np N tt_ring_attention_bench [--seq T1,T2,...] "
+      "[--hs 64,128] [--heads NH] [--device cpu|cuda] [--reps R] [--warmup W]\n"
+      "  [--tf32]  float32 (TF32 tensor cores with --tf32), B = 1, causal; one JSON\n"
+      "  line per (T, hs) on rank 0\n");
   args.option("--seq", &a.seq)
       .option("--hs", &a.hs)
       .option("--heads", &a.heads)
       .option("--device", &a.device)
       .option("--reps", &a.reps)
-      .option("--warmup", &a.warmup);
+      .option("--warmup", &a.warmup)
+      .flag("--tf32", &a.tf32);
   args.parse(argc, argv);
   int rc = 1;
   try {
