@@ -15,6 +15,7 @@
 #include "tt/error.h"
 #include "tt/flash_attention.h"
 #include "tt/functional.h"
+#include "tt/mixed_precision.h"
 #include "tt/ring_attention.h"
 
 namespace tt::cp {
@@ -310,6 +311,13 @@ struct RingAttentionFn : autograd::Function {
 
 Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::ProcessGroup& group,
                       Layout layout, bool causal) {
+  if (q.defined() && k.defined() && v.defined() && q.dtype() == DType::kBFloat16 &&
+      k.dtype() == q.dtype() && v.dtype() == q.dtype()) {
+    // bfloat16 in and out, float32 inside: the blocks, the merge and the transfers.
+    const Tensor y = ring_attention(to_dtype(q, DType::kFloat32), to_dtype(k, DType::kFloat32),
+                                    to_dtype(v, DType::kFloat32), group, layout, causal);
+    return to_dtype(y, DType::kBFloat16);
+  }
   check_block("cp::ring_attention", q, k, v);
   TT_CHECK(k.shape() == q.shape(), "cp::ring_attention: q, k and v must have one shape, got q ",
            q.describe(), ", k ", k.describe());

@@ -4,7 +4,8 @@
 // contiguous. Every rank draws the same whole q, k, v, computes the reference on all of it,
 // and compares its own shard. Tolerances: float32 2e-5 absolute on outputs and gradients
 // (values of order 1; the ring sums the softmax in another order than the reference), float64
-// 1e-12. The CUDA test (NCCL, float32 on tensor cores in TF32 with cuda::allow_tf32 off, i.e.
+// 1e-12, bfloat16 1e-2 (in and out in bf16, float32 inside; against float32 on the same
+// values). The CUDA test (NCCL, float32 on tensor cores in TF32 with cuda::allow_tf32 off, i.e.
 // 3xTF32) skips without a GPU per rank.
 #include <gtest/gtest.h>
 
@@ -179,14 +180,19 @@ void check_ring(const Case& c, tt::Device device, int64_t hs, bool gradients) {
   const tt::Shape shape{B, NH, T, hs};
   const Tensor q = draw(shape, 11, c.dtype), k = draw(shape, 12, c.dtype),
                v = draw(shape, 13, c.dtype), dout = draw(shape, 14, c.dtype);
-  const double tol = c.dtype == tt::DType::kFloat64 ? 1e-12 : 2e-5;
+  // bfloat16: the reference runs in float32 on the same (rounded) values; the ring's output and
+  // gradients are rounded to bfloat16 once (relative error 2^-9 on values of order 1).
+  const bool bf16 = c.dtype == tt::DType::kBFloat16;
+  const tt::DType ref_dtype = bf16 ? tt::DType::kFloat32 : c.dtype;
+  const double tol = c.dtype == tt::DType::kFloat64 ? 1e-12 : bf16 ? 1e-2 : 2e-5;
   const std::string what = name_of(c, n);
 
   // Reference: one process, the whole sequence.
-  const Tensor qr = q.clone().set_requires_grad(), kr = k.clone().set_requires_grad(),
-               vr = v.clone().set_requires_grad();
+  const Tensor qr = q.to(ref_dtype).clone().set_requires_grad(),
+               kr = k.to(ref_dtype).clone().set_requires_grad(),
+               vr = v.to(ref_dtype).clone().set_requires_grad();
   const Tensor ref = cp::attention_reference(qr, kr, vr, c.causal);
-  if (gradients) tt::autograd::backward(tt::sum(tt::mul(ref, dout)));
+  if (gradients) tt::autograd::backward(tt::sum(tt::mul(ref, dout.to(ref_dtype))));
 
   // This rank's shard (one process: the whole sequence, without the index map of ch16.2, so
   // that a starter of ch16.3 fails on its own TODO).
@@ -199,7 +205,8 @@ void check_ring(const Case& c, tt::Device device, int64_t hs, bool gradients) {
   const Tensor out = cp::ring_attention(ql, kl, vl, world, c.layout, c.causal);
   EXPECT_LE(max_abs_diff(out, mine(ref)), tol) << "output, " << what;
   if (!gradients) return;
-  tt::autograd::backward(tt::sum(tt::mul(out, mine(dout).to(device))));
+  EXPECT_EQ(out.dtype(), c.dtype);
+  tt::autograd::backward(out, mine(dout).to(device));
   EXPECT_LE(max_abs_diff(ql.grad(), mine(qr.grad())), tol) << "dq, " << what;
   EXPECT_LE(max_abs_diff(kl.grad(), mine(kr.grad())), tol) << "dk, " << what;
   EXPECT_LE(max_abs_diff(vl.grad(), mine(vr.grad())), tol) << "dv, " << what;
@@ -222,6 +229,7 @@ TEST(Ch16_RingAttention, GradientsMatchOneProcessAttentionMpi) {
   tt::ScopedNumThreads one_thread(1);
   for (const Case& c : kCases) check_ring(c, tt::Device::cpu(), 8, true);
   check_ring({Layout::kZigzag, true, tt::DType::kFloat64}, tt::Device::cpu(), 8, true);
+  check_ring({Layout::kZigzag, true, tt::DType::kBFloat16}, tt::Device::cpu(), 8, true);
   dist::world().barrier();
 }
 

@@ -155,8 +155,10 @@ KVBlock ring_forward_step(const RingContext& ctx, int step, const Tensor& q, con
 /// the attention over the whole sequence (causal or not), differentiable in q, k and v: the
 /// backward passes dK, dV around the ring. Every rank of `group` must call it with the same
 /// shapes (a collective). float32 or float64, CPU (MPI) or CUDA (NCCL; the causal diagonal
-/// block through the CUDA FlashAttention kernels, float32, hs in {32, 64, 128}). A group of one
-/// rank computes ordinary attention. Throws tt::Error naming the shapes when q, k, v differ,
+/// block through the CUDA FlashAttention kernels, float32, hs in {32, 64, 128}); bfloat16 q, k,
+/// v are converted to float32 for the ring and the result back to bfloat16 (chapter 11's
+/// to_dtype: everything inside, transfers included, is float32). A group of one rank computes
+/// ordinary attention. Throws tt::Error naming the shapes when q, k, v differ,
 /// when Tl is not a multiple of the chunks per rank, or for another dtype.
 Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::ProcessGroup& group,
                       Layout layout = Layout::kZigzag, bool causal = true);
