@@ -25,12 +25,12 @@ for tp in ${TPS:-1 2}; do
   run=/tmp/s4_tp$tp
   rm -rf "$run"
   cmd="build/bin/train_gpt2 --data $data --out $run --device cuda --precision bf16
-    --layers 36 --heads 20 --channels 1280 --T 1024 --B 8 --steps 5 --kill-after-step 4
+    --layers 36 --heads 20 --channels 1280 --T 1024 --B 8 --steps 4
     --warmup 1 --eval-every 0 --eval-batches 1 --sample-tokens 1 --log-every 1 --tp $tp
-    --trace $OUT/tp$tp.json --trace-steps 4 ${EXTRA:-}"
+    --trace $OUT/tp$tp.json --trace-steps 3 ${EXTRA:-}"
   echo "=== tp $tp ${EXTRA:-}"
   if [ "$tp" -gt 1 ]; then $MPIRUN -np "$tp" $cmd; else $cmd; fi >"$run.log" 2>&1
-  grep -aE "^ops:|^step [2-4]/5 \||rror|trace" "$run.log" | cut -c1-200
+  grep -aE "^ops:|^step [2-4]/4 \||rror|trace" "$run.log" | cut -c1-200
   python3 tools/trace_ops "$OUT/tp$tp.json" --top 14 2>&1 | tee "$OUT/tp$tp.ops.txt"
   gzip -f "$OUT/tp$tp.json"
   rm -rf "$run"
