@@ -182,15 +182,12 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
     t.gather_parameters();
     optim::AdamW full(gpt2::param_groups(t.stages().model(), 0.0), optim::AdamWOptions{});
     t.gather_optimizer(optimizer, full);
-    nn::StateDict all =
-        nn::prefixed("model", split_ ? split_->full_state_dict() : t.stages().model().state_dict());
-    for (auto& e : nn::prefixed("optimizer",
-                                split_ ? split_->full_optimizer_state(full) : full.state_dict())) {
-      all.push_back(std::move(e));
-    }
-    for (auto& e : nn::prefixed(ckpt::kMetadataPrefix, checkpoint_metadata())) {
-      all.push_back(std::move(e));
-    }
+    const nn::StateDict parts[] = {
+        nn::prefixed("model", split_ ? split_->full_state_dict() : t.stages().model().state_dict()),
+        nn::prefixed("optimizer", split_ ? split_->full_optimizer_state(full) : full.state_dict()),
+        nn::prefixed(ckpt::kMetadataPrefix, checkpoint_metadata())};
+    nn::StateDict all;
+    for (const nn::StateDict& part : parts) all.insert(all.end(), part.begin(), part.end());
     if (rank() == 0) ckpt::save(path, all);
     world_.barrier();  // the file is complete before any rank goes on
   }
@@ -237,10 +234,12 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
     const std::vector<StageLayers>& layers = trainer_->stages().layers();
     for (std::size_t s = 0; s < layers.size(); ++s) {
       const StageLayers& l = layers[s];
-      stages += detail::str(s ? "; " : "", "stage ", s, " (pp rank ",
-                            place_of(shape, static_cast<int>(s)).rank,
-                            "): ", l.embedding ? "embedding + " : "", "blocks ", l.begin, "-",
-                            l.end - 1, l.head ? " + head" : "");
+      const std::string blocks = l.end - l.begin == 1
+                                     ? detail::str("block ", l.begin)
+                                     : detail::str("blocks ", l.begin, "-", l.end - 1);
+      stages += detail::str(
+          s ? "; " : "", "stage ", s, " (pp rank ", place_of(shape, static_cast<int>(s)).rank,
+          "): ", l.embedding ? "embedding + " : "", blocks, l.head ? " + head" : "");
     }
     return detail::str("pipeline ", schedule_kind_name(kind_), " ", shape.str(), " (",
                        spec_.micro_batches, " micro-batches of ", B / spec_.micro_batches,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -23,21 +24,25 @@ using ch12_test::JobResult;
 
 class Ch14_TrainGpt2Pp : public ::testing::Test {
  protected:
+  test09::TempDir dir_;
+
+  /// train_gpt2 with `extra` options under `mpirun -np np` (np 1: the one-process reference) on
+  /// the tiny dataset: steps of 64 tokens (B=8 rows of T=8), a constant learning rate after one
+  /// warm-up step (so that a run of 5 steps continued to 8 is one run of 8), checkpoints every
+  /// 3 steps and at the end, validation at 0, 5 and the end.
+  JobResult train(int np, const std::string& extra, const std::string& out) {
+    const std::string data = dir_.file("data");
+    if (!std::filesystem::exists(data + "/manifest.json")) test09::write_tiny_dataset(data);
+    return ch12_test::run_mpi_job(
+        np, ch12_test::program_path("train_gpt2"),
+        "--data '" + data + "' --out '" + dir_.file(out) +
+            "' --device cpu --threads 1 --layers 2 --heads 4 --channels 32 --T 8 --B 8 "
+            "--warmup 1 --min-lr-frac 1 --eval-every 5 --eval-batches 1 --sample-tokens 2 "
+            "--checkpoint-every 3 --precision fp32 " +
+            extra);
+  }
   void SetUp() override {
     if (!tt::dist::built_with_mpi()) GTEST_SKIP() << "built without MPI: no multi-process job";
-    test09::write_tiny_dataset(dir_.file("data"));
-  }
-  /// train_gpt2 with `extra` options under `mpirun -np np` (np 1: the one-process reference):
-  /// steps of 64 tokens (B=8 rows of T=8), a constant learning rate after one warm-up step (so
-  /// that a run of 5 steps continued to 8 is one run of 8), checkpoints every 3 steps and at
-  /// the end, validation at 0, 5 and the end.
-  JobResult train(int np, const std::string& extra, const std::string& out) {
-    const std::string args = "--data '" + dir_.file("data") + "' --out '" + dir_.file(out) +
-                             "' --device cpu --threads 1 --layers 2 --heads 4 --channels 32 " +
-                             "--T 8 --B 8 --warmup 1 --min-lr-frac 1 --eval-every 5 " +
-                             "--eval-batches 1 --sample-tokens 2 --checkpoint-every 3 " +
-                             "--precision fp32 " + extra;
-    return ch12_test::run_mpi_job(np, ch12_test::program_path("train_gpt2"), args);
   }
   /// The first `rows` rows of `out`'s log equal `expected`'s in step, loss, lr, grad norm and
   /// val loss, to the 6 digits of the log (%.6g: one unit of the last digit is up to 1e-5
@@ -59,8 +64,6 @@ class Ch14_TrainGpt2Pp : public ::testing::Test {
       }
     }
   }
-
-  test09::TempDir dir_;
 };
 
 TEST_F(Ch14_TrainGpt2Pp, PipelineLogsTheLossesOfOneProcessAndOneProcessResumesIt) {
@@ -70,10 +73,10 @@ TEST_F(Ch14_TrainGpt2Pp, PipelineLogsTheLossesOfOneProcessAndOneProcessResumesIt
   // at step 5 is gathered from both stages ...
   const JobResult pp = train(2, "--steps 5 --pp 2 --micro-batches 2", "pp2");
   ASSERT_EQ(pp.status, 0) << pp.output;
-  EXPECT_NE(pp.output.find("parallel: pp over 2 processes: 1 data-parallel replica(s) of 2 ranks"),
-            std::string::npos)
-      << pp.output;
-  EXPECT_NE(pp.output.find("step: pipeline 1f1b p=2 m=2 v=1"), std::string::npos) << pp.output;
+  for (const char* line : {"parallel: pp over 2 processes: 1 data-parallel replica(s) of 2 ranks",
+                           "step: pipeline 1f1b p=2 m=2 v=1"}) {
+    EXPECT_NE(pp.output.find(line), std::string::npos) << "no '" << line << "' in\n" << pp.output;
+  }
   const std::size_t rows = test09::read_csv(dir_.file("pp2") + "/train.csv").size();
   expect_same_log("pp2", "one", rows);  // steps 1-5 and the validation at 0 and 5
   // ... resumed by one process for 3 more steps: steps 1-5 logged by the pipeline and 6-8 by
