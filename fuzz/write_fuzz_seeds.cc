@@ -1,8 +1,8 @@
 // Writes the seed corpora of the fuzz targets, deterministically, with the library's own
 // writers: a few small valid inputs per parser plus malformed variants of them.
 //
-//   cmake --build --preset fuzz --target write_fuzz_seeds
-//   build-fuzz/bin/write_fuzz_seeds fuzz/corpus      # rewrites fuzz/corpus/<parser>/
+//   cmake --build --preset asan --target write_fuzz_seeds
+//   build-asan/bin/write_fuzz_seeds fuzz/corpus      # rewrites fuzz/corpus/<parser>/
 //
 // fuzz/corpus/<parser>/ is the seed directory of fuzz_<parser> (tools/run_fuzzers). The npy
 // seeds are not written here (they predate this program). Run it after a format change and

@@ -107,6 +107,10 @@ void matmul_naive(const Tensor& out, const Tensor& a, const Tensor& b) {
     const T* pa = static_cast<const T*>(a.data_ptr());
     const T* pb = static_cast<const T*>(b.data_ptr());
     T* pc = static_cast<T*>(out.data_ptr());
+    if (g.K == 0) {  // a and b may have no storage: no pointer arithmetic on them
+      std::fill(pc, pc + out.numel(), T(0));
+      return;
+    }
     const int64_t grain = std::max<int64_t>(1, kMatmulGrain / std::max<int64_t>(1, g.N * g.K));
     // One task per output row; each dot product runs k = 0, 1, ..., K-1.
     parallel_for(0, g.batch * g.M, grain, [&](int64_t rb, int64_t re) {

@@ -95,7 +95,9 @@ class CudaTest : public ::testing::Test {
   }
 
  private:
+#if TT_WITH_CUDA
   bool was_caching_ = true;
+#endif
 };
 
 }  // namespace tt::test06

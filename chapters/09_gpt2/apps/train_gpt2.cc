@@ -39,6 +39,11 @@
 // tt/train_parallel.h. Each rank reads B rows of every global batch of N*B rows (DataLoader rank
 // options), so N ranks with --B B train exactly like one process with --B N*B and the same
 // --total-batch. Rank 0 prints, logs, samples and writes the files; the others are silent.
+//
+// Pipeline parallel (chapter 14 linked in): `mpirun -np N train_gpt2 --pp P [--tp K]
+// [--micro-batches M] [--schedule afab|1f1b|interleaved]` cuts the layer stack into P stages
+// (the ParallelStrategy "pp": a grid dp x pp x tp, tp innermost), each batch of B rows into M
+// micro-batches; the step is the strategy's (its StepRunner), the checkpoint whole tensors.
 #include <cstdio>
 #include <memory>
 
@@ -92,7 +97,8 @@ int run(train::TrainConfig o) {
   }
   trainer.print_memory(device);
   if (par->is_logging_rank() && r.start != o.steps) {  // rank 0, something trained
-    // A split model (--tp) has no whole copy on one rank: its checkpoint holds whole tensors.
+    // A split model (--tp, --pp) has no whole copy on one rank: its checkpoint holds whole
+    // tensors.
     const bool export_llmc = r.status == 0 && !par->splits_model();
     if (export_llmc) gpt2::save_llmc(gpt2.model(), dir.file("model.bin"));
     trainer.print_summary(r, export_llmc ? "llm.c model: " + dir.file("model.bin") : "");

@@ -124,33 +124,45 @@ Tensor GPT2::embed(const Tensor& idx) {
 }
 
 Tensor GPT2::hidden(const Tensor& idx) {
-  Tensor x = embed(idx);
-  const ModelOps& ops = *ops_;
-  if (ops.residual_layernorm || ops.linear || ops.linear_gelu || ops.recompute) {
-    return fused_blocks(x);
-  }
-  for (Block* block : blocks_) x = block->forward(x);
-  return ln_f->forward(x);
+  return run_blocks(embed(idx), 0, config_.n_layer);
 }
 
-Tensor GPT2::fused_blocks(const Tensor& x0) {
+Tensor GPT2::run_blocks(const Tensor& x0, int64_t begin, int64_t end) {
+  TT_CHECK(0 <= begin && begin < end && end <= config_.n_layer, "GPT2::run_blocks: blocks [", begin,
+           ", ", end, ") of a model of ", config_.n_layer, " (needs 0 <= begin < end <= n_layer)");
+  const ModelOps& ops = *ops_;
+  const bool head = end == config_.n_layer;  // ln_f after the last block
+  if (ops.residual_layernorm || ops.linear || ops.linear_gelu || ops.recompute) {
+    return fused_blocks(x0, begin, end);
+  }
+  Tensor x = x0;
+  for (int64_t l = begin; l < end; ++l) x = blocks_[static_cast<std::size_t>(l)]->forward(x);
+  return head ? ln_f->forward(x) : x;
+}
+
+Tensor GPT2::fused_blocks(const Tensor& x0, int64_t begin, int64_t end) {
   // llm.c's order: every residual add is fused with the LayerNorm that reads its result next
   // (ln_2 of the same block, ln_1 of the next one, ln_f after the last), so the residual
-  // stream is read once per add. The same function as Block::forward L times, then ln_f.
+  // stream is read once per add. The same function as Block::forward on each block, then ln_f.
+  // A range that stops before the last block (a pipeline stage) returns the residual stream
+  // itself: its last add is still computed by the fused operation (with the next block's ln_1,
+  // whose output is not used), so the stream is bit for bit what one process computes.
   const ModelOps& ops = *ops_;
   Tensor x = x0;
-  Tensor ln = blocks_.front()->ln_1->forward(x);
-  for (std::size_t l = 0; l < blocks_.size(); ++l) {
-    Block& block = *blocks_[l];
+  Tensor ln = blocks_[static_cast<std::size_t>(begin)]->ln_1->forward(x);
+  for (int64_t l = begin; l < end; ++l) {
+    Block& block = *blocks_[static_cast<std::size_t>(l)];
     std::tie(x, ln) = residual_layernorm(ops, x, block.attn->forward(ln), *block.ln_2);
     const auto mlp = [&ops, &block](const Tensor& h) {
       return linear(ops, linear_gelu(ops, h, *block.mlp->c_fc), *block.mlp->c_proj);
     };
     const Tensor m = ops.recompute ? ops.recompute(mlp, ln) : mlp(ln);
-    nn::LayerNorm& next = l + 1 < blocks_.size() ? *blocks_[l + 1]->ln_1 : *ln_f;
+    if (l + 1 == end && end < config_.n_layer && !ops.residual_layernorm) return add(x, m);
+    nn::LayerNorm& next =
+        l + 1 < config_.n_layer ? *blocks_[static_cast<std::size_t>(l) + 1]->ln_1 : *ln_f;
     std::tie(x, ln) = residual_layernorm(ops, x, m, next);
   }
-  return ln;
+  return end == config_.n_layer ? ln : x;
 }
 
 Tensor GPT2::forward(const Tensor& idx) {

@@ -203,7 +203,12 @@ Gpt2Family::Gpt2Family(train::TrainConfig& o, Device device, ParallelStrategy& p
   step_options_.grad_accum_steps = o.accumulation(par.data_world_size());
   step_options_.max_grad_norm = o.clip;
   step_options_.parallel = &par;
-  cuda::set_allow_tf32(o.tf32);
+  // --pp: the strategy runs the steps (the micro-batches through the stages of several ranks).
+  runner_ = par.make_step_runner(*model_, *optimizer_, o.B, o.T, step_options_);
+  // Under bf16 the GEMMs that stay float32 (chapter 13's vocab-parallel logits and their
+  // gradients: 31 of a TP2 step's 168 ms at fp32 on an H100) run as TF32, whose 10-bit mantissa
+  // is still finer than the bf16 operands of every other GEMM of the step.
+  cuda::set_allow_tf32(o.tf32 || o.precision == "bf16");
 }
 
 train::TrainerParts Gpt2Family::parts() {
@@ -216,6 +221,7 @@ train::TrainerParts Gpt2Family::parts() {
   parts.next_train = [this] { return data_.train.next(); };
   parts.evaluate = [this] {
     data_.val.reset();
+    parallel_.prepare_whole_model(*model_);  // --pp: every stage's parameters on every rank
     return parallel_.average(evaluate(
         *model_, [this] { return data_.val.next(); }, config_.eval_batches));
   };
@@ -260,9 +266,10 @@ void Gpt2Family::print_plan() const {
 }
 
 void Gpt2Family::prepare_step() {
-  if (!config_.cuda_graph) return;
-  runner_ = make_graphed_step_runner(*model_, *optimizer_, config_.B, config_.T, step_options_);
-  std::printf("step: %s\n", runner_->description().c_str());
+  if (config_.cuda_graph) {
+    runner_ = make_graphed_step_runner(*model_, *optimizer_, config_.B, config_.T, step_options_);
+  }
+  if (runner_) std::printf("step: %s\n", runner_->description().c_str());
 }
 
 }  // namespace tt::gpt2

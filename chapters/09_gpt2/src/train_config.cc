@@ -60,6 +60,8 @@ void bind(ArgParser& args, TrainConfig& c) {
   args.option("--zero", &c.zero).flag("--cuda-graph", &c.cuda_graph);
   args.option("--tp", &c.tp).flag("--sequence-parallel", &c.sequence_parallel);
   args.option("--cp", &c.cp);
+  args.option("--pp", &c.pp).option("--micro-batches", &c.micro_batches);
+  args.option("--schedule", &c.schedule).option("--chunks", &c.chunks);
   args.option("--trace", &c.trace).option("--trace-steps", &c.trace_steps);
 }
 
@@ -158,7 +160,8 @@ std::string TrainConfig::usage(const std::string& program) {
          "                        GPU use TF32 tensor cores (inputs rounded to 10-bit mantissas;\n"
          "                        off by default, as in PyTorch). bf16: chapter 11's mixed\n"
          "                        precision (operation set \"bf16\": bf16 GEMMs and attention,\n"
-         "                        float32 weights, residual stream, statistics and loss)\n"
+         "                        float32 weights, residual stream, statistics and loss; a\n"
+         "                        GEMM left in float32, e.g. --tp's logits, uses TF32)\n"
          "  --tf32                the same as --precision tf32\n"
          "  --recompute           with --precision bf16: recompute each block's MLP in backward\n"
          "                        instead of keeping GELU's input and output (less memory, one\n"
@@ -201,6 +204,20 @@ std::string TrainConfig::usage(const std::string& program) {
          "                        attention); K must divide N, --T divisible by 2K; the N/K\n"
          "                        groups are data-parallel replicas (DDP). --B is per replica.\n"
          "                        With --tp J: dp x cp x tp grids (J K divides N)\n"
+         "pipeline parallel (mpirun -np N " +
+         program +
+         " ..., needs chapter 14):\n"
+         "  --pp P                cut the layer stack into P stages on P ranks (stages balanced\n"
+         "                        by cost; embedding on the first, head on the last). With --tp\n"
+         "                        K the N ranks form a grid dp x pp x tp (tp innermost: rank =\n"
+         "                        (dp * P + pp) * K + tp), P*K must divide N. --B is per replica\n"
+         "  --micro-batches M     cut each batch of --B rows into M micro-batches (M divides B)\n"
+         "                        that stream through the stages; bubble (P-1)/(M+P-1)\n"
+         "  --schedule S          afab | 1f1b | interleaved (default 1f1b). interleaved: --chunks\n"
+         "                        V model chunks per rank (default 2), micro-batches per step a\n"
+         "                        multiple of P and >= 2P. Checkpoints hold whole tensors:\n"
+         "                        resume at any --pp and --tp\n"
+         "  --chunks V            model chunks per rank for --schedule interleaved\n"
          "tools (chapter 12's tools lab, when linked in):\n"
          "  --trace FILE          the first --trace-steps steps of the run as a Chrome trace\n"
          "                        (Perfetto, chrome://tracing): steps, kernels, DDP's all-reduces;\n"
@@ -303,13 +320,38 @@ void TrainConfig::validate() {
   TT_CHECK(!sequence_parallel || T % tp == 0, "--sequence-parallel gives each of the --tp ", tp,
            " ranks T/tp tokens: --T ", T, " is not divisible by it");
   TT_CHECK(cp >= 1, "--cp must be >= 1, got ", cp);
-  TT_CHECK(cp == 1 || (!sequence_parallel && zero == 0 && !cuda_graph && precision != "bf16"),
-           "--cp ", cp,
-           " excludes --sequence-parallel, --zero 1, --cuda-graph and --precision bf16 (the "
-           "context-parallel strategy of chapter 16: float32 ring attention, DDP or --tp, eager "
-           "steps)");
+  TT_CHECK(
+      cp == 1 || (pp == 1 && !sequence_parallel && zero == 0 && !cuda_graph && precision != "bf16"),
+      "--cp ", cp,
+      " excludes --pp, --sequence-parallel, --zero 1, --cuda-graph and --precision bf16 (the "
+      "context-parallel strategy of chapter 16: float32 ring attention, DDP or --tp, eager "
+      "steps)");
   TT_CHECK(cp == 1 || T % (2 * cp) == 0, "--cp ", cp, " cuts each sequence into ", 2 * cp,
            " zigzag chunks: --T ", T, " is not divisible by it");
+  TT_CHECK(pp >= 1 && micro_batches >= 1 && chunks >= 0,
+           "--pp and --micro-batches must be >= 1 and --chunks >= 0, got ", pp, ", ", micro_batches,
+           ", ", chunks);
+  // (validate() may run again: the resolved defaults "1f1b" and 1 count as not given.)
+  TT_CHECK(
+      pp > 1 || (micro_batches == 1 && (schedule.empty() || schedule == "1f1b") && chunks <= 1),
+      "--micro-batches, --schedule and --chunks shape a pipeline: they need --pp > 1 (for "
+      "gradient accumulation in one stage use --total-batch)");
+  if (schedule.empty()) schedule = "1f1b";
+  TT_CHECK(schedule == "afab" || schedule == "1f1b" || schedule == "interleaved",
+           "--schedule must be afab, 1f1b or interleaved, got '", schedule, "'");
+  if (chunks == 0) chunks = schedule == "interleaved" ? 2 : 1;
+  TT_CHECK(schedule == "interleaved" ? chunks >= 2 : chunks == 1, "--chunks ", chunks,
+           " with --schedule ", schedule,
+           ": interleaved runs 2 or more model chunks per rank, afab and 1f1b one");
+  TT_CHECK(B % micro_batches == 0, "--micro-batches ", micro_batches,
+           " cuts each batch of --B rows into equal micro-batches: --B ", B,
+           " is not a multiple of it");
+  TT_CHECK(!init_llmc.empty() || pp * chunks <= n_layer, "--pp ", pp, " x --chunks ", chunks, " = ",
+           pp * chunks, " pipeline stages for --layers ", n_layer,
+           ": more stages than layers (every stage needs at least one block)");
+  TT_CHECK(pp == 1 || (zero == 0 && !cuda_graph && !sequence_parallel), "--pp ", pp,
+           " excludes --zero 1, --cuda-graph and --sequence-parallel (the pipeline keeps each "
+           "stage's AdamW state whole, runs its steps eagerly and sends whole sequences)");
   TT_CHECK(trace_steps >= 1, "--trace-steps must be >= 1, got ", trace_steps);
   TT_CHECK(trace.empty() || (!cuda_graph && profile_step == 0),
            "--trace excludes --cuda-graph and --profile-step (the trace records the kernels "
@@ -381,6 +423,10 @@ std::vector<ConfigEntry> TrainConfig::record(int64_t ranks) const {
       {"--tp", num(tp), R::kFree},
       {"--sequence-parallel", sequence_parallel ? "1" : "0", R::kFree},
       {"--cp", num(cp), R::kFree},
+      {"--pp", num(pp), R::kFree},
+      {"--micro-batches", num(micro_batches), R::kFree},
+      {"--schedule", schedule, R::kFree},
+      {"--chunks", num(chunks), R::kFree},
       {"--cuda-graph", cuda_graph ? "1" : "0", R::kFree},
       {"--trace", trace, R::kFree},
       {"--trace-steps", num(trace_steps), R::kFree},

@@ -8,6 +8,7 @@
 #include "tt/autograd.h"
 #include "tt/checkpoint.h"
 #include "tt/error.h"
+#include "tt/train.h"
 
 namespace tt::gpt2 {
 
@@ -28,6 +29,20 @@ void ParallelStrategy::set_model_parallelism(int tp, bool sequence_parallel) {
 void ParallelStrategy::set_context_parallelism(int cp) {
   TT_CHECK(cp == 1, "the parallel strategy '", name(), "' does not split sequences: context ",
            "parallelism (cp=", cp, ") needs chapter 16's strategy \"cp\"");
+}
+
+void ParallelStrategy::set_pipeline(const PipelineSpec& spec) {
+  TT_CHECK(spec.stages == 1 && spec.micro_batches == 1, "the parallel strategy '", name(),
+           "' does not run pipelines: pipeline parallelism (pp=", spec.stages,
+           ", micro-batches=", spec.micro_batches, ") needs chapter 14's strategy \"pp\"");
+}
+
+std::unique_ptr<StepRunner> ParallelStrategy::make_step_runner(GPT2& model,
+                                                               optim::Optimizer& optimizer,
+                                                               int64_t B, int64_t T,
+                                                               const TrainStepOptions& options) {
+  (void)model, (void)optimizer, (void)B, (void)T, (void)options;
+  return nullptr;
 }
 
 void ParallelStrategy::backward(const Tensor& loss, bool last) {

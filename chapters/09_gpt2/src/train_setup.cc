@@ -69,16 +69,20 @@ Device pick_device(const std::string& name) {
 std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig& config) {
   // One process, or N started by mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE).
   const bool mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
-  // --tp / --sequence-parallel: chapter 13's "tp" (tensor parallel x data parallel); --cp:
-  // chapter 16's "cp" (context parallel x data parallel).
+  // --tp / --sequence-parallel: chapter 13's "tp" (tensor parallel x data parallel).
   const bool split = config.tp > 1 || config.sequence_parallel;
-  auto strategy = gpt2::make_parallel_strategy(config.cp > 1      ? "cp"
+  // --pp: chapter 14's "pp" (pipeline x tensor parallel x data parallel); --cp: chapter 16's
+  // "cp" (context parallel x tensor parallel x data parallel).
+  auto strategy = gpt2::make_parallel_strategy(config.pp > 1      ? "pp"
+                                               : config.cp > 1    ? "cp"
                                                : split            ? "tp"
                                                : config.zero == 1 ? "zero1"
                                                : mpi              ? "ddp"
                                                                   : "single");
   strategy->set_model_parallelism(static_cast<int>(config.tp), config.sequence_parallel);
   strategy->set_context_parallelism(static_cast<int>(config.cp));
+  strategy->set_pipeline({static_cast<int>(config.pp), static_cast<int>(config.micro_batches),
+                          config.schedule, static_cast<int>(config.chunks)});
   return strategy;
 }
 

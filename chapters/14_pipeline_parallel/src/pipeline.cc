@@ -15,6 +15,7 @@
 #include "tt/dispatcher.h"
 #include "tt/error.h"
 #include "tt/ops_elementwise.h"
+#include "tt/tp_gpt2.h"
 
 namespace tt::pp {
 
@@ -294,12 +295,11 @@ Tensor GPT2Stages::forward(int chunk, int micro_batch, const Tensor& input) {
            "GPT2Stages::forward: micro-batch ", micro_batch, " of ", batches_.size(),
            " set (call set_micro_batches first)");
   const Batch& batch = batches_[micro_batch];
-  Tensor x = l.embedding ? model_.embed(batch.inputs) : input;
-  for (int64_t b = l.begin; b < l.end; ++b) {
-    x = model_.h->at<gpt2::Block>(static_cast<std::size_t>(b)).forward(x);
-  }
-  if (l.head) return model_.loss_from_hidden(model_.ln_f->forward(x), batch.targets);
-  return x;
+  // The model's own loop over the stage's blocks (and ln_f on the last): Block::forward, or the
+  // operation set's fused loop (chapter 10's and 11's operations, chapter 13's split layers).
+  const Tensor x =
+      model_.run_blocks(l.embedding ? model_.embed(batch.inputs) : input, l.begin, l.end);
+  return l.head ? model_.loss_from_hidden(x, batch.targets) : x;
 }
 
 int GPT2Stages::owner_of(const std::string& name) const {
@@ -326,11 +326,14 @@ std::vector<Tensor> GPT2Stages::parameters() const {
 }
 
 std::vector<optim::ParamGroup> GPT2Stages::param_groups(double weight_decay) const {
-  const std::vector<Tensor> mine = parameters();
-  std::vector<optim::ParamGroup> groups = gpt2::param_groups(model_, weight_decay);
+  return only_parameters(gpt2::param_groups(model_, weight_decay), parameters());
+}
+
+std::vector<optim::ParamGroup> only_parameters(std::vector<optim::ParamGroup> groups,
+                                               const std::vector<Tensor>& keep) {
   for (optim::ParamGroup& g : groups) {
     std::erase_if(g.params, [&](const Tensor& t) {
-      return std::none_of(mine.begin(), mine.end(), [&](const Tensor& m) { return m.is_same(t); });
+      return std::none_of(keep.begin(), keep.end(), [&](const Tensor& k) { return k.is_same(t); });
     });
   }
   return groups;
@@ -362,6 +365,13 @@ PipelineTrainer::PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist
   exec_.activation_shape = {B, T, model.config().n_embd};
   exec_.activation_options = {model.wte->weight.dtype(), model.device()};
   exec_.timeline = options_.timeline;
+  // The gradient norm counts a parameter split by tensor parallelism once per part (summed
+  // over the tp group), a replicated one once.
+  for (const auto& [name, t] : model.named_parameters()) {
+    if (options_.tp != nullptr && tp::split_of(name) == tp::Split::kReplicated) {
+      replicated_.push_back(t);
+    }
+  }
   // wte is used by the first stage (embedding) and the last (head): their gradients add up.
   if (shape_.stages > 1) {
     const int r = pp.rank();
@@ -405,14 +415,22 @@ gpt2::TrainStepResult PipelineTrainer::step(optim::Optimizer& optimizer,
   pp_.all_reduce(loss);
   if (dp_ != nullptr) dp_->all_reduce(loss, dist::ReduceOp::kAvg);
   r.loss = loss.item();
-  // The global norm: each rank's sum of squares (wte counted on the first stage only).
-  std::vector<Tensor> grads;
+  // The global norm: each rank's sum of squares (wte counted on the first stage only); with
+  // tensor parallelism the parts of split parameters summed over the tp group first.
+  std::vector<Tensor> split, replicated;
   for (const Tensor& p : params) {
-    if (p.grad().defined() && !(p.is_same(wte) && !is_first)) grads.push_back(p.grad());
+    if (!p.grad().defined() || (p.is_same(wte) && !is_first)) continue;
+    const bool once = std::any_of(replicated_.begin(), replicated_.end(),
+                                  [&](const Tensor& t) { return t.is_same(p); });
+    (once ? replicated : split).push_back(p.grad());
   }
-  const double local =
-      grads.empty() ? 0.0 : call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", device, grads);
-  const Tensor sumsq = full({1}, local, {.dtype = DType::kFloat64});
+  const auto sum_of_squares = [&](const std::vector<Tensor>& grads) {
+    return grads.empty() ? 0.0
+                         : call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", device, grads);
+  };
+  Tensor sumsq = full({1}, sum_of_squares(split), {.dtype = DType::kFloat64});
+  if (options_.tp != nullptr) options_.tp->all_reduce(sumsq);
+  sumsq = full({1}, sumsq.item() + sum_of_squares(replicated), {.dtype = DType::kFloat64});
   pp_.all_reduce(sumsq);
   r.grad_norm = std::sqrt(sumsq.item());
   if (options_.max_grad_norm > 0) {

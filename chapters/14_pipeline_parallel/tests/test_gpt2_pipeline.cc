@@ -19,6 +19,7 @@
 #include "tt/pipeline.h"
 #include "tt/process_grid.h"
 #include "tt/temp_dir.h"
+#include "tt/testing.h"
 #include "tt/train.h"
 
 namespace {
@@ -35,6 +36,9 @@ namespace dist = tt::dist;
 constexpr int64_t kB = 2, kT = 8;
 constexpr uint64_t kSeed = 7;
 constexpr double kTol = 1e-5;
+// Steps of the equality runs: 20; 4 under the sanitizers (the same schedules and code paths at a
+// fifth of the time; the numerics over 20 steps are the normal build's test).
+constexpr int kSteps = tt::testing::steps_unless_sanitized(20, 4);
 
 // Four blocks (one per stage at p = 4); `layers` more for interleaving (p x v stages).
 GPT2Config config(int64_t layers = 4) {
@@ -167,12 +171,12 @@ void expect_equal_to_one_process(ScheduleKind kind, int m, int v, int steps,
 }
 
 TEST(Ch14_Pipeline, OneFOneBEqualsOneProcessMpi) {
-  expect_equal_to_one_process(ScheduleKind::kOneFOneB, 4, 1, 20);
+  expect_equal_to_one_process(ScheduleKind::kOneFOneB, 4, 1, kSteps);
   expect_equal_to_one_process(ScheduleKind::kOneFOneB, 8, 1, 2);
 }
 
 TEST(Ch14_Pipeline, AfabEqualsOneProcessMpi) {
-  expect_equal_to_one_process(ScheduleKind::kAfab, 4, 1, 20);
+  expect_equal_to_one_process(ScheduleKind::kAfab, 4, 1, kSteps);
   expect_equal_to_one_process(ScheduleKind::kAfab, 8, 1, 2);
 }
 

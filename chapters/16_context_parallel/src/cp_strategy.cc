@@ -15,6 +15,7 @@
 #include "tt/dist.h"
 #include "tt/error.h"
 #include "tt/process_grid.h"
+#include "tt/train.h"
 #include "tt/train_parallel.h"
 
 namespace tt::cp {
@@ -60,6 +61,12 @@ class ContextParallelStrategy final : public gpt2::ParallelStrategy {
                                                    const gpt2::AdamWFactory& adamw = {}) override {
     return inner_->make_optimizer(model, std::move(groups), options, adamw);
   }
+  std::unique_ptr<gpt2::StepRunner> make_step_runner(
+      gpt2::GPT2& model, optim::Optimizer& optimizer, int64_t B, int64_t T,
+      const gpt2::TrainStepOptions& options) override {
+    return inner_->make_step_runner(model, optimizer, B, T, options);
+  }
+  void prepare_whole_model(nn::Module& model) override { inner_->prepare_whole_model(model); }
   void backward(const Tensor& loss, bool last) override { inner_->backward(loss, last); }
   double clip_grad_norm(optim::Optimizer& optimizer, double max_norm) override {
     return inner_->clip_grad_norm(optimizer, max_norm);

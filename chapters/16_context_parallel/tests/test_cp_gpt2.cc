@@ -154,10 +154,12 @@ TEST(Ch16_ContextParallelGPT2, RefusesWhatItCannotSplit) {
   gpt2::ModelOps ops;
   ops.description = "tensor parallel tp=2, sequence parallel";
   EXPECT_THROW(cp::context_parallel_ops(ops, dist::world()), tt::Error);
-  // --cp needs T divisible by 2 cp, and excludes --sequence-parallel.
+  // --cp needs T divisible by 2 cp, and excludes --sequence-parallel and --pp.
   EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "6"}), tt::Error);
   EXPECT_THROW(tt::train::TrainConfig::parse_args(
                    {"--cp", "2", "--T", "8", "--tp", "2", "--sequence-parallel"}),
+               tt::Error);
+  EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8", "--pp", "2"}),
                tt::Error);
   EXPECT_NO_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8"}));
   EXPECT_NO_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8", "--tp", "2"}));

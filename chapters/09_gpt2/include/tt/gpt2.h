@@ -117,6 +117,12 @@ class GPT2 : public nn::Module {
   /// one llm.c-style loop (each residual add fused with the next LayerNorm, the last with
   /// ln_f) instead of Block::forward; otherwise Block::forward, then ln_f.
   Tensor hidden(const Tensor& idx);
+  /// Blocks [begin, end) on the residual stream x [B, T, C] (embed()'s output for begin = 0),
+  /// run as hidden() runs them; with end = n_layer followed by ln_f (hidden(idx) is
+  /// run_blocks(embed(idx), 0, n_layer)), otherwise the residual stream after block end - 1,
+  /// which the next pipeline stage continues from (chapter 14). Throws tt::Error unless
+  /// 0 <= begin < end <= n_layer.
+  Tensor run_blocks(const Tensor& x, int64_t begin, int64_t end);
   /// Mean cross-entropy of forward(idx) against int64 targets [B, T] (a 0-d tensor), through
   /// ops().classifier_loss on hidden(idx) when set (the logits need not exist then).
   Tensor loss(const Tensor& idx, const Tensor& targets);
@@ -139,8 +145,9 @@ class GPT2 : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f;  ///< final LayerNorm
 
  private:
-  /// The blocks and ln_f through the ops, llm.c's loop (see hidden()).
-  Tensor fused_blocks(const Tensor& x);
+  /// Blocks [begin, end) (and ln_f when end = n_layer) through the ops, llm.c's loop (see
+  /// hidden() and run_blocks()).
+  Tensor fused_blocks(const Tensor& x, int64_t begin, int64_t end);
 
   GPT2Config config_;
   std::vector<Block*> blocks_;

@@ -76,8 +76,9 @@ class Gpt2Family {
   train::TrainerParts parts();
   /// Prints the plan: "model: GPT-2 ...", train::print_plan's lines and the "ops:" line.
   void print_plan() const;
-  /// With --cuda-graph, makes the graphed step (after a --resume load: it captures the state)
-  /// and prints "step: ..."; otherwise nothing.
+  /// With --cuda-graph, makes the graphed step (after a --resume load: it captures the state);
+  /// prints "step: ..." when the steps are not gpt2::train_step's (the graphed step, or the
+  /// strategy's own, e.g. chapter 14's pipeline).
   void prepare_step();
   /// The model.
   GPT2& model() { return *model_; }
@@ -94,7 +95,7 @@ class Gpt2Family {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
   TrainStepOptions step_options_;
-  std::unique_ptr<StepRunner> runner_;  // --cuda-graph
+  std::unique_ptr<StepRunner> runner_;  // --cuda-graph, or the strategy's (--pp)
 };
 
 }  // namespace tt::gpt2

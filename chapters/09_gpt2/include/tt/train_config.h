@@ -94,6 +94,10 @@ struct TrainConfig {
   int64_t tp = 1;                  ///< --tp N: tensor-parallel size (chapter 13)
   bool sequence_parallel = false;  ///< --sequence-parallel (with --tp, chapter 13)
   int64_t cp = 1;                  ///< --cp N: context-parallel size (chapter 16)
+  int64_t pp = 1;                  ///< --pp N: pipeline stages (chapter 14)
+  int64_t micro_batches = 1;       ///< --micro-batches M: each batch of B rows cut in M (--pp)
+  std::string schedule;            ///< --schedule afab | 1f1b | interleaved ("": 1f1b, --pp)
+  int64_t chunks = 0;              ///< --chunks V per rank (0: 2 for interleaved, else 1)
   bool cuda_graph = false;         ///< --cuda-graph
   // tools (chapter 12's tools lab, when linked in)
   std::string trace;        ///< --trace FILE: the first steps as a Chrome trace ("": none)

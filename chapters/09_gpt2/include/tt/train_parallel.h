@@ -40,6 +40,20 @@
 
 namespace tt::gpt2 {
 
+class GPT2;
+class StepRunner;
+struct TrainStepOptions;
+
+/// The pipeline of a run (train_gpt2 --pp, --micro-batches, --schedule, --chunks; chapter 14):
+/// the layer stack cut into `stages` stages, each batch of B rows cut into `micro_batches`
+/// micro-batches of B / micro_batches rows that stream through them in `schedule`'s order.
+struct PipelineSpec {
+  int stages = 1;                 ///< p: ranks of one pipeline (--pp)
+  int micro_batches = 1;          ///< micro-batches per batch of B rows (--micro-batches)
+  std::string schedule = "1f1b";  ///< "afab", "1f1b" or "interleaved" (--schedule)
+  int chunks = 1;                 ///< v: model chunks per rank, interleaved only (--chunks)
+};
+
 /// The parts of training that depend on how many processes share it. The base class is the
 /// one-process behaviour ("single"); multi-process strategies override what they change.
 class ParallelStrategy {
@@ -81,6 +95,10 @@ class ParallelStrategy {
   /// --cp). Default: accepts cp = 1 only, else throws tt::Error naming the strategy (chapter 16
   /// registers "cp", which splits).
   virtual void set_context_parallelism(int cp);
+  /// Asks the strategy to run every model as the pipeline `spec` (train_gpt2 --pp), after
+  /// set_model_parallelism. Default: accepts one stage and one micro-batch only, else throws
+  /// tt::Error naming the strategy (chapter 14 registers "pp", which pipelines).
+  virtual void set_pipeline(const PipelineSpec& spec);
   /// Called once by the model family right after the model is built (on the CPU, before it
   /// moves to its device and gets its operations): a strategy that splits models replaces the
   /// parameters by this rank's parts here (a collective). Default: nothing.
@@ -97,6 +115,16 @@ class ParallelStrategy {
                                                            std::vector<optim::ParamGroup> groups,
                                                            const optim::AdamWOptions& options,
                                                            const AdamWFactory& adamw = {});
+  /// The step of the run when the strategy runs it itself (a pipeline: the micro-batches go
+  /// through the stages of several ranks, so no rank can run gpt2::train_step alone), made once
+  /// after make_optimizer for micro-batches of B x T tokens; null (the default): train_step.
+  virtual std::unique_ptr<StepRunner> make_step_runner(GPT2& model, optim::Optimizer& optimizer,
+                                                       int64_t B, int64_t T,
+                                                       const TrainStepOptions& options);
+  /// Called on every rank before the model is used whole on each rank (the validation loss): a
+  /// strategy whose ranks each train a part of the layer stack (a pipeline) copies every
+  /// parameter to every rank here (a collective). Default: nothing.
+  virtual void prepare_whole_model(nn::Module& model) { (void)model; }
   /// Backpropagates one micro-batch's (already scaled) loss into the gradients. `last` is true
   /// for the last micro-batch of a step: only then are gradients synchronised over the ranks
   /// (the ones before accumulate locally). Default: autograd::backward(loss).

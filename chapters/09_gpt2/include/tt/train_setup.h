@@ -9,7 +9,7 @@
 ///   if (!start.parallel) return 0;                              // --print-device
 ///   tt::train::TrainData data(config, *start.parallel);  // tokenizer + this rank's loaders
 /// @endcode
-/// start_run is pick_device, make_parallel_strategy ("single", "ddp", "zero1", "tp"),
+/// start_run is pick_device, make_parallel_strategy ("single", "ddp", "zero1", "tp", "pp"),
 /// check_same_on_all_ranks, TrainConfig::validate_for, rank_device and silence_other_ranks.
 #pragma once
 
@@ -34,9 +34,10 @@ std::string format_number(const char* format, double value);
 /// backend, or missing kernels: they are named).
 Device pick_device(const std::string& name);
 
-/// The strategy of the run: "tp" for --tp > 1 or --sequence-parallel (chapter 13), "zero1" for
-/// --zero 1, "ddp" when started by mpirun (OpenMPI's OMPI_COMM_WORLD_SIZE is set), else "single"
-/// (gpt2::make_parallel_strategy), told the model parallelism (set_model_parallelism).
+/// The strategy of the run: "pp" for --pp > 1 (chapter 14), "tp" for --tp > 1 or
+/// --sequence-parallel (chapter 13), "zero1" for --zero 1, "ddp" when started by mpirun
+/// (OpenMPI's OMPI_COMM_WORLD_SIZE is set), else "single" (gpt2::make_parallel_strategy), told
+/// the model parallelism and the pipeline (set_model_parallelism, set_pipeline).
 std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig& config);
 
 /// This rank's device: with several ranks on GPUs, cuda:local_rank (NCCL needs one GPU per

@@ -1,8 +1,8 @@
 /// @file pipeline.h
 /// @brief Pipeline parallelism: the layer stack cut into stages by cost, the executor that runs
 /// any schedule of tt/pipeline_schedule.h with point-to-point transfers between the stages, its
-/// timeline, and GPT-2 (chapter 09's model) trained as a pipeline, alone (PP) or with data
-/// parallelism (DP x PP) (chapter 14).
+/// timeline, and GPT-2 (chapter 09's model) trained as a pipeline, alone (PP), with data
+/// parallelism (DP x PP) and with tensor parallelism (DP x PP x TP) (chapter 14).
 ///
 /// One step of a pipeline rank, in the order PipelineTrainer::step runs it:
 /// @code
@@ -54,6 +54,11 @@ std::vector<int> partition_by_cost(const std::vector<double>& costs, int parts);
 
 /// The largest sum of a part of `costs` cut at `boundaries` (from partition_by_cost).
 double max_part_cost(const std::vector<double>& costs, const std::vector<int>& boundaries);
+
+/// `groups` (e.g. gpt2::param_groups of a model) with only the parameters in `keep`: the
+/// optimizer groups of one pipeline rank.
+std::vector<optim::ParamGroup> only_parameters(std::vector<optim::ParamGroup> groups,
+                                               const std::vector<Tensor>& keep);
 
 /// What one virtual stage of a GPT-2 holds.
 struct StageLayers {
@@ -180,7 +185,8 @@ ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& sched
 
 /// This rank's chunks of a GPT-2: the blocks of its virtual stages, the embedding on the first
 /// virtual stage, ln_f, the tied head and the loss on the last (through the model's own
-/// embed() and loss_from_hidden(), its blocks' forward()).
+/// embed(), run_blocks() and loss_from_hidden(), so with the model's operation set: chapter
+/// 09's Block::forward, chapters 10-11's fused loop, chapter 13's split layers).
 class GPT2Stages : public StageModule {
  public:
   /// The chunks of `rank` in `shape` of `model` cut as `layers` (one per virtual stage, e.g.
@@ -220,11 +226,19 @@ struct PipelineOptions {
   double max_grad_norm = 1.0;                       ///< clipping (<= 0: none)
   std::vector<double> block_costs;                  ///< per block; empty: gpt2_block_costs
   bool timeline = false;                            ///< record each step's Timeline
+  /// The tensor-parallel group when the model is split by chapter 13's TensorParallelGPT2
+  /// (3D: DP x PP x TP); null: no tensor parallelism. The gradient norm then sums the parts of
+  /// split parameters over it and counts replicated ones once.
+  dist::ProcessGroup* tp = nullptr;
 };
 
 /// Trains a GPT-2 as a pipeline over `pp` (rank i of pp runs stage i), each micro-batch [B, T];
-/// with `dp`, also data-parallel over it (each dp replica has its own batches). Every rank of
-/// the world must construct it at the same time (it splits `pp` into the tied-embedding group).
+/// with `dp`, also data-parallel over it (each dp replica has its own batches); with
+/// options.tp, a model split by chapter 13's TensorParallelGPT2 over that group (the ranks of
+/// one tp group run the same stage, and their pipelines exchange their activations, which are
+/// whole [B, T, C] on every tp rank). Every rank of the world must construct it at the same time
+/// (it splits `pp` into the tied-embedding group). train_gpt2 --pp runs it through the
+/// ParallelStrategy "pp" (src/pp_strategy.cc).
 class PipelineTrainer {
  public:
   /// The stages of `model` (on its device) for `options`, activations [B, T, C] of the model's
@@ -273,6 +287,7 @@ class PipelineTrainer {
   RankSchedule schedule_;
   ExecutorOptions exec_;
   std::unique_ptr<dist::ProcessGroup> tied_;  // first and last stage (wte), when p > 1
+  std::vector<Tensor> replicated_;  // with options_.tp: the parameters every tp rank holds whole
   ExecutorResult last_;
 };
 

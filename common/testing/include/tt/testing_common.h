@@ -1,6 +1,7 @@
 /// @file testing_common.h
 /// @brief Test helpers that need nothing but common/ (so common/'s own tests use them too):
-/// expectations on tt::Error messages, table-driven misuse tests, and the CUDA skip.
+/// expectations on tt::Error messages, table-driven misuse tests, the CUDA skip, and the step
+/// counts of long runs under the sanitizers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,7 +16,31 @@
 #include "tt/error.h"
 #include "tt/todo.h"
 
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define TT_TESTING_SANITIZED 1
+#elif defined(__has_feature)  // clang
+#if __has_feature(address_sanitizer)
+#define TT_TESTING_SANITIZED 1
+#endif
+#endif
+
 namespace tt::testing {
+
+/// True when the tests are compiled under AddressSanitizer (the "asan" preset). There every
+/// allocation records its stack and every access is checked: the tiny models' training runs,
+/// thousands of small tensor operations, take 20-40 times longer than in the normal build.
+#ifdef TT_TESTING_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+/// `steps` in the normal build, `sanitized` (fewer) under the sanitizers: a long equality run
+/// checks the numerics over many steps in the normal build (README command (2)), while under
+/// ASan/UBSan a few steps take every code path of the run, which is what that build checks.
+constexpr int steps_unless_sanitized(int steps, int sanitized) {
+  return kSanitized ? sanitized : steps;
+}
 
 /// Runs `fn` and checks that it throws tt::Error whose message contains every string in
 /// `needles`. A tt::NotImplemented (an unfinished exercise) or any other exception fails the

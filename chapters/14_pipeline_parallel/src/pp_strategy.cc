@@ -1,0 +1,265 @@
+// train_gpt2 --pp P [--tp K] [--micro-batches M] [--schedule S] [--chunks V]: the
+// ParallelStrategy "pp" of chapter 09's training library (tt/train_parallel.h). The world is laid
+// out as a grid dp x pp x tp (tp innermost, then pp: world rank = (dp * P + pp) * K + tp), so a
+// tp group sits on consecutive ranks (one node) and the pipeline's neighbours are K ranks apart.
+// Each tp group splits the model (chapter 13's TensorParallelGPT2, when K > 1); each pp group
+// runs the stages with a PipelineTrainer; the dp groups average the gradients. Each batch of B
+// rows is cut into M micro-batches of B / M rows; with gradient accumulation (--total-batch) the
+// pipeline runs M x accumulation micro-batches per step. Checkpoints hold whole tensors in the
+// one-process format (gathered over pp, then over tp), so a run resumes under any layout.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tt/checkpoint.h"
+#include "tt/dist.h"
+#include "tt/error.h"
+#include "tt/gpt2.h"
+#include "tt/pipeline.h"
+#include "tt/process_grid.h"
+#include "tt/tp_gpt2.h"
+#include "tt/train.h"
+#include "tt/train_parallel.h"
+
+namespace tt::pp {
+namespace {
+
+gpt2::GPT2& as_gpt2(nn::Module& model) {
+  auto* gpt = dynamic_cast<gpt2::GPT2*>(&model);
+  TT_CHECK(gpt != nullptr, "the pipeline strategy \"pp\" runs GPT-2 models only, got a ",
+           model.type_name());
+  return *gpt;
+}
+
+/// The entries of `state` under `prefix` ("model."), without it.
+nn::StateDict entries_under(const nn::StateDict& state, const std::string& prefix) {
+  nn::StateDict out;
+  for (const auto& [key, t] : state) {
+    if (key.starts_with(prefix)) out.emplace_back(key.substr(prefix.size()), t);
+  }
+  return out;
+}
+
+/// One optimizer step of the pipeline: each batch of B rows from the loader cut into
+/// `per_batch` micro-batches, PipelineTrainer::step on them.
+class PipelineStepRunner final : public gpt2::StepRunner {
+ public:
+  PipelineStepRunner(PipelineTrainer& trainer, optim::Optimizer& optimizer, int per_batch,
+                     std::string description)
+      : trainer_(trainer),
+        optimizer_(optimizer),
+        per_batch_(per_batch),
+        description_(std::move(description)) {}
+
+  gpt2::TrainStepResult step(const std::function<Batch()>& next_batch) override {
+    std::vector<Batch> parts;
+    std::size_t used = 0;
+    const auto next_micro_batch = [&] {
+      if (used == parts.size()) {
+        const Batch b = next_batch();
+        const int64_t rows = b.inputs.size(0) / per_batch_;
+        parts.clear();
+        for (int64_t i = 0; i < per_batch_; ++i) {
+          parts.push_back({b.inputs.narrow(0, i * rows, rows).contiguous(),
+                           b.targets.narrow(0, i * rows, rows).contiguous()});
+        }
+        used = 0;
+      }
+      return parts[used++];
+    };
+    return trainer_.step(optimizer_, next_micro_batch);
+  }
+  std::string description() const override { return description_; }
+
+ private:
+  PipelineTrainer& trainer_;
+  optim::Optimizer& optimizer_;
+  int64_t per_batch_;
+  std::string description_;
+};
+
+class PipelineStrategy final : public gpt2::ParallelStrategy {
+ public:
+  std::string name() const override { return "pp"; }
+  int rank() const override { return world_.rank(); }
+  int world_size() const override { return world_.world_size(); }
+  int local_rank() const override { return world_.local_rank(); }
+  int data_rank() const override { return grid().coordinate("dp"); }
+  int data_world_size() const override { return grid().size("dp"); }
+
+  void set_model_parallelism(int tp, bool sequence_parallel) override {
+    TT_CHECK(tp >= 1 && !sequence_parallel, "the pipeline strategy \"pp\" (tp=", tp,
+             sequence_parallel ? ", sequence parallel" : "",
+             "): needs tp >= 1, and sends whole sequences between the stages (no sequence "
+             "parallelism)");
+    tp_ = tp;
+  }
+
+  void set_pipeline(const gpt2::PipelineSpec& spec) override {
+    const int n = world_.world_size(), per_replica = spec.stages * tp_;
+    // What every rank knows alike: the same error everywhere, before the grid's collectives.
+    TT_CHECK(spec.stages >= 1 && spec.micro_batches >= 1 && n % per_replica == 0,
+             "the pipeline strategy \"pp\" (", world_.where(), "): pp=", spec.stages,
+             " stages x tp=", tp_, " = ", per_replica,
+             " ranks per data-parallel replica do not divide the world of ", n,
+             " ranks (dp x pp x tp must equal the number of processes)");
+    kind_ = parse_schedule_kind(spec.schedule);
+    // p, v and the schedule (m, which includes the accumulation, when the pipeline is made).
+    PipelineShape{spec.stages, 2 * spec.stages, spec.chunks}.validate(kind_);
+    spec_ = spec;
+    grid_ = std::make_unique<tp::ProcessGrid>(
+        world_,
+        std::vector<tp::GridDim>{{"dp", n / per_replica}, {"pp", spec.stages}, {"tp", tp_}});
+  }
+
+  void prepare_model(nn::Module& model) override {
+    gpt2::GPT2& gpt = as_gpt2(model);
+    // More virtual stages than blocks (e.g. an --init-llmc model): refused before any split.
+    (void)gpt2_stage_layers(gpt.config(), spec_.stages * spec_.chunks);
+    if (tp_ > 1) split_ = std::make_unique<tp::TensorParallelGPT2>(gpt, grid().group("tp"));
+  }
+
+  gpt2::ModelOps model_ops(gpt2::ModelOps ops) const override {
+    return split_ ? split_->wrap(std::move(ops)) : ops;
+  }
+
+  std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
+                                                   std::vector<optim::ParamGroup> groups,
+                                                   const optim::AdamWOptions& options,
+                                                   const gpt2::AdamWFactory& adamw = {}) override {
+    // The parameters of this rank's stages (who owns what depends on p and v only). The ranks
+    // start equal: every rank built the model from the same seed (or file).
+    gpt2::GPT2& gpt = as_gpt2(model);
+    const PipelineShape shape{spec_.stages, 1, spec_.chunks};
+    const GPT2Stages mine(gpt, shape, grid().coordinate("pp"),
+                          gpt2_stage_layers(gpt.config(), shape.virtual_stages()));
+    return ParallelStrategy::make_optimizer(
+        model, only_parameters(std::move(groups), mine.parameters()), options, adamw);
+  }
+
+  std::unique_ptr<gpt2::StepRunner> make_step_runner(
+      gpt2::GPT2& model, optim::Optimizer& optimizer, int64_t B, int64_t T,
+      const gpt2::TrainStepOptions& step_options) override {
+    TT_CHECK(B % spec_.micro_batches == 0, "the pipeline strategy \"pp\": B = ", B,
+             " rows per batch cannot be cut into ", spec_.micro_batches, " equal micro-batches");
+    PipelineOptions o;
+    o.schedule = kind_;
+    o.micro_batches = spec_.micro_batches * static_cast<int>(step_options.grad_accum_steps);
+    o.chunks = spec_.chunks;
+    o.max_grad_norm = step_options.max_grad_norm;
+    o.tp = split_ ? &grid().group("tp") : nullptr;
+    trainer_ = std::make_unique<PipelineTrainer>(model, grid().group("pp"), &grid().group("dp"), o,
+                                                 B / spec_.micro_batches, T);
+    return std::make_unique<PipelineStepRunner>(*trainer_, optimizer, spec_.micro_batches,
+                                                describe(B, step_options.grad_accum_steps));
+  }
+
+  void prepare_whole_model(nn::Module& model) override {
+    (void)model;
+    if (trainer_) trainer_->gather_parameters();
+  }
+
+  double average(double value) override {
+    const Tensor t = full({1}, value, {.dtype = DType::kFloat64});
+    world_.all_reduce(t, dist::ReduceOp::kAvg);
+    return t.item();
+  }
+  double maximum(double value) override {
+    const Tensor all = empty({world_.world_size()}, {.dtype = DType::kFloat64});
+    world_.all_gather(all, full({1}, value, {.dtype = DType::kFloat64}));
+    const std::vector<double> values = all.to_vector<double>();
+    return *std::max_element(values.begin(), values.end());
+  }
+
+  void save_checkpoint(const std::string& path, const nn::Module& model,
+                       optim::Optimizer& optimizer) override {
+    (void)model;
+    PipelineTrainer& t = trainer();
+    // Every stage's parameters and AdamW moments on every rank of a pp group (this tp rank's
+    // parts), then whole over the tp group: the one-process checkpoint (collectives).
+    t.gather_parameters();
+    optim::AdamW full(gpt2::param_groups(t.stages().model(), 0.0), optim::AdamWOptions{});
+    t.gather_optimizer(optimizer, full);
+    const nn::StateDict parts[] = {
+        nn::prefixed("model", split_ ? split_->full_state_dict() : t.stages().model().state_dict()),
+        nn::prefixed("optimizer", split_ ? split_->full_optimizer_state(full) : full.state_dict()),
+        nn::prefixed(ckpt::kMetadataPrefix, checkpoint_metadata())};
+    nn::StateDict all;
+    for (const nn::StateDict& part : parts) all.insert(all.end(), part.begin(), part.end());
+    if (rank() == 0) ckpt::save(path, all);
+    world_.barrier();  // the file is complete before any rank goes on
+  }
+
+  void load_checkpoint(const std::string& path, nn::Module& model,
+                       optim::Optimizer& optimizer) override {
+    PipelineTrainer& t = trainer();
+    // The whole model and the one-process optimizer state on every rank (its tp parts), then
+    // this rank's stages' state into its optimizer.
+    optim::AdamW full(gpt2::param_groups(t.stages().model(), 0.0), optim::AdamWOptions{});
+    if (split_) {
+      const nn::StateDict file = ckpt::load(path);
+      split_->load_full_state_dict(entries_under(file, "model."), path);
+      split_->load_full_optimizer_state(full, entries_under(file, "optimizer."), path);
+    } else {
+      ckpt::load_checkpoint(path, model, &full);
+    }
+    t.scatter_optimizer(full, optimizer);
+  }
+
+  void finish() override {
+    trainer_.reset();
+    split_.reset();
+    grid_.reset();  // their groups go before MPI does
+    dist::finalize();
+  }
+
+ private:
+  const tp::ProcessGrid& grid() const {
+    TT_CHECK(grid_ != nullptr, "the pipeline strategy \"pp\": set_pipeline must come first");
+    return *grid_;
+  }
+  PipelineTrainer& trainer() const {
+    TT_CHECK(trainer_ != nullptr,
+             "the pipeline strategy \"pp\": make_step_runner must come "
+             "before checkpoints");
+    return *trainer_;
+  }
+
+  /// "pipeline 1f1b p=2 m=4 v=1 over ... : stage 0 = embedding + blocks 0-1 ...".
+  std::string describe(int64_t B, int64_t accumulation) const {
+    const PipelineShape& shape = trainer_->shape();
+    std::string stages;
+    const std::vector<StageLayers>& layers = trainer_->stages().layers();
+    for (std::size_t s = 0; s < layers.size(); ++s) {
+      const StageLayers& l = layers[s];
+      const std::string blocks = l.end - l.begin == 1
+                                     ? detail::str("block ", l.begin)
+                                     : detail::str("blocks ", l.begin, "-", l.end - 1);
+      stages += detail::str(
+          s ? "; " : "", "stage ", s, " (pp rank ", place_of(shape, static_cast<int>(s)).rank,
+          "): ", l.embedding ? "embedding + " : "", blocks, l.head ? " + head" : "");
+    }
+    return detail::str("pipeline ", schedule_kind_name(kind_), " ", shape.str(), " (",
+                       spec_.micro_batches, " micro-batches of ", B / spec_.micro_batches,
+                       " rows per batch x ", accumulation,
+                       " batch(es) per step), grid dp=", grid().size("dp"),
+                       " x pp=", grid().size("pp"), " x tp=", grid().size("tp"),
+                       " (tp innermost); ", stages, "; theoretical bubble (p-1)/(vm+p-1) = ",
+                       bubble_fraction(shape.stages, shape.micro_batches, shape.chunks));
+  }
+
+  dist::ProcessGroup& world_ = dist::world();
+  int tp_ = 1;
+  gpt2::PipelineSpec spec_;
+  ScheduleKind kind_ = ScheduleKind::kOneFOneB;
+  std::unique_ptr<tp::ProcessGrid> grid_;
+  std::unique_ptr<tp::TensorParallelGPT2> split_;
+  std::unique_ptr<PipelineTrainer> trainer_;
+};
+
+TT_REGISTER_PARALLEL_STRATEGY("pp", [] { return std::make_unique<PipelineStrategy>(); });
+
+}  // namespace
+}  // namespace tt::pp

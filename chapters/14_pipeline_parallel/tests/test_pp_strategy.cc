@@ -1,0 +1,283 @@
+// The ParallelStrategy "pp" that train_gpt2 --pp runs (src/pp_strategy.cc), driven as the
+// training library drives it: DP x PP x TP layouts of the world (TP2 x PP2 on 4 ranks) give the
+// losses and gradient norms of one process within fp32 1e-5 over 20 steps; their checkpoints
+// are one-process checkpoints (whole tensors) that every layout resumes; misuse is refused on
+// every rank.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../../09_gpt2/tests/ch09_test_util.h"
+#include "tt/checkpoint.h"
+#include "tt/dist.h"
+#include "tt/parallel.h"
+#include "tt/temp_dir.h"
+#include "tt/train.h"
+#include "tt/train_parallel.h"
+
+namespace {
+
+using tt::Batch;
+using tt::Tensor;
+using tt::gpt2::GPT2;
+namespace dist = tt::dist;
+
+constexpr int64_t kRows = 8, kT = 8;  // rows per step (all replicas), tokens per row
+constexpr int kMicro = 4;             // micro-batches per batch of a replica
+constexpr uint64_t kSeed = 11;
+constexpr double kTol = 1e-5;
+
+tt::gpt2::GPT2Config config() {
+  tt::gpt2::GPT2Config c = tt::test09::tiny_config();
+  c.n_layer = 4;  // one block per stage at PP = 4
+  return c;
+}
+
+tt::optim::AdamWOptions adam() {
+  tt::optim::AdamWOptions o;
+  o.lr = 3e-3;
+  return o;
+}
+
+// The global batch of step `step`: kRows rows, the same on every rank.
+Batch global_batch(int64_t step) {
+  return tt::test09::fixed_batch(kRows, kT, config().vocab_size, 300 + static_cast<uint64_t>(step));
+}
+
+// The AdamW of operation set `ops` (chapter 11's master-weight AdamW for "bf16").
+std::unique_ptr<tt::optim::Optimizer> make_adamw(const tt::gpt2::ModelOps& ops,
+                                                 std::vector<tt::optim::ParamGroup> groups) {
+  if (ops.adamw) return ops.adamw(std::move(groups), adam());
+  return std::make_unique<tt::optim::AdamW>(std::move(groups), adam());
+}
+
+// One process: train_step on the whole global batch of each step, with operation set `ops`.
+struct OneProcess {
+  GPT2 model{config(), kSeed};
+  std::unique_ptr<tt::optim::Optimizer> optimizer;
+  std::vector<double> losses, norms;
+  explicit OneProcess(int steps, const std::string& ops = "reference") {
+    model.set_ops(tt::gpt2::model_ops(ops));
+    optimizer = make_adamw(model.ops(), tt::gpt2::param_groups(model, 0.1));
+    for (int s = 0; s < steps; ++s) {
+      const auto r = tt::gpt2::train_step(model, *optimizer, [s] { return global_batch(s); },
+                                          {.max_grad_norm = 1.0});
+      losses.push_back(r.loss);
+      norms.push_back(r.grad_norm);
+    }
+  }
+};
+
+struct Layout {
+  int dp, tp, pp;
+  const char* schedule = "1f1b";
+  int chunks = 1;
+  std::string str() const {
+    return "dp" + std::to_string(dp) + " x pp" + std::to_string(pp) + " x tp" + std::to_string(tp) +
+           " " + schedule;
+  }
+};
+
+// The layouts of a world of n ranks; the first is the one every test trains longest.
+std::vector<Layout> layouts(int n) {
+  if (n == 4) return {{1, 2, 2, "1f1b", 1}, {2, 1, 2, "afab", 1}, {1, 1, 4, "1f1b", 1}};
+  if (n == 2) return {{1, 1, 2, "1f1b", 1}, {1, 2, 1, "afab", 1}, {1, 1, 2, "interleaved", 2}};
+  return {{n, 1, 1, "1f1b", 1}};
+}
+
+// A model trained through the strategy "pp" as Gpt2Family and the Trainer use it.
+struct StrategyRun {
+  std::unique_ptr<tt::gpt2::ParallelStrategy> par = tt::gpt2::make_parallel_strategy("pp");
+  GPT2 model{config(), kSeed};
+  std::unique_ptr<tt::optim::Optimizer> optimizer;
+  std::unique_ptr<tt::gpt2::StepRunner> runner;
+  int64_t step = 0;
+
+  explicit StrategyRun(const Layout& l, const std::string& ops = "reference") {
+    par->set_model_parallelism(l.tp, false);
+    par->set_pipeline({l.pp, kMicro, l.schedule, l.chunks});
+    par->prepare_model(model);
+    const tt::gpt2::ModelOps set = tt::gpt2::model_ops(ops);
+    model.set_ops(par->model_ops(set));
+    optimizer = par->make_optimizer(model, tt::gpt2::param_groups(model, 0.1), adam(), set.adamw);
+    tt::gpt2::TrainStepOptions options;
+    options.max_grad_norm = 1.0;
+    options.parallel = par.get();
+    runner = par->make_step_runner(model, *optimizer, kRows / l.dp, kT, options);
+  }
+  // One step on this replica's rows of the next global batch.
+  tt::gpt2::TrainStepResult train() {
+    const Batch all = global_batch(step++);
+    const int64_t rows = kRows / par->data_world_size(), first = par->data_rank() * rows;
+    return runner->step([&] {
+      return Batch{all.inputs.narrow(0, first, rows).contiguous(),
+                   all.targets.narrow(0, first, rows).contiguous()};
+    });
+  }
+};
+
+// Rank 0's `path` on every rank (the strategy's checkpoint is written by rank 0 alone).
+std::string rank0_path(dist::ProcessGroup& world, const std::string& path) {
+  std::vector<int64_t> chars(1024, 0);
+  std::copy_n(path.begin(), std::min<std::size_t>(path.size(), chars.size() - 1), chars.begin());
+  Tensor t = tt::from_vector(chars, {static_cast<int64_t>(chars.size())});
+  world.broadcast(t, 0);
+  std::string out;
+  for (int64_t c : t.to_vector<int64_t>()) {
+    if (c == 0) break;
+    out.push_back(static_cast<char>(c));
+  }
+  return out;
+}
+
+// The checkpoint at `path` loaded into a one-process model and AdamW equals `ref`'s state.
+void expect_one_process_checkpoint(const std::string& path, const OneProcess& ref, int steps) {
+  GPT2 model(config(), /*seed=*/99);  // other weights: the file must replace them all
+  tt::optim::AdamW optimizer(tt::gpt2::param_groups(model, 0.1), adam());
+  tt::ckpt::load_checkpoint(path, model, &optimizer);
+  EXPECT_EQ(optimizer.step_count(), steps);
+  for (const auto& [name, t] : model.named_parameters()) {
+    EXPECT_LE(tt::test09::max_abs_diff(t, ref.model.parameter(name)), kTol) << name;
+  }
+  const tt::nn::StateDict want = ref.optimizer->state_dict();
+  const tt::nn::StateDict got = optimizer.state_dict();
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].first, want[i].first);
+    if (got[i].first.starts_with("state.")) {
+      EXPECT_LE(tt::test09::max_abs_diff(got[i].second, want[i].second), kTol) << got[i].first;
+    }
+  }
+}
+
+TEST(Ch14_PipelineStrategy, EqualsOneProcessMpi) {
+  // The first layout for 20 steps on 4 ranks (TP2 x PP2; 8 on fewer ranks, which the sanitizer
+  // build runs), the others for 4; then its checkpoint, gathered whole, is what one process
+  // holds after those steps.
+  const tt::ScopedNumThreads one(1);
+  dist::ProcessGroup& world = dist::world();
+  const int longest = world.world_size() == 4 ? 20 : 8;
+  const OneProcess ref(longest);
+  tt::testing::TempDir dir;
+  const std::string path = rank0_path(world, dir.file("pp.ckpt"));
+  bool first = true;
+  for (const Layout& l : layouts(world.world_size())) {
+    SCOPED_TRACE(l.str());
+    StrategyRun run(l);
+    const int steps = first ? longest : 4;
+    for (int s = 0; s < steps; ++s) {
+      const auto r = run.train();
+      ASSERT_TRUE(r.finite);
+      EXPECT_NEAR(r.loss, ref.losses[s], kTol) << "step " << s;
+      EXPECT_NEAR(r.grad_norm, ref.norms[s], kTol * std::max(1.0, ref.norms[s])) << "step " << s;
+      EXPECT_EQ(r.tokens, kRows * kT);
+    }
+    if (first) {
+      run.par->save_checkpoint(path, run.model, *run.optimizer);
+      expect_one_process_checkpoint(path, ref, longest);
+    }
+    first = false;
+  }
+  world.barrier();  // rank 0's file is read before its directory goes
+}
+
+TEST(Ch14_PipelineStrategy, CheckpointResumesUnderEveryLayoutMpi) {
+  // 3 steps under the first layout, saved; each layout (and one process) resumes it for 2 steps:
+  // the losses of one uninterrupted process.
+  const tt::ScopedNumThreads one(1);
+  dist::ProcessGroup& world = dist::world();
+  const OneProcess ref(5);
+  const std::vector<Layout> all = layouts(world.world_size());
+  tt::testing::TempDir dir;
+  const std::string path = rank0_path(world, dir.file("pp.ckpt"));
+  {
+    StrategyRun run(all.front());
+    for (int s = 0; s < 3; ++s) run.train();
+    run.par->save_checkpoint(path, run.model, *run.optimizer);
+  }
+  for (const Layout& l : all) {
+    SCOPED_TRACE("resumed under " + l.str());
+    StrategyRun run(l);
+    run.par->load_checkpoint(path, run.model, *run.optimizer);
+    EXPECT_EQ(run.optimizer->step_count(), 3);
+    run.step = 3;
+    for (int s = 3; s < 5; ++s) EXPECT_NEAR(run.train().loss, ref.losses[s], kTol) << "step " << s;
+  }
+  // One process (chapter 09's own checkpoint loader) resumes it too.
+  GPT2 model(config(), /*seed=*/99);
+  tt::optim::AdamW optimizer(tt::gpt2::param_groups(model, 0.1), adam());
+  tt::ckpt::load_checkpoint(path, model, &optimizer);
+  for (int s = 3; s < 5; ++s) {
+    const auto r = tt::gpt2::train_step(model, optimizer, [s] { return global_batch(s); },
+                                        {.max_grad_norm = 1.0});
+    EXPECT_NEAR(r.loss, ref.losses[s], kTol) << "one process, step " << s;
+  }
+  world.barrier();
+}
+
+TEST(Ch14_PipelineStrategy, FusedOperationSetsEqualOneProcessMpi) {
+  // The stages run the operation set's fused loop (GPT2::run_blocks): chapter 10's "fast" set
+  // (fused residual + LayerNorm, also at the stage boundaries) and chapter 11's "bf16" (emulated
+  // on the CPU, with its master-weight AdamW; measured 1e-6 from one bf16 process) within 1e-5.
+  const tt::ScopedNumThreads one(1);
+  dist::ProcessGroup& world = dist::world();
+  // (bf16 without tensor parallelism: MPI has no bfloat16 for chapter 13's all-reduces.)
+  const std::vector<Layout> all = layouts(world.world_size());
+  const Layout no_tp =
+      *std::find_if(all.begin(), all.end(), [](const Layout& l) { return l.tp == 1; });
+  for (const auto& [ops, tol, layout] :
+       {std::tuple{"fast", kTol, all.front()}, std::tuple{"bf16", kTol, no_tp}}) {
+    if (!tt::gpt2::has_model_ops(ops)) continue;
+    SCOPED_TRACE(std::string(ops) + ", " + layout.str());
+    const OneProcess ref(3, ops);
+    StrategyRun run(layout, ops);
+    for (int s = 0; s < 3; ++s) {
+      const auto r = run.train();
+      EXPECT_NEAR(r.loss, ref.losses[s], tol) << "step " << s;
+      EXPECT_NEAR(r.grad_norm, ref.norms[s], tol * std::max(1.0, ref.norms[s])) << "step " << s;
+    }
+  }
+  world.barrier();
+}
+
+TEST(Ch14_PipelineStrategy, MisuseIsRefusedOnEveryRankMpi) {
+  dist::ProcessGroup& world = dist::world();
+  const int n = world.world_size();
+  const auto message = [](const Layout& l, int micro_batches) {
+    try {
+      auto par = tt::gpt2::make_parallel_strategy("pp");
+      par->set_model_parallelism(l.tp, false);
+      par->set_pipeline({l.pp, micro_batches, l.schedule, l.chunks});
+      GPT2 model(config(), kSeed);
+      par->prepare_model(model);
+      auto optimizer = par->make_optimizer(model, tt::gpt2::param_groups(model, 0.1), adam());
+      par->make_step_runner(model, *optimizer, kRows / l.dp, kT, {});
+    } catch (const tt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  // pp x tp does not divide the world.
+  const std::string world_size = message({1, 1, n + 1, "1f1b", 1}, kMicro);
+  EXPECT_NE(world_size.find("do not divide the world of " + std::to_string(n)), std::string::npos)
+      << world_size;
+  // Sequence parallelism would send parts of sequences between the stages.
+  auto par = tt::gpt2::make_parallel_strategy("pp");
+  EXPECT_THROW(par->set_model_parallelism(1, true), tt::Error);
+  if (n % 2 == 0) {
+    // Interleaved with m = 2 micro-batches on p = 2 stages (m >= 2p needed).
+    const std::string m = message({n / 2, 1, 2, "interleaved", 2}, 2);
+    EXPECT_NE(m.find("at least 2p"), std::string::npos) << m;
+    // More stages than blocks: 2 stages x 3 chunks for 4 blocks.
+    const std::string layers = message({n / 2, 1, 2, "interleaved", 3}, 6);
+    EXPECT_NE(layers.find("more stages than layers"), std::string::npos) << layers;
+  }
+  world.barrier();  // every rank threw before any collective it could not finish
+}
+
+}  // namespace
