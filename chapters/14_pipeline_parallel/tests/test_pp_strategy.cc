@@ -31,6 +31,11 @@ constexpr int64_t kRows = 8, kT = 8;  // rows per step (all replicas), tokens pe
 constexpr int kMicro = 4;             // micro-batches per batch of a replica
 constexpr uint64_t kSeed = 11;
 constexpr double kTol = 1e-5;
+// The parameters and AdamW moments after a run: a layout with tp > 1 sums each split GEMM in
+// another order, and AdamW's m / (sqrt(v) + eps) turns those roundings into parameter steps of
+// up to lr on small-gradient entries. On an AVX-512 host (Eigen's other GEMM blocking) TP2 x
+// PP2 ended 20 steps 1.3e-5 from one process; losses and norms stay within kTol.
+constexpr double kStateTol = 5e-5;
 
 tt::gpt2::GPT2Config config() {
   tt::gpt2::GPT2Config c = tt::test09::tiny_config();
@@ -142,7 +147,7 @@ void expect_one_process_checkpoint(const std::string& path, const OneProcess& re
   tt::ckpt::load_checkpoint(path, model, &optimizer);
   EXPECT_EQ(optimizer.step_count(), steps);
   for (const auto& [name, t] : model.named_parameters()) {
-    EXPECT_LE(tt::test09::max_abs_diff(t, ref.model.parameter(name)), kTol) << name;
+    EXPECT_LE(tt::test09::max_abs_diff(t, ref.model.parameter(name)), kStateTol) << name;
   }
   const tt::nn::StateDict want = ref.optimizer->state_dict();
   const tt::nn::StateDict got = optimizer.state_dict();
@@ -150,7 +155,7 @@ void expect_one_process_checkpoint(const std::string& path, const OneProcess& re
   for (std::size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].first, want[i].first);
     if (got[i].first.starts_with("state.")) {
-      EXPECT_LE(tt::test09::max_abs_diff(got[i].second, want[i].second), kTol) << got[i].first;
+      EXPECT_LE(tt::test09::max_abs_diff(got[i].second, want[i].second), kStateTol) << got[i].first;
     }
   }
 }
