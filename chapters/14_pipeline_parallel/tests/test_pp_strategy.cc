@@ -17,6 +17,7 @@
 #include "tt/dist.h"
 #include "tt/parallel.h"
 #include "tt/temp_dir.h"
+#include "tt/testing.h"
 #include "tt/train.h"
 #include "tt/train_parallel.h"
 
@@ -161,12 +162,12 @@ void expect_one_process_checkpoint(const std::string& path, const OneProcess& re
 }
 
 TEST(Ch14_PipelineStrategy, EqualsOneProcessMpi) {
-  // The first layout for 20 steps on 4 ranks (TP2 x PP2; 8 on fewer ranks, which the sanitizer
-  // build runs), the others for 4; then its checkpoint, gathered whole, is what one process
+  // The first layout for 20 steps on 4 ranks (TP2 x PP2; 8 on fewer ranks, 4 under the
+  // sanitizers), the others for 4; then its checkpoint, gathered whole, is what one process
   // holds after those steps.
   const tt::ScopedNumThreads one(1);
   dist::ProcessGroup& world = dist::world();
-  const int longest = world.world_size() == 4 ? 20 : 8;
+  const int longest = tt::testing::steps_unless_sanitized(world.world_size() == 4 ? 20 : 8, 4);
   const OneProcess ref(longest);
   tt::testing::TempDir dir;
   const std::string path = rank0_path(world, dir.file("pp.ckpt"));
