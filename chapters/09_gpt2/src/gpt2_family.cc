@@ -205,10 +205,9 @@ Gpt2Family::Gpt2Family(train::TrainConfig& o, Device device, ParallelStrategy& p
   step_options_.parallel = &par;
   // --pp: the strategy runs the steps (the micro-batches through the stages of several ranks).
   runner_ = par.make_step_runner(*model_, *optimizer_, o.B, o.T, step_options_);
-  // Under bf16 the GEMMs that stay float32 (chapter 13's vocab-parallel logits and their
-  // gradients: 31 of a TP2 step's 168 ms at fp32 on an H100) run as TF32, whose 10-bit mantissa
-  // is still finer than the bf16 operands of every other GEMM of the step.
-  cuda::set_allow_tf32(o.tf32 || o.precision == "bf16");
+  // Under bf16 the GEMMs left in float32 (chapter 13's vocab-parallel logits and their
+  // gradients: 31 of a TP2 step's 168 ms at fp32 on an H100) run as TF32.
+  cuda::set_allow_tf32(o.allow_tf32());
 }
 
 train::TrainerParts Gpt2Family::parts() {

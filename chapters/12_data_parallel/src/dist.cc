@@ -644,4 +644,16 @@ void finalize() {
   the_world().finalize();
 }
 
+int run_on_every_rank(const char* program, const std::function<int()>& body) {
+  int rc = 1;
+  try {
+    rc = body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s (rank %d): %s\n", program, world().rank(), e.what());
+    return 1;  // mpirun ends the other ranks
+  }
+  finalize();
+  return rc;
+}
+
 }  // namespace tt::dist

@@ -156,13 +156,5 @@ int main(int argc, char** argv) {
       .option("--timeline-dir", &a.timeline_dir)
       .flag("--uniform-costs", &a.uniform);
   args.parse(argc, argv);
-  int rc = 1;
-  try {
-    rc = run(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tt_pipeline_bench (rank %d): %s\n", tt::dist::world().rank(), e.what());
-    return 1;  // mpirun ends the other ranks
-  }
-  tt::dist::finalize();
-  return rc;
+  return tt::dist::run_on_every_rank("tt_pipeline_bench", [&] { return run(a); });
 }

@@ -54,7 +54,7 @@ LlamaFamily::LlamaFamily(train::TrainConfig& o, int64_t n_kv_heads, Device devic
   step_options_.grad_accum_steps = o.accumulation(par.world_size());
   step_options_.max_grad_norm = o.clip;
   step_options_.parallel = &par;
-  cuda::set_allow_tf32(o.tf32 || o.precision == "tf32");
+  cuda::set_allow_tf32(o.allow_tf32());
 }
 
 train::TrainerParts LlamaFamily::parts() {

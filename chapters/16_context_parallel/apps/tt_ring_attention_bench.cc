@@ -130,14 +130,5 @@ int main(int argc, char** argv) {
       .option("--warmup", &a.warmup)
       .flag("--tf32", &a.tf32);
   args.parse(argc, argv);
-  int rc = 1;
-  try {
-    rc = run(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tt_ring_attention_bench (rank %d): %s\n", tt::dist::world().rank(),
-                 e.what());
-    return 1;  // mpirun ends the other ranks
-  }
-  tt::dist::finalize();
-  return rc;
+  return tt::dist::run_on_every_rank("tt_ring_attention_bench", [&] { return run(a); });
 }

@@ -124,6 +124,10 @@ struct TrainConfig {
   int64_t tokens_per_step(int64_t ranks) const;
   /// Micro-batches per optimizer step on each rank (gradient accumulation).
   int64_t accumulation(int64_t ranks) const;
+  /// Whether float32 GEMMs may use TF32 (cuda::set_allow_tf32): under --precision tf32, and under
+  /// bf16, where the GEMMs left in float32 (e.g. --tp's vocab-parallel logits) stay finer than
+  /// the bf16 operands of the others. Call after validate() (precision decided).
+  bool allow_tf32() const { return tf32 || precision == "tf32" || precision == "bf16"; }
 
   /// The run's record for `ranks` processes, in a fixed order: every flag, with derived
   /// layout-independent quantities ("--B x ranks", "tokens per step") in place of the per-rank

@@ -44,6 +44,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -319,6 +320,10 @@ ProcessGroup& world();
 /// (not at exit: an error exit must not wait in MPI_Finalize for peers that wait for it).
 /// world() may not be called afterwards.
 void finalize();
+/// The main of a program every rank runs: returns `body()`'s status after finalize(); when
+/// `body` throws, prints "<program> (rank r): <message>" to stderr and returns 1 without
+/// finalizing (mpirun then ends the other ranks, which may wait in a collective).
+int run_on_every_rank(const char* program, const std::function<int()>& body);
 /// True when this build can run multi-process (compiled with MPI).
 bool built_with_mpi();
 /// The backend of a one-process world: every collective is the identity (avg divides by 1),
