@@ -43,10 +43,9 @@ void add_bias_bf16(const Tensor& out, const Tensor& y, const Tensor& bias) {
   if (total == 0) return;
   const int index = out.device().index;
   DeviceGuard guard(index);
-  add_bias_bf16_kernel<<<grid_size(total, kBlockThreads, index), kBlockThreads, 0,
-                         stream(index)>>>(static_cast<__nv_bfloat16*>(out.data_ptr()),
-                                          static_cast<const __nv_bfloat16*>(y.data_ptr()),
-                                          bias.data<float>(), total, n);
+  add_bias_bf16_kernel<<<grid_size(total, kBlockThreads, index), kBlockThreads, 0, stream(index)>>>(
+      static_cast<__nv_bfloat16*>(out.data_ptr()), static_cast<const __nv_bfloat16*>(y.data_ptr()),
+      bias.data<float>(), total, n);
   TT_CUDA_CHECK_LAUNCH("add_bias_bf16_kernel");
 }
 
@@ -68,8 +67,8 @@ void bias_grad_bf16(const Tensor& dbias, const Tensor& dy) {
                                   stream(dbias.device().index)));
     return;
   }
-  column_sum(dbias.data<float>(), static_cast<const __nv_bfloat16*>(dy.data_ptr()),
-             dy.numel() / n, n, n, dbias.device());
+  column_sum(dbias.data<float>(), static_cast<const __nv_bfloat16*>(dy.data_ptr()), dy.numel() / n,
+             n, n, dbias.device());
 }
 
 TT_REGISTER_KERNEL("add_bias_bf16", DeviceType::kCUDA, add_bias_bf16);
