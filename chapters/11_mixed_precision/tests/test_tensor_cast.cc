@@ -160,7 +160,9 @@ TEST(Ch11_AddBiasBf16, EqualsTheThreeStepCompositionBitForBitAndItsGradient) {
 }
 
 TEST(Ch11_AddBiasBf16, WrongDtypesOrShapesNameTheOpAndTheTensors) {
-  auto [y, b] = bias_case(4, 8);
+  // (Named tensors, not a structured binding: the checks capture them in lambdas.)
+  const std::pair<Tensor, Tensor> yb = bias_case(4, 8);
+  const Tensor y = yb.first, b = yb.second;
   EXPECT_TT_ERROR(add_bias_bf16(y.to(DType::kFloat32), b), "add_bias_bf16", "float32");
   EXPECT_TT_ERROR(add_bias_bf16(y, b.to(DType::kBFloat16)), "add_bias_bf16", "bias");
   EXPECT_TT_ERROR(add_bias_bf16(y, b.narrow(0, 0, 7)), "add_bias_bf16", "[7]");
