@@ -42,15 +42,20 @@ int run(const Args& a) {
   config.block_size = a.seq;
   const tt::Device device =
       a.device == "cuda" ? tt::Device::cuda(world.local_rank()) : tt::Device::cpu();
-  tt::gpt2::GPT2 model(config, 1337);
-  model.to(device);
-  model.set_ops(tt::gpt2::model_ops(a.ops));  // e.g. chapter 10's "fast" (FlashAttention)
   tt::pp::PipelineOptions options;
   options.schedule = tt::pp::parse_schedule_kind(a.schedule);
   options.micro_batches = a.micro_batches;
   options.chunks = a.chunks;
   options.timeline = true;
   if (a.uniform) options.block_costs.assign(static_cast<std::size_t>(a.layers), 1.0);
+  tt::gpt2::GPT2 model(config, 1337);
+  // This rank's stages only, before the model moves to its device (as train_gpt2 --pp does).
+  const tt::pp::PipelineShape shape{p, a.micro_batches, a.chunks};
+  tt::pp::GPT2Stages(model, shape, rank,
+                     tt::pp::gpt2_stage_layers(config, shape.virtual_stages(), options.block_costs))
+      .keep_only_own_parameters();
+  model.to(device);
+  model.set_ops(tt::gpt2::model_ops(a.ops));  // e.g. chapter 10's "fast" (FlashAttention)
   tt::pp::PipelineTrainer trainer(model, world, nullptr, options, a.batch, a.seq);
   tt::optim::AdamWOptions adam;
   adam.lr = 1e-4;
@@ -88,7 +93,6 @@ int run(const Args& a) {
   tt::Tensor stats = tt::from_vector<double>({bubble / measured / p, ms / measured}, {2});
   world.all_reduce(stats);
   const double step_ms = stats.data<double>()[1] / p;
-  const tt::pp::PipelineShape shape = trainer.shape();
   std::vector<tt::pp::RankSchedule> all;
   for (int r = 0; r < p; ++r) all.push_back(tt::pp::make_schedule(options.schedule, shape, r));
   const auto replay = tt::pp::check_schedules(all, shape, 1.0 / a.chunks, 2.0 / a.chunks);
