@@ -558,7 +558,7 @@ Tensor send_whole(dist::ProcessGroup& pp, const Tensor& t, int from, int to, Dev
   const int me = pp.rank();
   if (from == to || (me != from && me != to)) return t;
   constexpr int kMaxDims = 8;
-  Tensor header = zeros({kMaxDims + 2}, {.dtype = DType::kInt64, .device = device});
+  Tensor header = empty({kMaxDims + 2}, {.dtype = DType::kInt64, .device = device});
   if (me == from) {
     TT_CHECK(t.dim() <= kMaxDims, "PipelineTrainer::gather_state: ", t.describe(),
              " has more than ", kMaxDims, " dimensions");
