@@ -30,6 +30,7 @@
 #include "tt/tp_gpt2.h"
 #include "tt/train.h"
 #include "tt/train_parallel.h"
+#include "tt/train_setup.h"
 
 namespace tt::pp {
 namespace {
@@ -232,17 +233,18 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
           s ? "; " : "", "stage ", s, " (pp rank ", place_of(shape, static_cast<int>(s)).rank,
           "): ", l.embedding ? "embedding + " : "", blocks, l.head ? " + head" : "");
     }
-    return detail::str("pipeline ", schedule_kind_name(kind_), " ", shape.str(), " (",
-                       spec_.micro_batches, " micro-batches of ", B / spec_.micro_batches,
-                       " rows per batch x ", accumulation,
-                       " batch(es) per step), grid dp=", grid().size("dp"),
-                       " x pp=", grid().size("pp"), " x tp=", grid().size("tp"),
-                       " (tp innermost); ", stages, "; theoretical bubble (p-1)/(vm+p-1) = ",
-                       bubble_fraction(shape.stages, shape.micro_batches, shape.chunks),
-                       "; each rank holds its stages' parameters only (",
-                       static_cast<double>(trainer_->stages().model().num_parameters()) / 1e6,
-                       "M here): no text samples or llm.c export (resume the checkpoint in one "
-                       "process for those)");
+    return detail::str(
+        "pipeline ", schedule_kind_name(kind_), " ", shape.str(), " (", spec_.micro_batches,
+        " micro-batches of ", B / spec_.micro_batches, " rows per batch x ", accumulation,
+        " batch(es) per step), grid dp=", grid().size("dp"), " x pp=", grid().size("pp"),
+        " x tp=", grid().size("tp"), " (tp innermost); ", stages,
+        "; theoretical bubble (p-1)/(vm+p-1) = ",
+        bubble_fraction(shape.stages, shape.micro_batches, shape.chunks),
+        "; each rank holds its stages' parameters only (",
+        train::format_number(
+            "%.2f", static_cast<double>(trainer_->stages().model().num_parameters()) / 1e6),
+        "M on this rank): no text samples or llm.c export (resume the checkpoint in one "
+        "process for those)");
   }
 
   dist::ProcessGroup& world_ = dist::world();
