@@ -9,18 +9,9 @@
 #           the TP trace after the TF32 change (.devrun/s4_tptrace.sh), train_gpt2 --pp layouts
 #           of the 774M shape (.devrun/ch14b.sh PART=app), and PyTorch's pipelining anchor.
 set -uo pipefail
-OUT=${OUT:-out}
 PART=${PART:-1}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
-MPI="mpirun --oversubscribe --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x OMP_NUM_THREADS=1"
-if [ -d .devdeps ] && [ ! -f /usr/include/pcre2.h ]; then
-  for f in .devdeps/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
+. .devrun/lib.sh  # $OUT, $MPI, .devdeps, stamp
 nvidia-smi -L
-t0=$SECONDS
-stamp() { echo "=== [$((SECONDS - t0)) s] $* ==="; }
 
 if [ "$PART" = 1 ] || [ ! -x build/bin/tt_ring_attention_bench ]; then
   stamp build

@@ -11,12 +11,16 @@ Writes, into reference_data/ch15/ (or --out DIR):
   greedy.npy                      int64 [1, 8 + 64]: a prompt of 8 tokens and 64 greedy tokens
   MANIFEST                        sha256 of each file, versions, seed, tolerances
 
+--preset 100m writes the same files for a ~125M-parameter shape (V 32000, C 768, L 12, 12 query
+heads, 4 key/value heads, F 2048; about 1 GB with the gradients): not committed, it is generated
+on a GPU machine and read by the same tests through TT_LLAMA_REFERENCE=DIR (.devrun/ch15_ref.sh).
+
 Needs torch, transformers, safetensors and numpy (the GPU machines have them; this project's CI
 reads the committed outputs). Deterministic: fixed seeds, one thread, CPU, float32. The seed of
 the weights is the first from --seed on whose greedy path the top-2 logit gap stays above
 --min-gap at every step, so that 1e-5 differences cannot flip a greedy token.
 
-    python3 reference_data/gen_llama_reference.py [--out reference_data/ch15]
+    python3 reference_data/gen_llama_reference.py [--out reference_data/ch15] [--preset 100m]
 """
 import argparse
 import hashlib
@@ -29,7 +33,15 @@ import torch
 import transformers
 from safetensors.torch import save_file
 
-VOCAB, T, PROMPT, NEW = 96, 16, 8, 64
+T, PROMPT, NEW = 16, 8, 64
+PRESETS = {  # --preset -> the LlamaConfig fields that differ between them
+    "tiny": dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                 initializer_range=0.1),
+    "100m": dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                 num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024,
+                 initializer_range=0.02),
+}
 TOL = {  # file -> (atol, rtol) used by the C++ test
     "logits.npy": (1e-4, 0.0),
     "loss.npy": (1e-5, 0.0),
@@ -38,13 +50,11 @@ TOL = {  # file -> (atol, rtol) used by the C++ test
 }
 
 
-def make_config():
+def make_config(preset):
     return transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-        rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
-        initializer_range=0.1, attention_bias=False, mlp_bias=False, hidden_act="silu",
-        bos_token_id=1, eos_token_id=2, pad_token_id=None)
+        **PRESETS[preset], rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False, hidden_act="silu", bos_token_id=1, eos_token_id=2,
+        pad_token_id=None)
 
 
 def greedy(model, prompt):
@@ -65,9 +75,12 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "ch15"))
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--min-gap", type=float, default=1e-3)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (1 for the committed data)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
+    VOCAB = PRESETS[args.preset]["vocab_size"]
     torch.use_deterministic_algorithms(True)
 
     gen = torch.Generator().manual_seed(args.seed)
@@ -78,7 +91,7 @@ def main():
 
     for seed in range(args.seed, args.seed + 100):
         torch.manual_seed(seed)
-        config = make_config()
+        config = make_config(args.preset)
         config._attn_implementation = "eager"
         model = transformers.LlamaForCausalLM(config).float().eval()
         ids, gap = greedy(model, prompt)
@@ -115,7 +128,7 @@ def main():
     files = ["config.json", "model.safetensors", "input_ids.npy", "targets.npy", "logits.npy",
              "loss.npy", "grads.safetensors", "greedy.npy"]
     lines = ["# Reference data of chapter 15, written by reference_data/gen_llama_reference.py (do not edit).",
-             f"# model: {json.dumps(make_config().to_diff_dict(), sort_keys=True)}",
+             f"# model: {json.dumps(make_config(args.preset).to_diff_dict(), sort_keys=True)}",
              f"# weights seed={seed} (first from {args.seed} with greedy top-2 gap > {args.min_gap}); min gap={gap:.6g}",
              "# <file> sha256=<hex> torch=<version> transformers=<version> atol=<a> rtol=<r>"]
     for f in files:

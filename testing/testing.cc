@@ -54,6 +54,7 @@ namespace tt::testing {
 }
 
 std::string reference_path(const std::string& relative) {
+  if (relative.starts_with('/')) return relative;  // already absolute (a directory from outside)
   return std::string(TT_REFERENCE_DIR) + "/" + relative;
 }
 

@@ -162,6 +162,9 @@ void check_cuda_graph(const train::TrainConfig& o, Device device, const Parallel
 Gpt2Family::Gpt2Family(train::TrainConfig& o, Device device, ParallelStrategy& par,
                        train::TrainData& data)
     : config_(o), device_(device), parallel_(par), data_(data) {
+  TT_CHECK(o.n_kv_head == 0 || o.n_kv_head == o.n_head, "--n-kv-head ", o.n_kv_head,
+           ": GPT-2 has multi-head attention (as many key/value heads as --heads ", o.n_head,
+           "); grouped-query attention is chapter 15's LLaMA (train_llama)");
   const int64_t V = data.tokenizer.vocab_size();
   if (!o.init_llmc.empty()) {
     model_ = load_llmc(o.init_llmc);

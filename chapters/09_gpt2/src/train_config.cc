@@ -40,6 +40,7 @@ void bind(ArgParser& args, TrainConfig& c) {
   args.option("--data", &c.data).option("--out", &c.out).option("--device", &c.device);
   args.option("--threads", &c.threads).option("--init-llmc", &c.init_llmc);
   args.option("--layers", &c.n_layer).option("--heads", &c.n_head).option("--channels", &c.n_embd);
+  args.option("--n-kv-head", &c.n_kv_head);
   args.option("--block-size", &c.block_size).option("--B", &c.B).option("--T", &c.T);
   args.option("--total-batch", &c.total_batch).option("--steps", &c.steps);
   args.option("--lr", &c.lr).option("--min-lr-frac", &c.min_lr_frac);
@@ -126,6 +127,8 @@ std::string TrainConfig::usage(const std::string& program) {
          "  --threads N           CPU threads (default: OMP_NUM_THREADS or all cores)\n"
          "model:\n"
          "  --layers L --heads NH --channels C   (4, 4, 128)\n"
+         "  --n-kv-head N         key/value heads of grouped-query attention, dividing --heads\n"
+         "                        (train_llama; 0, the default: = --heads, multi-head)\n"
          "  --block-size N        longest context (default: T)\n"
          "  --init-llmc FILE      start from an llm.c model file (e.g. gpt2_124M.bin)\n"
          "batch and schedule:\n"
@@ -251,6 +254,8 @@ void TrainConfig::validate() {
   checked_product(B, "--B", T, "--T");
   TT_CHECK(n_layer > 0 && n_head > 0 && n_embd > 0, "--layers, --heads and --channels must be > 0");
   TT_CHECK(n_embd % n_head == 0, "--channels ", n_embd, " is not a multiple of --heads ", n_head);
+  TT_CHECK(n_kv_head >= 0 && (n_kv_head == 0 || n_head % n_kv_head == 0), "--n-kv-head ", n_kv_head,
+           " must divide --heads ", n_head, " (0: = --heads)");
   check_nonnegative(block_size, "--block-size");
   if (block_size == 0) block_size = T;
   TT_CHECK(T <= block_size, "--T ", T, " exceeds --block-size ", block_size);
@@ -380,6 +385,7 @@ std::vector<ConfigEntry> TrainConfig::record(int64_t ranks) const {
       // what the run is: the model, the data order and the global batch
       {"--layers", num(n_layer), R::kFixed},
       {"--heads", num(n_head), R::kFixed},
+      {"--n-kv-head", num(n_kv_head), R::kFixed},
       {"--channels", num(n_embd), R::kFixed},
       {"--block-size", num(block_size), R::kFixed},
       {"--init-llmc", init_llmc, R::kFixed},

@@ -65,6 +65,8 @@ TEST(Ch09_TrainConfig, ParsesStrictlyAndValidatesEveryFlagUpFront) {
       {{"--top-k", "-3"}, "--top-k"},
       {{"--eval-batches", "0"}, "--eval-batches"},
       {{"--heads", "3"}, "--channels 128 is not a multiple of --heads 3"},
+      {{"--n-kv-head", "3"}, "--n-kv-head 3 must divide --heads 4"},
+      {{"--n-kv-head", "-1"}, "--n-kv-head -1 must divide --heads 4"},
       {{"--override", "steps"}, "--override applies to --resume only"},
       {{"--resume", "--override", "heads"}, "--override heads: not a flag"},
       {{"--resume", "--overwrite"}, "give one of them"},
@@ -101,13 +103,14 @@ TEST(Ch09_TrainConfig, RecordHashAndResumeConflicts) {
   EXPECT_EQ(halves.hash(2), a.hash(1));
   EXPECT_TRUE(resume_conflicts(recorded, halves, 2).empty());
   // Fixed and overridable changes are listed, each once.
-  TrainConfig b = TrainConfig::parse_args(
-      {"--B", "8", "--heads", "2", "--seed", "7", "--lr", "0.002", "--steps", "50", "--resume"});
+  TrainConfig b = TrainConfig::parse_args({"--B", "8", "--heads", "2", "--n-kv-head", "1", "--seed",
+                                           "7", "--lr", "0.002", "--steps", "50", "--resume"});
   EXPECT_NE(b.hash(1), a.hash(1));
   const std::vector<std::string> c = resume_conflicts(recorded, b, 1);
   std::string all;
   for (const auto& line : c) all += line + "\n";
   EXPECT_TRUE(contains(all, "--heads: 4 in the checkpoint, 2 now"));
+  EXPECT_TRUE(contains(all, "--n-kv-head: 0 in the checkpoint, 1 now"));
   EXPECT_TRUE(contains(all, "--seed: 1337 in the checkpoint, 7 now"));
   EXPECT_TRUE(contains(all, "--B x ranks: 4 in the checkpoint, 8 now"));
   EXPECT_TRUE(
@@ -230,6 +233,9 @@ TEST_F(Ch09_TrainLibrary, BadFlagsFailBeforeTheFirstStepWithOnePrefix) {
     EXPECT_TRUE(contains(r.output, "train_gpt2: "));
     EXPECT_EQ(r.output.find("train_gpt2: train_gpt2:"), std::string::npos) << r.output;
   }
+  const RunResult gqa = train("--steps 2 --n-kv-head 1", "gqa");
+  EXPECT_EQ(gqa.status, 1) << gqa.output;
+  EXPECT_TRUE(contains(gqa.output, "--n-kv-head 1: GPT-2 has multi-head attention")) << gqa.output;
   const RunResult missing = train("--steps 2 --resume", "nothing_here");
   EXPECT_EQ(missing.status, 1);
   EXPECT_TRUE(contains(missing.output, "train_gpt2: --resume: there is no checkpoint"));

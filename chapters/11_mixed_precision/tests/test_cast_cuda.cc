@@ -5,9 +5,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tt/bfloat16_cast.h"
+#include "tt/dispatcher.h"
+#include "tt/mixed_precision.h"
 #include "tt/testing.h"
 
 namespace tt {
@@ -99,6 +103,32 @@ TEST(Ch11_1_CastCuda, StridesBroadcastCreationAndOtherDtypes) {
   EXPECT_EQ(bits(h.to(kCuda)), bits(h));
   EXPECT_EQ(bits(h.to(kCuda).clone()), bits(h));  // contiguous bfloat16 -> bfloat16 on the GPU
   EXPECT_EQ(bits(x.to(bf16_cuda.dtype).to(kCuda)), bits(xd.to(DType::kBFloat16)));
+}
+
+// add_bias_bf16's CUDA kernels: the forward equals the CPU kernel bit for bit (one rounding of a
+// float32 sum); dbias, summed in another fixed order, within float32 rounding, and the same on
+// every run. Shapes: columns not a multiple of 32, rows over one and two 256-row chunks.
+TEST(Ch11_AddBiasBf16Cuda, MatchesTheCpuKernelsAndIsDeterministic) {
+  TT_SKIP_IF_NO_CUDA();
+  for (const auto& [rows, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {3, 45}, {300, 33}, {70000, 40}, {8192, 1280}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(n));
+    Generator gen(17);
+    const Tensor y = randn({rows, n}, gen).to(DType::kBFloat16);
+    const Tensor b = randn({n}, gen);
+    const Tensor dy = randn({rows, n}, gen).to(DType::kBFloat16);
+    EXPECT_EQ(bits(add_bias_bf16(y.to(kCuda), b.to(kCuda))), bits(add_bias_bf16(y, b)));
+    const Tensor cpu_db = empty({n}), gpu_db = empty({n}, {DType::kFloat32, kCuda});
+    cpu::bias_grad_bf16(cpu_db, dy);
+    const Tensor dy_gpu = dy.to(kCuda);
+    call_kernel<BiasGradBf16Kernel>("bias_grad_bf16", kCuda, gpu_db, dy_gpu);
+    EXPECT_TENSOR_NEAR(gpu_db.to(Device::cpu()), cpu_db, 1e-5 * std::sqrt(double(rows)), 1e-5);
+    const Tensor again = empty({n}, {DType::kFloat32, kCuda});
+    call_kernel<BiasGradBf16Kernel>("bias_grad_bf16", kCuda, again, dy_gpu);
+    const std::vector<float> a = gpu_db.to(Device::cpu()).to_vector<float>();
+    const std::vector<float> c = again.to(Device::cpu()).to_vector<float>();
+    EXPECT_EQ(a, c) << "not deterministic";
+  }
 }
 
 }  // namespace

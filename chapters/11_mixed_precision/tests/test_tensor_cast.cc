@@ -5,12 +5,16 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <utility>
 #include <vector>
 
+#include "tt/autograd.h"
 #include "tt/bfloat16_cast.h"
 #include "tt/dispatcher.h"
+#include "tt/mixed_precision.h"
 #include "tt/npy_tensor.h"
 #include "tt/ops_elementwise.h"
+#include "tt/ops_reduce.h"
 #include "tt/temp_dir.h"
 #include "tt/testing.h"
 
@@ -123,6 +127,43 @@ TEST(Ch11_1_TensorCast, OpsWithoutBFloat16KernelsSaySo) {
   EXPECT_TT_ERROR(add(a, a), "bfloat16");
   EXPECT_TT_ERROR(call_kernel<CastKernel>("cast", Device::cpu(), empty({2}, {DType::kFloat64}), a),
                   "cpu::cast", "bfloat16 -> float64");
+}
+
+// ----- add_bias_bf16: a float32 bias on a bfloat16 tensor, one rounding ---------------------
+
+/// A bfloat16 [rows, n] of seeded values and a float32 bias [n], on `device`.
+std::pair<Tensor, Tensor> bias_case(int64_t rows, int64_t n, Device device = Device::cpu()) {
+  Generator gen(31);
+  const Tensor y = randn({rows, n}, gen).to(DType::kBFloat16).to(device);
+  const Tensor b = randn({n}, gen).to(device);
+  return {y, b};
+}
+
+TEST(Ch11_AddBiasBf16, EqualsTheThreeStepCompositionBitForBitAndItsGradient) {
+  auto [y, b] = bias_case(37, 45);
+  const Tensor composed = add(y.to(DType::kFloat32), b).to(DType::kBFloat16);
+  EXPECT_EQ(bits(add_bias_bf16(y, b)), bits(composed));
+  // Gradients: dy to y unchanged, dbias the float32 column sums of dy.
+  y.set_requires_grad(true);
+  b.set_requires_grad(true);
+  Generator gen(5);
+  const Tensor dy = randn({37, 45}, gen).to(DType::kBFloat16);
+  autograd::backward(add_bias_bf16(y, b), dy);
+  EXPECT_EQ(bits(y.grad()), bits(dy));
+  EXPECT_TENSOR_NEAR(b.grad(), sum(dy.to(DType::kFloat32), {0}), 1e-5, 1e-6);
+  // A 3-D y (the bias along the last dim) and a strided view of y.
+  const Tensor b9 = b.detach().narrow(0, 0, 9).contiguous();
+  for (const Tensor& v : {y.detach().view({37, 5, 9}), y.detach().narrow(1, 3, 9)}) {
+    EXPECT_EQ(bits(add_bias_bf16(v, b9)),
+              bits(add(v.to(DType::kFloat32), b9).to(DType::kBFloat16)));
+  }
+}
+
+TEST(Ch11_AddBiasBf16, WrongDtypesOrShapesNameTheOpAndTheTensors) {
+  auto [y, b] = bias_case(4, 8);
+  EXPECT_TT_ERROR(add_bias_bf16(y.to(DType::kFloat32), b), "add_bias_bf16", "float32");
+  EXPECT_TT_ERROR(add_bias_bf16(y, b.to(DType::kBFloat16)), "add_bias_bf16", "bias");
+  EXPECT_TT_ERROR(add_bias_bf16(y, b.narrow(0, 0, 7)), "add_bias_bf16", "[7]");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "../../09_gpt2/tests/ch09_test_util.h"
 #include "ch12_test_util.h"
 #include "tt/dist.h"
+#include "tt/testing_common.h"
 
 namespace tt::dist {
 namespace {
@@ -59,6 +60,9 @@ TEST_F(Ch12_TrainGpt2App, DdpAndZero1LogTheLossesOfOneProcess) {
     ASSERT_EQ(one.status, 0) << one.output;
     const auto expected = read_csv(csv("one_" + precision));
     for (const std::string zero : {"0", "1"}) {
+      // Under the sanitizers (process start-up and MPI under ASan dominate these jobs): one
+      // strategy per precision, DDP in fp32 and ZeRO-1 in bf16, so both still run sanitized.
+      if (tt::testing::kSanitized && (zero == "1") != (precision == "bf16")) continue;
       const std::string out = "np2_zero" + zero + "_" + precision;
       const JobResult r = train(2, "--B 4 --zero " + zero + p, out);
       ASSERT_EQ(r.status, 0) << r.output;
@@ -98,6 +102,9 @@ TEST_F(Ch12_TrainGpt2App, DdpAndZero1LogTheLossesOfOneProcess) {
 
 TEST_F(Ch12_TrainGpt2App, InterruptedJobsResumeLikeAnUninterruptedOne) {
   for (const std::string zero : {"0", "1"}) {
+    // Under the sanitizers, ZeRO-1 only (it restores the sharded optimizer, the longer path);
+    // the normal build runs both.
+    if (tt::testing::kSanitized && zero == "0") continue;
     SCOPED_TRACE("--zero " + zero);
     const std::string opts = "--B 4 --zero " + zero;
     const JobResult full = train(2, opts, "full" + zero);

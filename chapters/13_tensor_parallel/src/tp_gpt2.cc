@@ -12,6 +12,7 @@
 #include "tt/autograd.h"
 #include "tt/dispatcher.h"
 #include "tt/error.h"
+#include "tt/mixed_precision.h"
 #include "tt/ops_elementwise.h"
 #include "tt/ops_matmul.h"
 #include "tt/ops_nn.h"
@@ -271,8 +272,12 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
     const Tensor y = plan->leave(run(x));
     if (!p.bias.defined()) return y;
     if (y.dtype() == p.bias.dtype()) return add(y, p.bias);
-    // A mixed-precision set's bfloat16 output (chapter 11 adds the bias in its GEMM epilogue;
-    // there is no bfloat16 add): the bias is added in the bias's float32, then rounded back.
+    // A mixed-precision set's bfloat16 output (chapter 11 adds the bias in its GEMM epilogue,
+    // which runs before the reduction here): chapter 11's add_bias_bf16, the float32 bias added
+    // in float32 and rounded once, in one pass (three, with two casts, before).
+    if (y.dtype() == DType::kBFloat16 && p.bias.dtype() == DType::kFloat32) {
+      return add_bias_bf16(y, p.bias);
+    }
     return as_dtype(add(as_dtype(y, p.bias.dtype()), p.bias), y.dtype());
   };
   ops.linear_gelu = [plan, base_linear_gelu = base.linear_gelu](const Tensor& x,

@@ -3,17 +3,15 @@
 // --resume and data parallelism under mpirun as train_gpt2 (see its header comment), with
 // LlamaFamily in place of Gpt2Family.
 //
-//   train_llama [--n-kv-head N] [every train_gpt2 flag: --data, --out, --layers, --heads,
+//   train_llama [every train_gpt2 flag: --data, --out, --layers, --heads, --n-kv-head,
 //               --channels, --B, --T, --steps, ...]
 //
-// --n-kv-head (default: --heads) sets grouped-query attention's key/value heads; it is read
-// here, before the training flags (TrainConfig does not know it, so a checkpoint does not
-// record it: --resume with another value fails on the parameter shapes). float32 only for now.
+// --n-kv-head (default: --heads) sets grouped-query attention's key/value heads; the run record
+// holds it like the other shape flags, so --resume with another value is refused by name.
+// float32 only for now.
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "tt/llama_family.h"
 #include "tt/parallel.h"
@@ -26,7 +24,7 @@ namespace {
 
 using namespace tt;
 
-int run(train::TrainConfig o, int64_t n_kv_heads) {
+int run(train::TrainConfig o) {
   train::RunStart start = train::start_run(o);
   if (!start.parallel) return 0;  // --print-device
   const std::unique_ptr<gpt2::ParallelStrategy>& par = start.parallel;
@@ -34,7 +32,7 @@ int run(train::TrainConfig o, int64_t n_kv_heads) {
   train::RunDir dir(
       o.out, {.writer = par->is_logging_rank(), .resume = o.resume, .overwrite = o.overwrite});
   train::TrainData data(o, *par);
-  llama::LlamaFamily family(o, n_kv_heads, device, *par, data);
+  llama::LlamaFamily family(o, device, *par, data);
   train::Trainer trainer(o, dir, family.parts());
   trainer.resume();
   trainer.print_resume();
@@ -55,24 +53,7 @@ int run(train::TrainConfig o, int64_t n_kv_heads) {
 
 int main(int argc, char** argv) {
   try {
-    // Take --n-kv-head N out of argv; the rest are TrainConfig's flags.
-    int64_t n_kv_heads = 0;
-    std::vector<char*> rest = {argv[0]};
-    for (int i = 1; i < argc; ++i) {
-      if (std::strcmp(argv[i], "--n-kv-head") == 0) {
-        TT_CHECK(i + 1 < argc, "--n-kv-head needs a value");
-        const std::string v = argv[++i];
-        std::size_t used = 0;
-        n_kv_heads = std::stoll(v, &used);
-        TT_CHECK(used == v.size() && n_kv_heads > 0, "--n-kv-head: '", v,
-                 "' is not a positive integer");
-      } else {
-        rest.push_back(argv[i]);
-      }
-    }
-    return run(
-        tt::train::TrainConfig::parse(static_cast<int>(rest.size()), rest.data(), "train_llama"),
-        n_kv_heads);
+    return run(tt::train::TrainConfig::parse(argc, argv, "train_llama"));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_llama: %s\n", e.what());
     return 1;

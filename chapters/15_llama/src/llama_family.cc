@@ -12,8 +12,8 @@
 
 namespace tt::llama {
 
-LlamaFamily::LlamaFamily(train::TrainConfig& o, int64_t n_kv_heads, Device device,
-                         gpt2::ParallelStrategy& par, train::TrainData& data)
+LlamaFamily::LlamaFamily(train::TrainConfig& o, Device device, gpt2::ParallelStrategy& par,
+                         train::TrainData& data)
     : config_(o), device_(device), parallel_(par), data_(data) {
   auto refuse = [](bool given, const char* flag) {
     TT_CHECK(!given, "train_llama: ", flag,
@@ -31,7 +31,7 @@ LlamaFamily::LlamaFamily(train::TrainConfig& o, int64_t n_kv_heads, Device devic
   c.dim = o.n_embd;
   c.n_layers = o.n_layer;
   c.n_heads = o.n_head;
-  c.n_kv_heads = n_kv_heads > 0 ? n_kv_heads : o.n_head;
+  c.n_kv_heads = o.n_kv_head > 0 ? o.n_kv_head : o.n_head;
   c.ffn_dim = std::max<int64_t>(32, (8 * o.n_embd / 3 + 16) / 32 * 32);
   c.max_seq_len = o.block_size;
   c.norm_eps = 1e-5;

@@ -3,9 +3,13 @@
 // reference_data/gen_llama_reference.py) loads here and gives transformers' logits (1e-4 max
 // abs, fp32), loss, gradients (tolerance in the MANIFEST) and 64 greedy tokens, on the CPU and
 // on CUDA. Skipped, with a message naming the script, while the files are not committed.
+// TT_LLAMA_REFERENCE=DIR runs the same tests on another directory written by the script, e.g.
+// the ~125M-parameter shape of `gen_llama_reference.py --preset 100m` on a GPU machine
+// (.devrun/ch15_ref.sh); its MANIFEST names the files "ch15/<file>" too.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "ch15_test_util.h"
@@ -16,11 +20,27 @@
 namespace tt {
 namespace {
 
-constexpr const char* kManifest = "ch15/MANIFEST";
+/// $TT_LLAMA_REFERENCE, or "" when it is not set.
+std::string reference_from_env() {
+  const char* dir = std::getenv("TT_LLAMA_REFERENCE");
+  return dir != nullptr && *dir != '\0' ? std::filesystem::absolute(dir).string() : "";
+}
+
+/// reference_data/ch15, or $TT_LLAMA_REFERENCE when set (absolute).
+std::string reference_dir() {
+  const std::string env = reference_from_env();
+  return env.empty() ? testing::reference_path("ch15") : env;
+}
+
+const std::string& manifest_path() {
+  static const std::string path = reference_dir() + "/MANIFEST";
+  return path;
+}
 
 #define TT_SKIP_WITHOUT_LLAMA_REFERENCE()                                                        \
   do {                                                                                           \
-    if (!std::filesystem::exists(testing::reference_path(kManifest))) {                          \
+    if (!std::filesystem::exists(manifest_path())) {                                             \
+      if (!reference_from_env().empty()) FAIL() << "TT_LLAMA_REFERENCE: no " << manifest_path(); \
       GTEST_SKIP() << "reference_data/ch15 is not there yet: run "                               \
                       "reference_data/gen_llama_reference.py (torch + transformers) and commit " \
                       "its output";                                                              \
@@ -28,7 +48,7 @@ constexpr const char* kManifest = "ch15/MANIFEST";
   } while (0)
 
 const reference::ManifestEntry& entry(const std::string& file) {
-  const auto& m = reference::manifest(kManifest);
+  const auto& m = reference::manifest(manifest_path().c_str());
   const auto it = m.find("ch15/" + file);
   TT_CHECK(it != m.end(), "ch15/MANIFEST has no line for ", file);
   return it->second;
@@ -44,7 +64,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 std::string path(const std::string& file) {
-  return testing::reference_path("ch15/" + file);
+  return reference_dir() + "/" + file;
 }
 
 /// The reference model on `device`, its inputs, and the expected tensors.
@@ -53,7 +73,7 @@ struct Reference {
   Tensor ids, targets, logits, loss;
 
   explicit Reference(Device device) {
-    model = llama::load_hf(testing::reference_path("ch15"));
+    model = llama::load_hf(reference_dir());
     model->to(device);
     ids = load_npy(path("input_ids.npy")).to(device);
     targets = load_npy(path("targets.npy")).to(device);

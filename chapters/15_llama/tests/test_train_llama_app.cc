@@ -49,6 +49,12 @@ TEST_F(Ch15_TrainLlamaApp, LossFallsResumeIsExactAndTheModelLoadsBack) {
   const auto bad = train("bad", "--steps 2 --precision bf16");
   EXPECT_EQ(bad.status, 1);
   EXPECT_TRUE(test09::contains(bad.output, "--precision bf16"));
+  // The run record holds --n-kv-head: resuming with another value is refused by name, before
+  // any parameter is loaded (the shapes would differ).
+  const auto other_kv = train("resumed", "--steps 8 --resume --n-kv-head 4");
+  EXPECT_EQ(other_kv.status, 1) << other_kv.output;
+  EXPECT_TRUE(test09::contains(other_kv.output, "--n-kv-head: 2 in the checkpoint, 4 now"))
+      << other_kv.output;
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ namespace tt::testing {
                                        const Tensor& actual, const Tensor& expected, double atol,
                                        double rtol);
 
-/// Absolute path of a file under reference_data/.
+/// Absolute path of a file under reference_data/ (an absolute `relative` is returned as is).
 std::string reference_path(const std::string& relative);
 
 }  // namespace tt::testing

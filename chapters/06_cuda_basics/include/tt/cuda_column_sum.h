@@ -36,11 +36,13 @@ inline constexpr int64_t kColumnSumChunk = 256;
 /// blockDim.y of the column-sum kernel: rows read at once by one block.
 inline constexpr int kColumnSumLanes = 8;
 
-/// partial[c * cols + j] = sum of in[r * ld + j] over the rows r of chunk c. Task t = (chunk
+/// partial[c * cols + j] = sum of in[r * ld + j] over the rows r of chunk c, each value
+/// converted to the accumulator type T first (e.g. bfloat16 in, float sums). Task t = (chunk
 /// t / n_strips, 32-column strip t % n_strips), one block per task (grid-stride), blockDim
 /// (32, kColumnSumLanes).
-template <typename T>
-__global__ void column_sum_kernel(T* partial, const T* in, int64_t rows, int64_t cols, int64_t ld) {
+template <typename In, typename T = In>
+__global__ void column_sum_kernel(T* partial, const In* in, int64_t rows, int64_t cols,
+                                  int64_t ld) {
   __shared__ T part[kColumnSumLanes][kWarpThreads];
   const int64_t n_strips = (cols + kWarpThreads - 1) / kWarpThreads;
   const int64_t n_chunks = (rows + kColumnSumChunk - 1) / kColumnSumChunk;
@@ -51,15 +53,15 @@ __global__ void column_sum_kernel(T* partial, const T* in, int64_t rows, int64_t
     const int64_t r1 = std::min(rows, (c + 1) * kColumnSumChunk);
     T a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     if (j < cols) {
-      const T* col = in + j;
+      const In* col = in + j;
       int64_t r = c * kColumnSumChunk + ty;
       for (; r + 3 * L < r1; r += 4 * L) {  // four loads in flight per thread
-        a0 += col[r * ld];
-        a1 += col[(r + L) * ld];
-        a2 += col[(r + 2 * L) * ld];
-        a3 += col[(r + 3 * L) * ld];
+        a0 += static_cast<T>(col[r * ld]);
+        a1 += static_cast<T>(col[(r + L) * ld]);
+        a2 += static_cast<T>(col[(r + 2 * L) * ld]);
+        a3 += static_cast<T>(col[(r + 3 * L) * ld]);
       }
-      for (; r < r1; r += L) a0 += col[r * ld];
+      for (; r < r1; r += L) a0 += static_cast<T>(col[r * ld]);
     }
     part[ty][tx] = (a0 + a1) + (a2 + a3);
     __syncthreads();
@@ -74,33 +76,28 @@ __global__ void column_sum_kernel(T* partial, const T* in, int64_t rows, int64_t
 }
 
 /// out[j] = sum over r < rows of in[r * ld + j] for j < cols (ld >= cols), on device `dev`'s
-/// stream; `out` holds cols elements. Launches one column_sum_kernel per 256-fold reduction,
-/// with intermediate buffers from the caching allocator. rows >= 1, cols >= 1.
-template <typename T>
-void column_sum(T* out, const T* in, int64_t rows, int64_t cols, int64_t ld, const Device& device) {
+/// stream, accumulated in T (the type of out: float sums of bfloat16 `in`, for instance); `out`
+/// holds cols elements. Launches one column_sum_kernel per 256-fold reduction, with
+/// intermediate buffers of T from the caching allocator. rows >= 1, cols >= 1.
+template <typename In, typename T = In>
+void column_sum(T* out, const In* in, int64_t rows, int64_t cols, int64_t ld,
+                const Device& device) {
   const int dev = device.index;
   const dim3 block(kWarpThreads, kColumnSumLanes);
   const int threads = kWarpThreads * kColumnSumLanes;
   const int64_t n_strips = (cols + kWarpThreads - 1) / kWarpThreads;
-  Tensor buffers[2];  // ping-pong partial sums, alive until every launch is queued
-  int which = 0;
-  while (true) {
-    const int64_t n_chunks = (rows + kColumnSumChunk - 1) / kColumnSumChunk;
-    T* dst = out;
-    if (n_chunks > 1) {
-      buffers[which] = empty({n_chunks, cols}, {dtype_of<T>, device});
-      dst = buffers[which].data<T>();
-    }
-    column_sum_kernel<T>
-        <<<grid_size(n_chunks * n_strips * threads, threads, dev), block, 0, stream(dev)>>>(
-            dst, in, rows, cols, ld);
-    TT_CUDA_CHECK_LAUNCH("column_sum_kernel");
-    if (n_chunks == 1) return;
-    in = dst;
-    rows = n_chunks;
-    ld = cols;
-    which = 1 - which;
+  const int64_t n_chunks = (rows + kColumnSumChunk - 1) / kColumnSumChunk;
+  Tensor partial;  // the chunks' sums, alive until the next pass is queued
+  T* dst = out;
+  if (n_chunks > 1) {
+    partial = empty({n_chunks, cols}, {dtype_of<T>, device});
+    dst = partial.data<T>();
   }
+  column_sum_kernel<In, T>
+      <<<grid_size(n_chunks * n_strips * threads, threads, dev), block, 0, stream(dev)>>>(
+          dst, in, rows, cols, ld);
+  TT_CUDA_CHECK_LAUNCH("column_sum_kernel");
+  if (n_chunks > 1) column_sum<T, T>(out, dst, n_chunks, cols, cols, device);  // the chunks' sums
 }
 
 }  // namespace tt::cuda

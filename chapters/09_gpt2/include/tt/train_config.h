@@ -50,10 +50,12 @@ struct TrainConfig {
   bool print_device = false;           ///< --print-device: print the device and exit
   int threads = 0;                     ///< --threads: CPU threads (0: the default)
   // model (GPT-2)
-  std::string init_llmc;   ///< --init-llmc: start from an llm.c model file
-  int64_t n_layer = 4;     ///< --layers
-  int64_t n_head = 4;      ///< --heads
-  int64_t n_embd = 128;    ///< --channels
+  std::string init_llmc;  ///< --init-llmc: start from an llm.c model file
+  int64_t n_layer = 4;    ///< --layers
+  int64_t n_head = 4;     ///< --heads
+  int64_t n_kv_head =
+      0;                 ///< --n-kv-head: key/value heads of grouped-query attention (0: = --heads)
+  int64_t n_embd = 128;  ///< --channels
   int64_t block_size = 0;  ///< --block-size (0: = T)
   // batch and schedule
   int64_t B = 16;             ///< --B: rows per rank and micro-batch

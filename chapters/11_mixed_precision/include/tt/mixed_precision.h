@@ -24,6 +24,38 @@ namespace tt {
 /// converted back to x's dtype. Throws tt::Error naming both dtypes for other conversions.
 Tensor to_dtype(const Tensor& x, DType dtype);
 
+/// y + bias for a bfloat16 y [..., N] and a float32 bias [N], in one pass: each element is
+/// computed in float32 and rounded to bfloat16 once, bit for bit what
+/// to_dtype(add(to_dtype(y, float32), bias), bfloat16) gives in three. Differentiable: dy reaches
+/// y unchanged, and \f$ d\,bias_n = \sum_r dy_{r,n} \f$ in float32 over the rows r of dy in a
+/// fixed order (deterministic). For a bias that must follow a reduction, such as chapter 13's
+/// row-parallel layers (the GEMM epilogue cannot add it before the all-reduce). Throws
+/// tt::Error naming the op, shapes, dtypes and devices for anything else.
+Tensor add_bias_bf16(const Tensor& y, const Tensor& bias);
+
+/// Signature of the kernel "add_bias_bf16": out [R, N] = y [R, N] + bias [N] (contiguous; out and
+/// y bfloat16, bias float32), each sum in float32, rounded to nearest even once.
+using AddBiasBf16Kernel = void(const Tensor& out, const Tensor& y, const Tensor& bias);
+/// Signature of the kernel "bias_grad_bf16": dbias [N] (float32) = the sum over the rows of dy
+/// [R, N] (bfloat16, contiguous), accumulated in float32 in a fixed order.
+using BiasGradBf16Kernel = void(const Tensor& dbias, const Tensor& dy);
+
+namespace cpu {
+/// The CPU kernel "add_bias_bf16" (see AddBiasBf16Kernel).
+void add_bias_bf16(const Tensor& out, const Tensor& y, const Tensor& bias);
+/// The CPU kernel "bias_grad_bf16": rows summed in order 0, 1, ..., R-1.
+void bias_grad_bf16(const Tensor& dbias, const Tensor& dy);
+}  // namespace cpu
+
+namespace cuda {
+/// The CUDA kernel "add_bias_bf16" (CUDA builds only): one element per thread.
+void add_bias_bf16(const Tensor& out, const Tensor& y, const Tensor& bias);
+/// The CUDA kernel "bias_grad_bf16" (CUDA builds only): chapter 06's column_sum
+/// (tt/cuda_column_sum.h) reading bfloat16 and summing in float32, in its fixed order
+/// (deterministic, not the CPU's order).
+void bias_grad_bf16(const Tensor& dbias, const Tensor& dy);
+}  // namespace cuda
+
 /// Causal self-attention of a bfloat16 packed qkv [B, T, 3C] (float32 is converted first) with
 /// n_head heads -> bfloat16 y [B, T, C]: chapter 10's flash_attention_qkv, which sends bfloat16
 /// to chapter 11's tensor-core kernels (tt/flash_attention_bf16.h). Head sizes those kernels do

@@ -6,7 +6,7 @@
 /// Gpt2Family's.
 /// @code
 ///   tt::train::TrainData data(config, *strategy);
-///   tt::llama::LlamaFamily family(config, n_kv_heads, device, *strategy, data);
+///   tt::llama::LlamaFamily family(config, device, *strategy, data);
 ///   tt::train::Trainer trainer(config, dir, family.parts());
 ///   trainer.resume();
 ///   family.print_plan();
@@ -28,12 +28,12 @@ namespace tt::llama {
 /// LLaMA's pieces of one run on one rank (see the file comment).
 class LlamaFamily {
  public:
-  /// A Llama of --layers, --heads, --channels (C), `n_kv_heads` (0: = --heads), F the multiple
+  /// A Llama of --layers, --heads, --channels (C), --n-kv-head (0: = --heads), F the multiple
   /// of 32 nearest 8C/3, V the tokenizer's, max_seq_len --block-size, on `device`, seeded with
   /// --seed; the optimizer from `parallel`; the schedule. Throws tt::Error for an option this
   /// family does not support yet (naming it) or an invalid shape.
-  LlamaFamily(train::TrainConfig& config, int64_t n_kv_heads, Device device,
-              gpt2::ParallelStrategy& parallel, train::TrainData& data);
+  LlamaFamily(train::TrainConfig& config, Device device, gpt2::ParallelStrategy& parallel,
+              train::TrainData& data);
   LlamaFamily(const LlamaFamily&) = delete;
   LlamaFamily& operator=(const LlamaFamily&) = delete;
   /// The parts of the Trainer (they refer to this object: keep it alive while training).
