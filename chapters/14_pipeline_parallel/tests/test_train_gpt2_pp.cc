@@ -74,9 +74,9 @@ TEST_F(Ch14_TrainGpt2Pp, PipelineLogsTheLossesOfOneProcessAndOneProcessResumesIt
   // gathered from both stages ...
   const JobResult pp = train(2, "--steps 5 --pp 2 --micro-batches 2", "pp2");
   ASSERT_EQ(pp.status, 0) << pp.output;
-  for (const char* line : {"parallel: pp over 2 processes: 1 data-parallel replica(s) of 2 ranks",
-                           "step: pipeline 1f1b p=2 m=2 v=1",
-                           "each rank holds its stages' parameters only"}) {
+  for (const char* line :
+       {"parallel: pp over 2 processes: 1 data-parallel replica(s) of 2 ranks",
+        "step: pipeline 1f1b p=2 m=2 v=1", "each rank holds its stages' parameters only"}) {
     EXPECT_NE(pp.output.find(line), std::string::npos) << "no '" << line << "' in\n" << pp.output;
   }
   const std::size_t rows = test09::read_csv(dir_.file("pp2") + "/train.csv").size();
