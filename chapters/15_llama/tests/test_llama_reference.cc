@@ -92,7 +92,8 @@ TEST(Ch15_Reference, FilesMatchTheirManifest) {
 
 void check_logits_loss_grads(Device device) {
   Reference r(device);
-  EXPECT_EQ(r.model->config().n_kv_heads * 2, r.model->config().n_heads);
+  // Grouped-query attention (tiny: 4 query heads, 2 key/value heads; 100m: 12 and 4).
+  EXPECT_LT(r.model->config().n_kv_heads, r.model->config().n_heads);
   EXPECT_FALSE(r.model->config().tie_embeddings);
   const Tensor logits = r.model->forward(r.ids);
   EXPECT_TENSOR_NEAR(logits.to(Device::cpu()), r.logits, entry("logits.npy").atol, 0);
