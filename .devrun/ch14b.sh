@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU runs of chapter 14 (issue 25): train_gpt2 --pp layouts, the bubble and the activation
 # memory of the schedules measured with tt_pipeline_bench, PyTorch's torch.distributed.pipelining
-# as the anchor. On a 4-GPU H100 machine, from the repository root (.devrun/lib.sh: $OUT, $MPI,
-# .devdeps, stamp, tt_build). PARTS="a b ..." runs parts in that order (PART=x is PARTS=x;
+# as the anchor. On a 4-GPU H100 machine, from the repository root (.devrun/lib.sh: $OUT, $MPI
+# for the tests, $MPI_APP for the app and the bench, whose 1.3B random init on the CPU needs
+# threads, .devdeps, stamp, tt_build). PARTS="a b ..." runs parts in that order (PART=x is PARTS=x;
 # "all": every part). Expected times on 4xH100 at the 1.3B shape:
 #   build   (~60 s) train_gpt2, tt_prepare_data, tt_pipeline_bench, tt_ch14_tests (solution)
 #   tests   (~30 s at TEST_NP="2 4"; add 1 for one process) chapter 14's tests under mpirun
@@ -51,6 +52,7 @@ RUN_DIR=${RUN_DIR:-/dev/shm}
 SWEEP_SHAPE=${SWEEP_SHAPE:-774m}
 SWEEP_B=${SWEEP_B:-1}
 TORCH_SCHEDULES=${TORCH_SCHEDULES:-"1f1b gpipe"}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
 . .devrun/lib.sh  # $OUT, $MPI, .devdeps, stamp, tt_build
 status=0
 want() { [[ " $PARTS " == *" all "* || " $PARTS " == *" $1 "* ]]; }
@@ -148,7 +150,7 @@ measure() {
   echo "--- $shape ($L/$H/$C) $layout: np=$np $flags"
   smi_start "$run.mem"
   local t0=$SECONDS
-  if [ "$np" -gt 1 ]; then timeout 240 $MPI -np "$np" $cmd; else timeout 240 $cmd; fi \
+  if [ "$np" -gt 1 ]; then timeout 240 $MPI_APP -np "$np" $cmd; else timeout 240 $cmd; fi \
     >"$run.log" 2>&1
   smi_stop
   local wall=$((SECONDS - t0))
@@ -211,11 +213,12 @@ step_ms,tok_s,peak_mib,static_mib_rank0,act_mib_rank0,act_mib_max,in_flight_rank
     timelines=(--timeline-dir /tmp/ch14b_timelines)
   fi
   smi_start /tmp/ch14b_bench.mem
-  timeout 150 $MPI -np "$np" build/bin/tt_pipeline_bench --device cuda --ops bf16 \
+  timeout "$BENCH_TIMEOUT" $MPI_APP -np "$np" build/bin/tt_pipeline_bench --device cuda --ops bf16 \
     --schedule "$sched" --micro-batches "$m" --layers "$L" --heads "$H" --channels "$C" \
     --batch "$SWEEP_B" --seq "$T" --steps 3 --warmup 2 "${timelines[@]}" "$@" \
     >/tmp/ch14b_bench.log 2>&1 ||
-    { echo "bench np=$np $sched m=$m FAILED"; tail -5 /tmp/ch14b_bench.log; status=1; }
+    { echo "bench np=$np $sched m=$m FAILED (exit $?; 124: over BENCH_TIMEOUT=$BENCH_TIMEOUT s)"
+      tail -5 /tmp/ch14b_bench.log; status=1; }
   smi_stop
   [ ${#timelines[@]} = 0 ] || tar czf "$OUT/timelines.tgz" -C /tmp ch14b_timelines 2>/dev/null
   cat /tmp/ch14b_bench.log >>"$OUT/bench.log"
