@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "tt/backend.h"
 #include "tt/cuda_matmul.h"
@@ -223,9 +224,11 @@ train::TrainerParts Gpt2Family::parts() {
   parts.next_train = [this] { return data_.train.next(); };
   parts.evaluate = [this] {
     data_.val.reset();
-    parallel_.prepare_whole_model(*model_);  // --pp: every stage's parameters on every rank
-    return parallel_.average(evaluate(
-        *model_, [this] { return data_.val.next(); }, config_.eval_batches));
+    const auto next = [this] { return data_.val.next(); };
+    // --pp: through the stages (no rank holds the whole model).
+    const std::optional<double> staged =
+        runner_ ? runner_->evaluate(next, config_.eval_batches) : std::nullopt;
+    return parallel_.average(staged ? *staged : evaluate(*model_, next, config_.eval_batches));
   };
   parts.step = [this](const std::function<Batch()>& next) {
     return runner_ ? runner_->step(next) : train_step(*model_, *optimizer_, next, step_options_);

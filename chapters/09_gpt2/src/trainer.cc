@@ -213,7 +213,14 @@ TrainerResult Trainer::run() {
       if (parts_.peak_flops > 0) line += " | MFU " + fmt("%.1f%%", 100 * mfu);
       bar.println(line);
     }
-    if (step == o.kill_after_step) std::raise(SIGKILL);  // a crash between two checkpoints
+    if (step == o.kill_after_step) {  // a crash between two checkpoints
+      // First the memory line a normal end prints (a measured run killed to skip its final
+      // checkpoint still reports it; every rank reaches this step).
+      const std::vector<Tensor> params = parts_.model->parameters();
+      if (!params.empty()) print_memory(params.front().device());
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
     bar.update(step - start, "loss " + fmt("%.3f", r.loss));
     if (wants_sample(step, elapsed, step == o.steps || out_of_time)) sample_now(step, &bar);
     if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == o.steps ||

@@ -23,6 +23,17 @@
 
 namespace tt::tp {
 
+// The TensorImpl is shared by the handles, so it is edited in place, as Module::to moves memory
+// in place (chapter 05).
+void replace_(const Tensor& param, const Tensor& part) {
+  TensorImpl& dst = *param.impl();
+  const TensorImpl& src = *part.impl();
+  dst.storage = src.storage;
+  dst.shape = src.shape;
+  dst.strides = src.strides;
+  dst.offset = src.offset;
+}
+
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -42,18 +53,6 @@ const char* split_name(Split s) {
       return "q|k|v rows";
   }
   return "?";
-}
-
-// Makes every handle of `param` (its module's registration and member, a tied use) refer to
-// `part`'s memory and shape: the TensorImpl is shared by the handles, so it is edited in place,
-// as Module::to moves memory in place (chapter 05).
-void replace_(const Tensor& param, const Tensor& part) {
-  TensorImpl& dst = *param.impl();
-  const TensorImpl& src = *part.impl();
-  dst.storage = src.storage;
-  dst.shape = src.shape;
-  dst.strides = src.strides;
-  dst.offset = src.offset;
 }
 
 // x converted to `dtype`, differentiable (the gradient converted back): the bfloat16 hidden

@@ -1,10 +1,14 @@
 // tt_pipeline_bench: trains a GPT-2 shape as a pipeline (one stage per rank) on random tokens
 // and measures what chapter 14 teaches: the bubble fraction from each rank's timeline against
 // (p-1)/(v m + p - 1) and the idealized replay, tokens per second, peak activation chunks in
-// flight and peak device memory. Writes each rank's measured and replayed timelines (CSV, a
+// flight and device memory per rank: what stays between steps (the rank's parameters and AdamW
+// moments, "static"), its gradients, the allocator's peak, and the peak above static +
+// gradients (the activations kept for the backward, their gradients in flight, workspaces:
+// what AFAB and 1F1B differ in). Writes each rank's measured and replayed timelines (CSV, a
 // gnuplot script, a PNG when gnuplot is installed) into --timeline-dir.
 //
 //   mpirun -np 4 tt_pipeline_bench --schedule 1f1b --micro-batches 8 --device cuda
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -38,19 +42,27 @@ int run(const Args& a) {
   config.block_size = a.seq;
   const tt::Device device =
       a.device == "cuda" ? tt::Device::cuda(world.local_rank()) : tt::Device::cpu();
-  tt::gpt2::GPT2 model(config, 1337);
-  model.to(device);
-  model.set_ops(tt::gpt2::model_ops(a.ops));  // e.g. chapter 10's "fast" (FlashAttention)
   tt::pp::PipelineOptions options;
   options.schedule = tt::pp::parse_schedule_kind(a.schedule);
   options.micro_batches = a.micro_batches;
   options.chunks = a.chunks;
   options.timeline = true;
   if (a.uniform) options.block_costs.assign(static_cast<std::size_t>(a.layers), 1.0);
+  tt::gpt2::GPT2 model(config, 1337);
+  // This rank's stages only, before the model moves to its device (as train_gpt2 --pp does).
+  const tt::pp::PipelineShape shape{p, a.micro_batches, a.chunks};
+  tt::pp::GPT2Stages(model, shape, rank,
+                     tt::pp::gpt2_stage_layers(config, shape.virtual_stages(), options.block_costs))
+      .keep_only_own_parameters();
+  model.to(device);
+  model.set_ops(tt::gpt2::model_ops(a.ops));  // e.g. chapter 10's "fast" (FlashAttention)
   tt::pp::PipelineTrainer trainer(model, world, nullptr, options, a.batch, a.seq);
   tt::optim::AdamWOptions adam;
   adam.lr = 1e-4;
   tt::optim::AdamW optimizer(trainer.param_groups(0.1), adam);
+  const tt::Allocator& allocator = tt::backend_for(device.type).allocator(device.index);
+  // Parameters and moments: what this rank holds before its first step.
+  const double static_bytes = static_cast<double>(allocator.stats().allocated);
   tt::Generator gen(42);
   const auto next_batch = [&] {
     std::vector<int64_t> tokens(static_cast<std::size_t>(a.batch * (a.seq + 1)));
@@ -81,34 +93,54 @@ int run(const Args& a) {
   tt::Tensor stats = tt::from_vector<double>({bubble / measured / p, ms / measured}, {2});
   world.all_reduce(stats);
   const double step_ms = stats.data<double>()[1] / p;
-  const tt::pp::PipelineShape shape = trainer.shape();
   std::vector<tt::pp::RankSchedule> all;
   for (int r = 0; r < p; ++r) all.push_back(tt::pp::make_schedule(options.schedule, shape, r));
   const auto replay = tt::pp::check_schedules(all, shape, 1.0 / a.chunks, 2.0 / a.chunks);
-  const double peak_mib =
-      static_cast<double>(
-          tt::backend_for(device.type).allocator(device.index).stats().peak_allocated) /
-      (1024.0 * 1024.0);
-  tt::Tensor peaks =
-      tt::from_vector<double>({peak_mib, double(trainer.last().peak_in_flight)}, {2});
-  world.all_reduce(peaks);  // sums: the mean is printed
+  // Memory per rank (MiB): static, gradients, allocator peak, peak above static + gradients.
+  double grad_bytes = 0;
+  for (const tt::Tensor& t : trainer.stages().parameters()) {
+    if (t.grad().defined())
+      grad_bytes += static_cast<double>(t.grad().numel()) * tt::dtype_size(t.grad().dtype());
+  }
+  const double mib = 1024.0 * 1024.0, peak = static_cast<double>(allocator.stats().peak_allocated);
+  const tt::Tensor mine = tt::from_vector<double>(
+      {static_bytes / mib, grad_bytes / mib, peak / mib, (peak - static_bytes - grad_bytes) / mib,
+       double(trainer.last().peak_in_flight)},
+      {5});
+  const tt::Tensor memory = tt::empty({5 * p}, {.dtype = tt::DType::kFloat64});
+  world.all_gather(memory, mine);
   if (rank == 0) {
+    const double* m = memory.data<double>();
+    double peak_sum = 0, above_max = 0, in_flight_max = 0;
+    for (int r = 0; r < p; ++r) {
+      const double* x = m + 5 * r;
+      std::printf(
+          "memory rank %d: static %.1f MiB (parameters, moments), gradients %.1f MiB, peak %.1f "
+          "MiB, above static + gradients %.1f MiB (activations in flight); peak chunks in "
+          "flight %.0f\n",
+          r, x[0], x[1], x[2], x[3], x[4]);
+      peak_sum += x[2];
+      above_max = std::max(above_max, x[3]);
+      in_flight_max = std::max(in_flight_max, x[4]);
+    }
     const double measured_bubble = stats.data<double>()[0];
     const double theory = tt::pp::bubble_fraction(shape.stages, shape.micro_batches, shape.chunks);
     const double replayed = tt::pp::simulated_bubble(replay);
     const double tok_s = static_cast<double>(a.batch * a.seq * a.micro_batches) / (step_ms / 1e3);
-    const double memory = peaks.data<double>()[0] / p, in_flight = peaks.data<double>()[1] / p;
     std::printf(
-        "pipeline %s %s (%s, B=%lld T=%lld, ops %s): bubble measured %.4f, theory %.4f, replay %.4f; step %.2f ms, %.0f "
-        "tok/s; mean peak memory %.1f MiB, mean peak chunks in flight %.2f\n",
+        "pipeline %s %s (%s, B=%lld T=%lld, ops %s): bubble measured %.4f, theory %.4f, replay "
+        "%.4f; step %.2f ms, %.0f tok/s; mean peak memory %.1f MiB; activations above static + "
+        "gradients: rank 0 %.1f MiB, max %.1f MiB; peak chunks in flight: rank 0 %.0f, max "
+        "%.0f\n",
         a.schedule.c_str(), shape.str().c_str(), config.str().c_str(),
         static_cast<long long>(a.batch), static_cast<long long>(a.seq), a.ops.c_str(),
-        measured_bubble, theory, replayed, step_ms, tok_s, memory, in_flight);
-    // The same numbers as one CSV row (.devrun/ch14.sh collects them).
-    std::printf("csv,%d,%d,%lld,%s,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f\n", a.layers,
-                a.channels, static_cast<long long>(a.batch), a.ops.c_str(), a.schedule.c_str(), p,
-                a.micro_batches, a.chunks, measured_bubble, theory, replayed, step_ms, tok_s,
-                memory);
+        measured_bubble, theory, replayed, step_ms, tok_s, peak_sum / p, m[3], above_max, m[4],
+        in_flight_max);
+    // The same numbers as one CSV row (.devrun/ch14b.sh collects them).
+    std::printf("csv,%d,%d,%lld,%s,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f\n",
+                a.layers, a.channels, static_cast<long long>(a.batch), a.ops.c_str(),
+                a.schedule.c_str(), p, a.micro_batches, a.chunks, measured_bubble, theory, replayed,
+                step_ms, tok_s, peak_sum / p, m[0], m[3], above_max, m[4]);
   }
   if (!a.timeline_dir.empty()) {
     const std::string base = a.timeline_dir + "/" + a.schedule + "_p" + std::to_string(p) + "_m" +

@@ -290,11 +290,17 @@ void GPT2Stages::set_micro_batches(std::vector<Batch> batches) {
 }
 
 Tensor GPT2Stages::forward(int chunk, int micro_batch, const Tensor& input) {
-  const StageLayers& l = layers_[virtual_stage_of(shape_, rank_, chunk)];
   TT_CHECK(micro_batch >= 0 && micro_batch < static_cast<int>(batches_.size()),
            "GPT2Stages::forward: micro-batch ", micro_batch, " of ", batches_.size(),
            " set (call set_micro_batches first)");
-  const Batch& batch = batches_[micro_batch];
+  return run_stage(virtual_stage_of(shape_, rank_, chunk), batches_[micro_batch], input);
+}
+
+Tensor GPT2Stages::run_stage(int stage, const Batch& batch, const Tensor& input) {
+  TT_CHECK(stage >= 0 && stage < shape_.virtual_stages() && place_of(shape_, stage).rank == rank_,
+           "GPT2Stages::run_stage: virtual stage ", stage, " is not one of rank ", rank_, "'s in ",
+           shape_.str());
+  const StageLayers& l = layers_[stage];
   // The model's own loop over the stage's blocks (and ln_f on the last): Block::forward, or the
   // operation set's fused loop (chapter 10's and 11's operations, chapter 13's split layers).
   const Tensor x =
@@ -323,6 +329,32 @@ std::vector<Tensor> GPT2Stages::parameters() const {
     }
   }
   return out;
+}
+
+std::vector<Tensor> GPT2Stages::boundary_parameters() const {
+  std::vector<Tensor> out;
+  for (int s = 0; s < shape_.virtual_stages(); ++s) {
+    const int64_t next = layers_[static_cast<std::size_t>(s)].end;
+    if (place_of(shape_, s).rank != rank_ || next == model_.config().n_layer) continue;
+    const std::string prefix = detail::str("h.", next, ".ln_1.");
+    for (const auto& [name, t] : model_.named_parameters()) {
+      if (name.starts_with(prefix)) out.push_back(t);
+    }
+  }
+  return out;
+}
+
+void GPT2Stages::keep_only_own_parameters() {
+  std::vector<Tensor> mine = parameters();
+  for (const Tensor& t : boundary_parameters()) mine.push_back(t);
+  for (const Tensor& t : model_.parameters()) {
+    if (std::any_of(mine.begin(), mine.end(), [&](const Tensor& k) { return k.is_same(t); })) {
+      continue;
+    }
+    t.set_grad(Tensor());
+    // Every size 0, the number of dimensions kept (gpt2::param_groups sorts by it).
+    tp::replace_(t, empty(Shape(static_cast<std::size_t>(t.dim()), 0), {t.dtype(), t.device()}));
+  }
 }
 
 std::vector<optim::ParamGroup> GPT2Stages::param_groups(double weight_decay) const {
@@ -379,6 +411,7 @@ PipelineTrainer::PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist
         r == place_of(shape_, 0).rank || r == place_of(shape_, shape_.virtual_stages() - 1).rank;
     tied_ = pp.split(ends ? 0 : 1, r);
   }
+  stages_.keep_only_own_parameters();  // a no-op when the strategy did it before
 }
 
 gpt2::TrainStepResult PipelineTrainer::step(optim::Optimizer& optimizer,
@@ -449,21 +482,56 @@ gpt2::TrainStepResult PipelineTrainer::step(optim::Optimizer& optimizer,
   return r;
 }
 
-void PipelineTrainer::gather_parameters() {
-  for (const auto& [name, t] : model_.named_parameters()) {
-    pp_.broadcast(t, place_of(shape_, stages_.owner_of(name)).rank);
+double PipelineTrainer::evaluate(const std::function<Batch()>& next_batch, int64_t num_batches) {
+  TT_CHECK(num_batches >= 1, "PipelineTrainer::evaluate: num_batches must be >= 1, got ",
+           num_batches);
+  autograd::NoGradGuard no_grad;
+  const int me = pp_.rank(), stages = shape_.virtual_stages();
+  const Device device = model_.device();
+  double sum = 0;
+  for (int64_t i = 0; i < num_batches; ++i) {
+    const Batch b = next_batch();
+    const Batch batch{b.inputs.to(device), b.targets.to(device)};
+    const Shape hidden{batch.inputs.size(0), batch.inputs.size(1), model_.config().n_embd};
+    Tensor x;  // the activation between virtual stages; the loss after the last
+    for (int s = 0; s < stages; ++s) {
+      const int rank = place_of(shape_, s).rank;
+      const int from = s > 0 ? place_of(shape_, s - 1).rank : rank;
+      if (rank != from && me == from) {  // the previous virtual stage's output, sent on
+        TT_CHECK(x.shape() == hidden && x.dtype() == exec_.activation_options.dtype,
+                 "PipelineTrainer::evaluate (", pp_.where(), "): virtual stage ", s - 1,
+                 " returned ", x.describe(), ", not the hidden states ", hidden, " ",
+                 dtype_name(exec_.activation_options.dtype));
+        pp_.batch_send_recv({{dist::P2POp::Kind::kSend, x.contiguous(), rank, s}});
+      } else if (rank != from && me == rank) {
+        x = empty(hidden, exec_.activation_options);
+        pp_.batch_send_recv({{dist::P2POp::Kind::kRecv, x, from, s}});
+      }
+      if (me == rank) x = stages_.run_stage(s, batch, x);
+    }
+    if (me == place_of(shape_, stages - 1).rank) sum += x.item();
   }
+  // The last stage's mean; the others add 0.
+  const Tensor loss = full({1}, sum / static_cast<double>(num_batches), {.dtype = DType::kFloat64});
+  pp_.all_reduce(loss);
+  return loss.item();
 }
 
 namespace {
 
-// The parameters of an optimizer's groups, flattened (the indices of "state.<i>.<name>").
-std::vector<Tensor> flat_params(const optim::Optimizer& optimizer) {
+// The parameters of optimizer groups, flattened (the indices of "state.<i>.<name>").
+std::vector<Tensor> flat(const std::vector<optim::ParamGroup>& groups) {
   std::vector<Tensor> out;
-  for (const optim::ParamGroup& g : optimizer.param_groups()) {
-    out.insert(out.end(), g.params.begin(), g.params.end());
-  }
+  for (const optim::ParamGroup& g : groups) out.insert(out.end(), g.params.begin(), g.params.end());
   return out;
+}
+
+// The name of parameter `t` of `model`.
+std::string name_of(const gpt2::GPT2& model, const Tensor& t) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (p.is_same(t)) return name;
+  }
+  TT_THROW("PipelineTrainer: ", t.describe(), " is not a parameter of the model");
 }
 
 // Splits "state.<i>.<name>" into i and name; false for "step", "lr".
@@ -484,59 +552,134 @@ int index_of(const std::vector<Tensor>& params, const Tensor& t) {
   return -1;
 }
 
-const Tensor& entry(const nn::StateDict& dict, const std::string& key) {
-  for (const auto& [k, t] : dict) {
-    if (k == key) return t;
+// `t` (pp rank `from`'s tensor; undefined elsewhere) on pp rank `to`, on `device`: its dtype and
+// shape first (a small int64 message), then its data. Other ranks return `t`.
+Tensor send_whole(dist::ProcessGroup& pp, const Tensor& t, int from, int to, Device device) {
+  const int me = pp.rank();
+  if (from == to || (me != from && me != to)) return t;
+  constexpr int kMaxDims = 8;
+  Tensor header = empty({kMaxDims + 2}, {.dtype = DType::kInt64, .device = device});
+  if (me == from) {
+    TT_CHECK(t.dim() <= kMaxDims, "PipelineTrainer::gather_state: ", t.describe(),
+             " has more than ", kMaxDims, " dimensions");
+    std::vector<int64_t> h(kMaxDims + 2, 0);
+    h[0] = static_cast<int64_t>(t.dtype());
+    h[1] = t.dim();
+    for (int64_t d = 0; d < t.dim(); ++d) h[static_cast<std::size_t>(2 + d)] = t.size(d);
+    header = from_vector(h, {kMaxDims + 2}).to(device);
+    const Tensor data = t.contiguous();
+    pp.batch_send_recv({{dist::P2POp::Kind::kSend, header, to, 0}});
+    pp.batch_send_recv({{dist::P2POp::Kind::kSend, data, to, 1}});
+    return t;
   }
-  TT_THROW("optimizer state: no entry '", key, "'");
+  pp.batch_send_recv({{dist::P2POp::Kind::kRecv, header, from, 0}});
+  const std::vector<int64_t> h = header.to_vector<int64_t>();
+  const Shape shape(h.begin() + 2, h.begin() + 2 + h[1]);
+  Tensor out = empty(shape, {static_cast<DType>(h[0]), device});
+  pp.batch_send_recv({{dist::P2POp::Kind::kRecv, out, from, 1}});
+  return out;
+}
+
+// The entries of `state` by key.
+std::map<std::string, Tensor> by_key(const nn::StateDict& state) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [key, t] : state) out.emplace(key, t);
+  return out;
+}
+
+const Tensor& lookup(const std::map<std::string, Tensor>& state, const std::string& key) {
+  const auto it = state.find(key);
+  TT_CHECK(it != state.end(), "PipelineTrainer: no state entry '", key,
+           "' (a checkpoint of another model or optimizer?)");
+  return it->second;
 }
 
 }  // namespace
 
-void PipelineTrainer::gather_optimizer(const optim::Optimizer& local, optim::Optimizer& full) {
-  const std::vector<Tensor> mine = flat_params(local), all = flat_params(full);
-  const nn::StateDict from = local.state_dict(), to = full.state_dict();
-  std::vector<std::string> names(all.size());
-  for (const auto& [name, t] : model_.named_parameters()) {
-    const int i = index_of(all, t);
-    if (i >= 0) names[static_cast<std::size_t>(i)] = name;
+nn::StateDict PipelineTrainer::gather_state(const optim::Optimizer* local,
+                                            const tp::TensorParallelGPT2* split, bool collect) {
+  const int me = pp_.rank();
+  const Device device = model_.device();
+  const bool receives = collect && (options_.tp == nullptr || options_.tp->rank() == 0);
+  nn::StateDict out;
+  // Parameter `name`'s tensor `mine` (of this rank when it trains it) made whole over tp on its
+  // stage's ranks, then onto pp rank 0, as `key` on the CPU.
+  const auto add = [&](const std::string& key, const std::string& name, const Tensor& mine) {
+    if (!collect) return;
+    const int owner = place_of(shape_, stages_.owner_of(name)).rank;
+    Tensor whole;
+    if (me == owner) whole = split != nullptr ? split->gather(name, mine) : mine;
+    if (!receives) return;
+    whole = send_whole(pp_, whole, owner, 0, device);
+    if (me == 0) out.emplace_back(key, whole.detach().to(Device::cpu()).contiguous().clone());
+  };
+  for (const auto& [name, t] : model_.named_parameters()) add("model." + name, name, t);
+  for (const auto& [name, t] : model_.named_buffers()) {
+    if (me == 0 && receives)
+      out.emplace_back("model." + name, t.detach().to(Device::cpu()).clone());
   }
-  for (const auto& [key, t] : to) {
-    std::size_t i = 0;
-    std::string state;
-    if (!parse_state_key(key, i, state)) {
-      t.copy_(entry(from, key));  // step and lr: the same on every rank
-      continue;
+  if (local == nullptr) return out;
+  // The optimizer's state: step and lr as they are (the same on every rank), then each
+  // parameter's moments under its index in the one-process order (gpt2::param_groups).
+  const nn::StateDict state = local->state_dict();
+  const std::map<std::string, Tensor> from = by_key(state);
+  std::vector<std::string> state_names;  // "m", "v": those of the local parameter 0
+  for (const auto& [key, t] : state) {
+    std::size_t j = 0;
+    std::string what;
+    if (parse_state_key(key, j, what)) {
+      if (j == 0) state_names.push_back(what);
+    } else if (me == 0 && receives) {
+      out.emplace_back("optimizer." + key, t.detach().to(Device::cpu()).clone());
     }
-    TT_CHECK(i < all.size() && !names[i].empty(), "PipelineTrainer::gather_optimizer: ", key,
-             " is not a parameter of the model");
-    const int owner = place_of(shape_, stages_.owner_of(names[i])).rank;
-    if (owner == pp_.rank()) {
-      const int j = index_of(mine, all[i]);
-      TT_CHECK(j >= 0, "PipelineTrainer::gather_optimizer (", pp_.where(), "): ", names[i],
-               " is not in this rank's optimizer");
-      t.copy_(entry(from, detail::str("state.", j, ".", state)));
-    }
-    pp_.broadcast(t, owner);
   }
+  const std::vector<Tensor> mine = flat(local->param_groups());
+  const std::vector<Tensor> all = flat(gpt2::param_groups(model_, 0.0));
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const std::string name = name_of(model_, all[i]);
+    const int owner = place_of(shape_, stages_.owner_of(name)).rank;
+    const int j = me == owner ? index_of(mine, all[i]) : -1;
+    TT_CHECK(me != owner || j >= 0, "PipelineTrainer::gather_state (", pp_.where(), "): ", name,
+             " is not in this rank's optimizer");
+    for (const std::string& what : state_names) {
+      add(detail::str("optimizer.state.", i, ".", what), name,
+          j >= 0 ? lookup(from, detail::str("state.", j, ".", what)) : Tensor());
+    }
+  }
+  return out;
 }
 
-void PipelineTrainer::scatter_optimizer(const optim::Optimizer& full,
-                                        optim::Optimizer& local) const {
-  const std::vector<Tensor> mine = flat_params(local), all = flat_params(full);
-  const nn::StateDict from = full.state_dict(), to = local.state_dict();
-  for (const auto& [key, t] : to) {
+void PipelineTrainer::load_state(const nn::StateDict& state, optim::Optimizer* local,
+                                 const tp::TensorParallelGPT2* split) {
+  const std::map<std::string, Tensor> entries = by_key(state);
+  // This rank's part of whole tensor `key` of parameter `name` into `target`.
+  const auto fill = [&](const std::string& key, const std::string& name, const Tensor& target) {
+    const Tensor& whole = lookup(entries, key);
+    const Tensor value = split != nullptr ? split->shard(name, whole) : whole;
+    TT_CHECK(value.shape() == target.shape() && value.dtype() == target.dtype(),
+             "PipelineTrainer::load_state: '", key, "' is ", value.describe(),
+             ", but this rank's tensor is ", target.describe());
+    target.copy_(value);
+  };
+  const std::vector<Tensor> own = stages_.parameters();
+  for (const auto& [name, t] : model_.named_parameters()) {
+    if (index_of(own, t) >= 0) fill("model." + name, name, t);
+  }
+  for (const auto& [name, t] : model_.named_buffers()) t.copy_(lookup(entries, "model." + name));
+  if (local == nullptr) return;
+  const std::vector<Tensor> mine = flat(local->param_groups());
+  const std::vector<Tensor> all = flat(gpt2::param_groups(model_, 0.0));
+  for (const auto& [key, t] : local->state_dict()) {
     std::size_t j = 0;
-    std::string state;
-    if (!parse_state_key(key, j, state)) {
-      t.copy_(entry(from, key));
+    std::string what;
+    if (!parse_state_key(key, j, what)) {
+      t.copy_(lookup(entries, "optimizer." + key));  // step, lr
       continue;
     }
     const int i = index_of(all, mine.at(j));
-    TT_CHECK(i >= 0, "PipelineTrainer::scatter_optimizer: parameter ", j,
-             " of this rank's optimizer is not one of the full optimizer's");
-    t.copy_(entry(from, detail::str("state.", i, ".", state)));
+    TT_CHECK(i >= 0, "PipelineTrainer::load_state: parameter ", j,
+             " of this rank's optimizer is not one of the model's");
+    fill(detail::str("optimizer.state.", i, ".", what), name_of(model_, mine[j]), t);
   }
 }
-
 }  // namespace tt::pp

@@ -5,10 +5,18 @@
 // Each tp group splits the model (chapter 13's TensorParallelGPT2, when K > 1); each pp group
 // runs the stages with a PipelineTrainer; the dp groups average the gradients. Each batch of B
 // rows is cut into M micro-batches of B / M rows; with gradient accumulation (--total-batch) the
-// pipeline runs M x accumulation micro-batches per step. Checkpoints hold whole tensors in the
-// one-process format (gathered over pp, then over tp), so a run resumes under any layout.
+// pipeline runs M x accumulation micro-batches per step. Each rank keeps only its stages'
+// parameters (released in prepare_model, before the model moves to its device), so its
+// gradients, AdamW moments and bfloat16 weight copies are its stages' too. The validation loss
+// runs through the stages (PipelineTrainer::evaluate). Checkpoints hold whole tensors in the
+// one-process format, brought one at a time to rank 0 (made whole over tp on their stage, then
+// sent over pp), so a run resumes under any layout; loading fills each rank's own parameters.
+// No rank holds the whole model, so train_gpt2 prints no text samples and exports no llm.c
+// model under --pp (chapter 09's ParallelStrategy::splits_model): resume the checkpoint in one
+// process for those.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +30,7 @@
 #include "tt/tp_gpt2.h"
 #include "tt/train.h"
 #include "tt/train_parallel.h"
+#include "tt/train_setup.h"
 
 namespace tt::pp {
 namespace {
@@ -31,15 +40,6 @@ gpt2::GPT2& as_gpt2(nn::Module& model) {
   TT_CHECK(gpt != nullptr, "the pipeline strategy \"pp\" runs GPT-2 models only, got a ",
            model.type_name());
   return *gpt;
-}
-
-/// The entries of `state` under `prefix` ("model."), without it.
-nn::StateDict entries_under(const nn::StateDict& state, const std::string& prefix) {
-  nn::StateDict out;
-  for (const auto& [key, t] : state) {
-    if (key.starts_with(prefix)) out.emplace_back(key.substr(prefix.size()), t);
-  }
-  return out;
 }
 
 /// One optimizer step of the pipeline: each batch of B rows from the loader cut into
@@ -70,6 +70,10 @@ class PipelineStepRunner final : public gpt2::StepRunner {
       return parts[used++];
     };
     return trainer_.step(optimizer_, next_micro_batch);
+  }
+  std::optional<double> evaluate(const std::function<Batch()>& next_batch,
+                                 int64_t num_batches) override {
+    return trainer_.evaluate(next_batch, num_batches);
   }
   std::string description() const override { return description_; }
 
@@ -119,6 +123,8 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
     // More virtual stages than blocks (e.g. an --init-llmc model): refused before any split.
     (void)gpt2_stage_layers(gpt.config(), spec_.stages * spec_.chunks);
     if (tp_ > 1) split_ = std::make_unique<tp::TensorParallelGPT2>(gpt, grid().group("tp"));
+    // This rank's stages only, from here on (the model is still on the CPU).
+    own_stages(gpt).keep_only_own_parameters();
   }
 
   gpt2::ModelOps model_ops(gpt2::ModelOps ops) const override {
@@ -129,14 +135,11 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
                                                    std::vector<optim::ParamGroup> groups,
                                                    const optim::AdamWOptions& options,
                                                    const gpt2::AdamWFactory& adamw = {}) override {
-    // The parameters of this rank's stages (who owns what depends on p and v only). The ranks
-    // start equal: every rank built the model from the same seed (or file).
-    gpt2::GPT2& gpt = as_gpt2(model);
-    const PipelineShape shape{spec_.stages, 1, spec_.chunks};
-    const GPT2Stages mine(gpt, shape, grid().coordinate("pp"),
-                          gpt2_stage_layers(gpt.config(), shape.virtual_stages()));
+    // The parameters of this rank's stages. The ranks start equal: every rank built the model
+    // from the same seed (or file).
     return ParallelStrategy::make_optimizer(
-        model, only_parameters(std::move(groups), mine.parameters()), options, adamw);
+        model, only_parameters(std::move(groups), own_stages(as_gpt2(model)).parameters()), options,
+        adamw);
   }
 
   std::unique_ptr<gpt2::StepRunner> make_step_runner(
@@ -156,11 +159,6 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
                                                 describe(B, step_options.grad_accum_steps));
   }
 
-  void prepare_whole_model(nn::Module& model) override {
-    (void)model;
-    if (trainer_) trainer_->gather_parameters();
-  }
-
   double average(double value) override {
     const Tensor t = full({1}, value, {.dtype = DType::kFloat64});
     world_.all_reduce(t, dist::ReduceOp::kAvg);
@@ -176,36 +174,24 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   void save_checkpoint(const std::string& path, const nn::Module& model,
                        optim::Optimizer& optimizer) override {
     (void)model;
-    PipelineTrainer& t = trainer();
-    // Every stage's parameters and AdamW moments on every rank of a pp group (this tp rank's
-    // parts), then whole over the tp group: the one-process checkpoint (collectives).
-    t.gather_parameters();
-    optim::AdamW full(gpt2::param_groups(t.stages().model(), 0.0), optim::AdamWOptions{});
-    t.gather_optimizer(optimizer, full);
-    const nn::StateDict parts[] = {
-        nn::prefixed("model", split_ ? split_->full_state_dict() : t.stages().model().state_dict()),
-        nn::prefixed("optimizer", split_ ? split_->full_optimizer_state(full) : full.state_dict()),
-        nn::prefixed(ckpt::kMetadataPrefix, checkpoint_metadata())};
-    nn::StateDict all;
-    for (const nn::StateDict& part : parts) all.insert(all.end(), part.begin(), part.end());
-    if (rank() == 0) ckpt::save(path, all);
+    // The one-process state on rank 0 (dp 0, pp 0, tp 0), one whole tensor at a time
+    // (collectives of the pp and tp groups of data-parallel replica 0).
+    nn::StateDict all =
+        trainer().gather_state(&optimizer, split_.get(), grid().coordinate("dp") == 0);
+    if (rank() == 0) {
+      for (auto& entry : nn::prefixed(ckpt::kMetadataPrefix, checkpoint_metadata())) {
+        all.push_back(std::move(entry));
+      }
+      ckpt::save(path, all);
+    }
     world_.barrier();  // the file is complete before any rank goes on
   }
 
   void load_checkpoint(const std::string& path, nn::Module& model,
                        optim::Optimizer& optimizer) override {
-    PipelineTrainer& t = trainer();
-    // The whole model and the one-process optimizer state on every rank (its tp parts), then
-    // this rank's stages' state into its optimizer.
-    optim::AdamW full(gpt2::param_groups(t.stages().model(), 0.0), optim::AdamWOptions{});
-    if (split_) {
-      const nn::StateDict file = ckpt::load(path);
-      split_->load_full_state_dict(entries_under(file, "model."), path);
-      split_->load_full_optimizer_state(full, entries_under(file, "optimizer."), path);
-    } else {
-      ckpt::load_checkpoint(path, model, &full);
-    }
-    t.scatter_optimizer(full, optimizer);
+    (void)model;
+    // Each rank reads the file and keeps its stages' parameters and moments (its tp parts).
+    trainer().load_state(ckpt::load(path), &optimizer, split_.get());
   }
 
   void finish() override {
@@ -219,6 +205,12 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   const tp::ProcessGrid& grid() const {
     TT_CHECK(grid_ != nullptr, "the pipeline strategy \"pp\": set_pipeline must come first");
     return *grid_;
+  }
+  /// This rank's stages of `gpt` (who owns what depends on p and v only).
+  GPT2Stages own_stages(gpt2::GPT2& gpt) const {
+    const PipelineShape shape{spec_.stages, 1, spec_.chunks};
+    return GPT2Stages(gpt, shape, grid().coordinate("pp"),
+                      gpt2_stage_layers(gpt.config(), shape.virtual_stages()));
   }
   PipelineTrainer& trainer() const {
     TT_CHECK(trainer_ != nullptr,
@@ -241,13 +233,18 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
           s ? "; " : "", "stage ", s, " (pp rank ", place_of(shape, static_cast<int>(s)).rank,
           "): ", l.embedding ? "embedding + " : "", blocks, l.head ? " + head" : "");
     }
-    return detail::str("pipeline ", schedule_kind_name(kind_), " ", shape.str(), " (",
-                       spec_.micro_batches, " micro-batches of ", B / spec_.micro_batches,
-                       " rows per batch x ", accumulation,
-                       " batch(es) per step), grid dp=", grid().size("dp"),
-                       " x pp=", grid().size("pp"), " x tp=", grid().size("tp"),
-                       " (tp innermost); ", stages, "; theoretical bubble (p-1)/(vm+p-1) = ",
-                       bubble_fraction(shape.stages, shape.micro_batches, shape.chunks));
+    return detail::str(
+        "pipeline ", schedule_kind_name(kind_), " ", shape.str(), " (", spec_.micro_batches,
+        " micro-batches of ", B / spec_.micro_batches, " rows per batch x ", accumulation,
+        " batch(es) per step), grid dp=", grid().size("dp"), " x pp=", grid().size("pp"),
+        " x tp=", grid().size("tp"), " (tp innermost); ", stages,
+        "; theoretical bubble (p-1)/(vm+p-1) = ",
+        bubble_fraction(shape.stages, shape.micro_batches, shape.chunks),
+        "; each rank holds its stages' parameters only (",
+        train::format_number(
+            "%.2f", static_cast<double>(trainer_->stages().model().num_parameters()) / 1e6),
+        "M on this rank): no text samples or llm.c export (resume the checkpoint in one "
+        "process for those)");
   }
 
   dist::ProcessGroup& world_ = dist::world();

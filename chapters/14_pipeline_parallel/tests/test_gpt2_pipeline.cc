@@ -1,7 +1,9 @@
 // GPT-2 (chapter 09's model) trained as a pipeline: every schedule at PP = world size gives the
 // losses, gradient norms, gradients and parameters of one process with gradient accumulation
-// (fp32, within 1e-5); DP x PP the same; a checkpoint of a pipeline resumes at any pipeline
-// size; misuse is refused on every rank before any collective.
+// (fp32, within 1e-5); DP x PP the same; each rank holds only its stages' parameters (the
+// others' memory released), and gathers the whole model on rank 0 only for a checkpoint; the
+// validation loss through the stages is one process's; a checkpoint of a pipeline resumes at
+// any pipeline size; misuse is refused on every rank before any collective.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 
 #include "../../09_gpt2/tests/ch09_test_util.h"
 #include "../../12_data_parallel/tests/ch12_test_util.h"
+#include "ch14_test_util.h"
+#include "tt/backend.h"
 #include "tt/checkpoint.h"
 #include "tt/dist.h"
 #include "tt/parallel.h"
@@ -112,9 +116,44 @@ double max_diff(const Tensor& a, const Tensor& b) {
   return d;
 }
 
-void expect_same_parameters(const GPT2& model, const GPT2& ref, double tol = kTol) {
+bool holds(const std::vector<Tensor>& params, const Tensor& t) {
+  return std::any_of(params.begin(), params.end(), [&](const Tensor& p) { return p.is_same(t); });
+}
+
+// After a pipeline's steps: the rank holds only its stages' parameters (and the LayerNorms at
+// their ends; the others are empty tensors), each within `tol` of one process's (`ref`); fewer
+// elements than the whole model when there are several stages. The state gathered on pp rank
+// `pp_rank` 0 is `ref`'s whole model; the other ranks receive nothing.
+void expect_same_parameters(PipelineTrainer& trainer, int pp_rank, const GPT2& model,
+                            const GPT2& ref, double tol = kTol) {
+  const std::vector<Tensor> mine = trainer.stages().parameters();
+  const std::vector<Tensor> boundary = trainer.stages().boundary_parameters();
+  int64_t held = 0, stages = 0;
   for (const auto& [name, t] : model.named_parameters()) {
+    held += t.numel();
+    if (holds(boundary, t)) stages += ref.parameter(name).numel();
+    if (!holds(mine, t)) {
+      if (!holds(boundary, t)) {
+        EXPECT_EQ(t.numel(), 0) << name << " belongs to another stage";
+      }
+      continue;
+    }
+    stages += ref.parameter(name).numel();
     EXPECT_LE(max_diff(t, ref.parameter(name)), tol) << name;
+  }
+  EXPECT_EQ(held, stages);
+  if (trainer.shape().stages > 1) {
+    EXPECT_LT(held, ref.num_parameters());
+  }
+  const tt::nn::StateDict whole = trainer.gather_state(nullptr);
+  if (pp_rank != 0) {
+    EXPECT_TRUE(whole.empty());
+    return;
+  }
+  ASSERT_EQ(whole.size(), ref.named_parameters().size());
+  for (const auto& [key, t] : whole) {
+    EXPECT_EQ(t.device(), tt::Device::cpu()) << key;
+    EXPECT_LE(max_diff(t, ref.parameter(key.substr(6))), tol) << key;  // "model.<name>"
   }
 }
 
@@ -165,8 +204,7 @@ void expect_equal_to_one_process(ScheduleKind kind, int m, int v, int steps,
       EXPECT_LE(max_diff(t.grad(), grad), tol) << name;
     }
   }
-  trainer.gather_parameters();
-  expect_same_parameters(model, *ref.model, tol);
+  expect_same_parameters(trainer, world.rank(), model, *ref.model, tol);
   world.barrier();
 }
 
@@ -219,8 +257,74 @@ TEST(Ch14_Pipeline, DataTimesPipelineMpi) {
     EXPECT_NEAR(r.grad_norm, ref.norms[s], kTol * std::max(1.0, ref.norms[s])) << "step " << s;
     EXPECT_EQ(r.tokens, dp * m * kB * kT);
   }
-  trainer.gather_parameters();
-  expect_same_parameters(model, *ref.model);
+  expect_same_parameters(trainer, grid.coordinate("pp"), model, *ref.model);
+  world.barrier();
+}
+
+TEST(Ch14_Pipeline, RankHoldsOnlyItsStagesMpi) {
+  // PP = world size (2 and 4 under mpirun): the trainer releases the memory of the other
+  // stages' parameters; gradients and AdamW moments exist for this rank's stages only.
+  const tt::ScopedNumThreads one(1);
+  dist::ProcessGroup& world = dist::world();
+  const int p = world.world_size();
+  const GPT2 whole(config(), kSeed);
+  GPT2 model(config(), kSeed);
+  const tt::Allocator& cpu = tt::backend_for(tt::DeviceType::kCPU).allocator(0);
+  const std::size_t before = cpu.stats().allocated;
+  PipelineOptions options;
+  options.micro_batches = 4;
+  PipelineTrainer trainer(model, world, nullptr, options, kB, kT);
+  const std::vector<Tensor> mine = trainer.stages().parameters();
+  const std::vector<Tensor> boundary = trainer.stages().boundary_parameters();
+  int64_t released = 0, own = 0, kept = 0;
+  for (const auto& [name, t] : model.named_parameters()) {
+    const int64_t n = whole.parameter(name).numel();
+    (holds(mine, t) ? own : holds(boundary, t) ? kept : released) += n;
+    EXPECT_EQ(t.numel(), holds(mine, t) || holds(boundary, t) ? n : 0) << name;
+    EXPECT_EQ(t.dim(), whole.parameter(name).dim()) << name;  // param_groups sorts by it
+  }
+  // The boundary LayerNorms: 2C numbers per stage that ends before the last block.
+  EXPECT_EQ(kept, world.rank() + 1 < p ? 2 * config().n_embd : 0);
+  EXPECT_EQ(model.num_parameters(), own + kept);
+  EXPECT_EQ(own + kept + released, whole.num_parameters());
+  if (p > 1) {
+    EXPECT_GT(released, 0);
+  }
+  // The released bytes went back to the allocator (this thread allocated nothing meanwhile
+  // that it still holds beyond the trainer's small bookkeeping).
+  const auto freed = static_cast<int64_t>(before) - static_cast<int64_t>(cpu.stats().allocated);
+  EXPECT_GE(freed + 64 * 1024, released * static_cast<int64_t>(sizeof(float))) << "p=" << p;
+  tt::optim::AdamW optimizer(trainer.param_groups(0.1), adam());
+  Stream data(options.micro_batches);
+  trainer.step(optimizer, std::ref(data));
+  int64_t grads = 0, moments = 0;
+  for (const Tensor& t : model.parameters()) grads += t.grad().defined() ? t.grad().numel() : 0;
+  for (const auto& [key, t] : optimizer.state_dict()) {
+    if (key.starts_with("state.")) moments += t.numel();
+  }
+  EXPECT_EQ(grads, own);
+  EXPECT_EQ(moments, 2 * own);
+  world.barrier();
+}
+
+TEST(Ch14_Pipeline, EvaluatesThroughTheStagesMpi) {
+  // The validation loss of every schedule's stages (v = 2 interleaved on 2+ ranks) is one
+  // process's on the same batches, on every rank.
+  const tt::ScopedNumThreads one(1);
+  dist::ProcessGroup& world = dist::world();
+  const int p = world.world_size(), v = p > 1 ? 2 : 1;
+  const int64_t layers = std::max<int64_t>(4, p * v);
+  GPT2 ref(config(layers), kSeed);
+  Stream ref_data(1);
+  const double want = tt::gpt2::evaluate(ref, std::ref(ref_data), 3);
+  GPT2 model(config(layers), kSeed);
+  PipelineOptions options;
+  options.schedule = v > 1 ? ScheduleKind::kInterleaved : ScheduleKind::kOneFOneB;
+  options.chunks = v;
+  options.micro_batches = 2 * p;
+  PipelineTrainer trainer(model, world, nullptr, options, kB, kT);
+  Stream data(1);
+  EXPECT_NEAR(trainer.evaluate(std::ref(data), 3), want, kTol);
   world.barrier();
 }
 
@@ -233,7 +337,7 @@ TEST(Ch14_Pipeline, CheckpointResumesAtAnyPipelineSizeMpi) {
   const int n = world.world_size(), m = 4, saved_pp = std::min(n, 2);
   const OneProcess ref = one_process(5, m);
   tt::testing::TempDir dir;
-  const std::string path = dir.file("pp.ckpt");
+  const std::string path = tt::test14::rank0_path(world, dir.file("pp.ckpt"));
   {
     // Pipelines of saved_pp consecutive ranks, each training the same model on the same data.
     std::unique_ptr<dist::ProcessGroup> pp = world.split(world.rank() / saved_pp, world.rank());
@@ -244,33 +348,36 @@ TEST(Ch14_Pipeline, CheckpointResumesAtAnyPipelineSizeMpi) {
     tt::optim::AdamW optimizer(trainer.param_groups(0.1), adam());
     Stream data(m);
     for (int s = 0; s < 3; ++s) trainer.step(optimizer, std::ref(data));
-    trainer.gather_parameters();
-    tt::optim::AdamW full(tt::gpt2::param_groups(model, 0.1), adam());
-    trainer.gather_optimizer(optimizer, full);
-    EXPECT_EQ(full.step_count(), 3);
-    tt::ckpt::save_checkpoint(path, model, &full);  // every rank holds the whole state
+    // The whole state on each pipeline's rank 0 (every pipeline trained the same): world rank
+    // 0 writes it.
+    const tt::nn::StateDict state = trainer.gather_state(&optimizer);
+    EXPECT_EQ(state.empty(), pp->rank() != 0);
+    if (world.rank() == 0) tt::ckpt::save(path, state);
+    world.barrier();
   }
   for (int q = 1; q <= n; q *= 2) {
     if (n % q != 0) continue;
     SCOPED_TRACE("resumed at PP=" + std::to_string(q));
     std::unique_ptr<dist::ProcessGroup> group = world.split(world.rank() / q, world.rank());
     GPT2 model(config(), /*seed=*/99);  // other weights: the checkpoint must replace them all
-    tt::optim::AdamW full(tt::gpt2::param_groups(model, 0.1), adam());
-    tt::ckpt::load_checkpoint(path, model, &full);
     PipelineOptions options;
     options.micro_batches = m;
     PipelineTrainer trainer(model, *group, nullptr, options, kB, kT);
     tt::optim::AdamW optimizer(trainer.param_groups(0.1), adam());
-    trainer.scatter_optimizer(full, optimizer);
+    trainer.load_state(tt::ckpt::load(path), &optimizer);  // this rank's stages only
     EXPECT_EQ(optimizer.step_count(), 3);
     Stream data(m, 1, 0, /*skip_steps=*/3);
     for (int s = 3; s < 5; ++s) {
       EXPECT_NEAR(trainer.step(optimizer, std::ref(data)).loss, ref.losses[s], kTol)
           << "step " << s;
     }
-    trainer.gather_parameters();
-    expect_same_parameters(model, *ref.model);
+    expect_same_parameters(trainer, group->rank(), model, *ref.model);
   }
+  // One process (chapter 05's loader) reads the pipeline's checkpoint too.
+  GPT2 model(config(), /*seed=*/99);
+  tt::optim::AdamW full(tt::gpt2::param_groups(model, 0.1), adam());
+  tt::ckpt::load_checkpoint(path, model, &full);
+  EXPECT_EQ(full.step_count(), 3);
   world.barrier();
 }
 

@@ -1,8 +1,8 @@
 // The ParallelStrategy "pp" that train_gpt2 --pp runs (src/pp_strategy.cc), driven as the
 // training library drives it: DP x PP x TP layouts of the world (TP2 x PP2 on 4 ranks) give the
 // losses and gradient norms of one process within fp32 1e-5 over 20 steps; their checkpoints
-// are one-process checkpoints (whole tensors) that every layout resumes; misuse is refused on
-// every rank.
+// are one-process checkpoints (whole tensors) that every layout resumes; each rank holds only
+// the parameters of its stages (those its optimizer updates); misuse is refused on every rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../../09_gpt2/tests/ch09_test_util.h"
+#include "ch14_test_util.h"
 #include "tt/checkpoint.h"
 #include "tt/dist.h"
 #include "tt/parallel.h"
@@ -127,18 +128,26 @@ struct StrategyRun {
   }
 };
 
-// Rank 0's `path` on every rank (the strategy's checkpoint is written by rank 0 alone).
-std::string rank0_path(dist::ProcessGroup& world, const std::string& path) {
-  std::vector<int64_t> chars(1024, 0);
-  std::copy_n(path.begin(), std::min<std::size_t>(path.size(), chars.size() - 1), chars.begin());
-  Tensor t = tt::from_vector(chars, {static_cast<int64_t>(chars.size())});
-  world.broadcast(t, 0);
-  std::string out;
-  for (int64_t c : t.to_vector<int64_t>()) {
-    if (c == 0) break;
-    out.push_back(static_cast<char>(c));
+// The rank holds the parameters its optimizer updates (its stages', its tp parts) and, of the
+// others, only the ln_1 after a stage (GPT2Stages::boundary_parameters): the rest are empty
+// tensors, so with several stages it holds less than the whole model.
+void expect_only_own_stages(const StrategyRun& run, const Layout& l) {
+  std::vector<Tensor> updated;
+  for (const tt::optim::ParamGroup& g : run.optimizer->param_groups()) {
+    updated.insert(updated.end(), g.params.begin(), g.params.end());
   }
-  return out;
+  for (const auto& [name, t] : run.model.named_parameters()) {
+    const bool own =
+        std::any_of(updated.begin(), updated.end(), [&](const Tensor& u) { return u.is_same(t); });
+    if (own) {
+      EXPECT_GT(t.numel(), 0) << name;
+    } else if (t.numel() > 0) {
+      EXPECT_NE(name.find(".ln_1."), std::string::npos) << name << " is held, not trained";
+    }
+  }
+  if (l.pp > 1) {
+    EXPECT_LT(run.model.num_parameters(), GPT2(config(), kSeed).num_parameters());
+  }
 }
 
 // The checkpoint at `path` loaded into a one-process model and AdamW equals `ref`'s state.
@@ -170,7 +179,7 @@ TEST(Ch14_PipelineStrategy, EqualsOneProcessMpi) {
   const int longest = tt::testing::steps_unless_sanitized(world.world_size() == 4 ? 20 : 8, 4);
   const OneProcess ref(longest);
   tt::testing::TempDir dir;
-  const std::string path = rank0_path(world, dir.file("pp.ckpt"));
+  const std::string path = tt::test14::rank0_path(world, dir.file("pp.ckpt"));
   bool first = true;
   for (const Layout& l : layouts(world.world_size())) {
     SCOPED_TRACE(l.str());
@@ -183,6 +192,7 @@ TEST(Ch14_PipelineStrategy, EqualsOneProcessMpi) {
       EXPECT_NEAR(r.grad_norm, ref.norms[s], kTol * std::max(1.0, ref.norms[s])) << "step " << s;
       EXPECT_EQ(r.tokens, kRows * kT);
     }
+    expect_only_own_stages(run, l);
     if (first) {
       run.par->save_checkpoint(path, run.model, *run.optimizer);
       expect_one_process_checkpoint(path, ref, longest);
@@ -200,7 +210,7 @@ TEST(Ch14_PipelineStrategy, CheckpointResumesUnderEveryLayoutMpi) {
   const OneProcess ref(5);
   const std::vector<Layout> all = layouts(world.world_size());
   tt::testing::TempDir dir;
-  const std::string path = rank0_path(world, dir.file("pp.ckpt"));
+  const std::string path = tt::test14::rank0_path(world, dir.file("pp.ckpt"));
   {
     StrategyRun run(all.front());
     for (int s = 0; s < 3; ++s) run.train();
@@ -211,6 +221,7 @@ TEST(Ch14_PipelineStrategy, CheckpointResumesUnderEveryLayoutMpi) {
     StrategyRun run(l);
     run.par->load_checkpoint(path, run.model, *run.optimizer);
     EXPECT_EQ(run.optimizer->step_count(), 3);
+    expect_only_own_stages(run, l);
     run.step = 3;
     for (int s = 3; s < 5; ++s) EXPECT_NEAR(run.train().loss, ref.losses[s], kTol) << "step " << s;
   }

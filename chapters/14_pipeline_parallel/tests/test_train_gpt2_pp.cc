@@ -69,12 +69,14 @@ class Ch14_TrainGpt2Pp : public ::testing::Test {
 TEST_F(Ch14_TrainGpt2Pp, PipelineLogsTheLossesOfOneProcessAndOneProcessResumesIt) {
   const JobResult one = train(1, "--steps 8", "one");
   ASSERT_EQ(one.status, 0) << one.output;
-  // PP2 (one block per stage), 1F1B over 2 micro-batches of 4 rows, for 5 steps: its checkpoint
-  // at step 5 is gathered from both stages ...
+  // PP2 (one block per stage), 1F1B over 2 micro-batches of 4 rows, for 5 steps, each rank
+  // holding its stage only, the validation loss through the stages: its checkpoint at step 5 is
+  // gathered from both stages ...
   const JobResult pp = train(2, "--steps 5 --pp 2 --micro-batches 2", "pp2");
   ASSERT_EQ(pp.status, 0) << pp.output;
-  for (const char* line : {"parallel: pp over 2 processes: 1 data-parallel replica(s) of 2 ranks",
-                           "step: pipeline 1f1b p=2 m=2 v=1"}) {
+  for (const char* line :
+       {"parallel: pp over 2 processes: 1 data-parallel replica(s) of 2 ranks",
+        "step: pipeline 1f1b p=2 m=2 v=1", "each rank holds its stages' parameters only"}) {
     EXPECT_NE(pp.output.find(line), std::string::npos) << "no '" << line << "' in\n" << pp.output;
   }
   const std::size_t rows = test09::read_csv(dir_.file("pp2") + "/train.csv").size();

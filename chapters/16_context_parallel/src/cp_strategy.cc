@@ -66,7 +66,6 @@ class ContextParallelStrategy final : public gpt2::ParallelStrategy {
       const gpt2::TrainStepOptions& options) override {
     return inner_->make_step_runner(model, optimizer, B, T, options);
   }
-  void prepare_whole_model(nn::Module& model) override { inner_->prepare_whole_model(model); }
   void backward(const Tensor& loss, bool last) override { inner_->backward(loss, last); }
   double clip_grad_norm(optim::Optimizer& optimizer, double max_norm) override {
     return inner_->clip_grad_norm(optimizer, max_norm);

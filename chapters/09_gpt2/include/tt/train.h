@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,15 @@ class StepRunner {
   /// result train_step(model, optimizer, next_batch, options) would return, with the same
   /// update. The learning rate is whatever the optimizer holds.
   virtual TrainStepResult step(const std::function<Batch()>& next_batch) = 0;
+  /// The validation loss of `num_batches` batches from `next_batch` when the runner computes it
+  /// itself (a pipeline, chapter 14: no rank holds the whole model, so the batches go through
+  /// the stages); std::nullopt, the default: the caller runs gpt2::evaluate on the model.
+  virtual std::optional<double> evaluate(const std::function<Batch()>& next_batch,
+                                         int64_t num_batches) {
+    (void)next_batch;
+    (void)num_batches;
+    return std::nullopt;
+  }
   /// A short description for logs, e.g. "CUDA graph (captured after 2 eager steps)".
   virtual std::string description() const = 0;
 };

@@ -121,10 +121,6 @@ class ParallelStrategy {
   virtual std::unique_ptr<StepRunner> make_step_runner(GPT2& model, optim::Optimizer& optimizer,
                                                        int64_t B, int64_t T,
                                                        const TrainStepOptions& options);
-  /// Called on every rank before the model is used whole on each rank (the validation loss): a
-  /// strategy whose ranks each train a part of the layer stack (a pipeline) copies every
-  /// parameter to every rank here (a collective). Default: nothing.
-  virtual void prepare_whole_model(nn::Module& model) { (void)model; }
   /// Backpropagates one micro-batch's (already scaled) loss into the gradients. `last` is true
   /// for the last micro-batch of a step: only then are gradients synchronised over the ranks
   /// (the ones before accumulate locally). Default: autograd::backward(loss).

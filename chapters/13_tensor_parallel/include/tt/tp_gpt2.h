@@ -61,6 +61,11 @@ enum class Split {
 /// The split of GPT-2 parameter `name` ("h.3.attn.c_attn.weight", "wte.weight", ...).
 Split split_of(const std::string& name);
 
+/// Makes every handle of `param` (its module's registration and member, a tied use, an
+/// optimizer's list) refer to `part`'s memory and shape, in place: how a split replaces a
+/// parameter by this rank's part (and chapter 14's pipeline an unowned one by an empty tensor).
+void replace_(const Tensor& param, const Tensor& part);
+
 /// Rank `rank`'s part of the whole tensor `full` split `split` over `tp` ranks (a new tensor).
 /// Throws tt::Error naming `name` when tp does not divide the split dim.
 Tensor shard_tensor(const Tensor& full, Split split, int tp, int rank, const std::string& name);

@@ -16,10 +16,13 @@
 ///   norm:  sqrt of the sum over the pp group of each rank's sum of squares (wte once)
 ///   clip, and AdamW on the rank's own parameters when loss and norm are finite
 /// @endcode
-/// Each rank builds the whole GPT2 from the same seed (so the stages start as one model would)
-/// and trains only the parameters of its stages; gather_parameters() copies every parameter
-/// from the rank that owns it, so any rank can save a one-process checkpoint that a pipeline
-/// of any size (or one process) resumes.
+/// Each rank builds the whole GPT2 from the same seed (so the stages start as one model would),
+/// then keeps only the parameters of its stages (GPT2Stages::keep_only_own_parameters: the
+/// others become empty tensors), so its gradients, AdamW moments and bfloat16 weight copies
+/// are its stages' too. gather_state() brings every tensor, one at a time, to rank 0 for a
+/// one-process checkpoint that a pipeline of any size (or one process) resumes; load_state()
+/// fills a rank's own parameters from one; evaluate() runs the validation loss through the
+/// stages.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +39,7 @@
 #include "tt/optim.h"
 #include "tt/pipeline_schedule.h"
 #include "tt/tensor.h"
+#include "tt/tp_gpt2.h"
 #include "tt/train.h"
 
 namespace tt::pp {
@@ -195,13 +199,31 @@ class GPT2Stages : public StageModule {
              std::vector<StageLayers> layers);
   /// The micro-batches of the step (m of them, on the model's device).
   void set_micro_batches(std::vector<Batch> batches);
-  /// See StageModule::forward.
+  /// See StageModule::forward: run_stage of the chunk's virtual stage on the micro-batch.
   Tensor forward(int chunk, int micro_batch, const Tensor& input) override;
+  /// Virtual stage `stage` (one of this rank's) on `batch`: the embedding of its inputs on the
+  /// first virtual stage, else `input` (the previous virtual stage's output), through the
+  /// stage's blocks; on the last virtual stage the loss against its targets, else the hidden
+  /// states [B, T, C].
+  Tensor run_stage(int stage, const Batch& batch, const Tensor& input);
+  /// The parameters this rank holds without training them: for each of its virtual stages that
+  /// ends before the last block, the next block's ln_1 (2C numbers). Chapter 09's fused loop
+  /// (GPT2::run_blocks under an operation set that fuses each residual add with the LayerNorm
+  /// that follows) computes a stage's last add with it and drops the normalized output, so its
+  /// values do not matter, only its shape.
+  std::vector<Tensor> boundary_parameters() const;
+  /// Releases the memory of every parameter of the model this rank neither trains nor needs at
+  /// a boundary (parameters(), boundary_parameters()): each becomes an empty tensor of the same
+  /// dtype, device and number of dimensions (every size 0) in place (tp::replace_, so every
+  /// handle sees it), its gradient dropped. Afterwards the model holds this rank's stages only
+  /// (what optimizers, gradients and weight copies are made of); the whole model is gone from
+  /// this rank. Idempotent.
+  void keep_only_own_parameters();
   /// The virtual stage that owns parameter `name` of the model ("wte.weight": the first; it is
   /// also used by the last, whose gradient is added to the first's).
   int owner_of(const std::string& name) const;
   /// The model's parameters this rank trains (wte on the ranks of the first and last virtual
-  /// stages), in the model's order.
+  /// stages), in the model's order: after keep_only_own_parameters(), the ones it holds.
   std::vector<Tensor> parameters() const;
   /// gpt2::param_groups of the model, restricted to parameters().
   std::vector<optim::ParamGroup> param_groups(double weight_decay) const;
@@ -237,13 +259,16 @@ struct PipelineOptions {
 /// options.tp, a model split by chapter 13's TensorParallelGPT2 over that group (the ranks of
 /// one tp group run the same stage, and their pipelines exchange their activations, which are
 /// whole [B, T, C] on every tp rank). Every rank of the world must construct it at the same time
-/// (it splits `pp` into the tied-embedding group). train_gpt2 --pp runs it through the
-/// ParallelStrategy "pp" (src/pp_strategy.cc).
+/// (it splits `pp` into the tied-embedding group). The model keeps only this rank's stages'
+/// parameters (GPT2Stages::keep_only_own_parameters, from the constructor on). train_gpt2 --pp
+/// runs it through the ParallelStrategy "pp" (src/pp_strategy.cc), which releases the other
+/// parameters earlier, before the model moves to its device.
 class PipelineTrainer {
  public:
   /// The stages of `model` (on its device) for `options`, activations [B, T, C] of the model's
-  /// float dtype. Throws tt::Error (on every rank alike) for a schedule whose shape does not
-  /// validate or more virtual stages than blocks.
+  /// float dtype; releases the parameters of the other ranks' stages. Throws tt::Error (on
+  /// every rank alike) for a schedule whose shape does not validate or more virtual stages than
+  /// blocks.
   PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist::ProcessGroup* dp,
                   PipelineOptions options, int64_t B, int64_t T);
   /// One optimizer step (the sequence in the file comment) on options.micro_batches batches
@@ -253,21 +278,29 @@ class PipelineTrainer {
   std::vector<optim::ParamGroup> param_groups(double weight_decay) const {
     return stages_.param_groups(weight_decay);
   }
-  /// Copies every parameter of the model from the pp rank that owns it (a collective of pp):
-  /// afterwards every rank's model holds the trained whole model.
-  void gather_parameters();
-  /// Fills `full`, an optimizer of the same kind over gpt2::param_groups(model) (the
-  /// one-process layout), with the state of `local` (this rank's optimizer, over
-  /// param_groups()) on every rank: each parameter's moments from the rank that owns it, the
-  /// step count and learning rate from `local` (a collective of pp). After gather_parameters()
-  /// the model and `full` hold what a one-process run would: ckpt::save_checkpoint(path,
-  /// model, &full) writes a checkpoint that any layout resumes.
-  void gather_optimizer(const optim::Optimizer& local, optim::Optimizer& full);
-  /// The reverse, without communication: copies into `local` (over param_groups()) the state
-  /// of its parameters, the step count and the learning rate from `full` (one-process layout,
-  /// e.g. loaded by ckpt::load_checkpoint). Throws tt::Error when a parameter of `local` is not
-  /// one of `full`'s.
-  void scatter_optimizer(const optim::Optimizer& full, optim::Optimizer& local) const;
+  /// The mean loss of `num_batches` batches from `next_batch` (called on every rank; each batch
+  /// [rows, T] whole, not cut into micro-batches) run forward through the virtual stages in
+  /// order without gradients: what gpt2::evaluate computes in one process, returned on every
+  /// rank of pp (a collective of pp; with dp, each replica's own batches).
+  double evaluate(const std::function<Batch()>& next_batch, int64_t num_batches);
+  /// The one-process checkpoint state, whole tensors on the CPU, in ckpt::checkpoint_state's
+  /// layout: "model.<name>" for every parameter and buffer, and, when `local` (this rank's
+  /// optimizer, over param_groups()) is given, "optimizer.<key>" of the same optimizer over
+  /// gpt2::param_groups(model) (each parameter's moments from the rank that trains it; the step
+  /// count and learning rate from `local`). Returned on rank 0 of pp when `collect`, else
+  /// empty. A collective of pp, and with `split` (chapter 13's TensorParallelGPT2 of this
+  /// model) of its tp group: each tensor is made whole over tp on its stage's ranks, then sent
+  /// to pp rank 0 (of tp rank 0 only), one tensor at a time, so no rank holds more than one
+  /// whole tensor beyond its stages on its device. The ranks of a pp group must agree on
+  /// `collect` (the strategy passes true for data-parallel replica 0 only).
+  nn::StateDict gather_state(const optim::Optimizer* local,
+                             const tp::TensorParallelGPT2* split = nullptr, bool collect = true);
+  /// The reverse, without communication: copies from `state` (gather_state's layout, e.g.
+  /// ckpt::load of a checkpoint) into the parameters this rank holds (their parts, with
+  /// `split`), every buffer, and when `local` is given its moments, step count and learning
+  /// rate. Throws tt::Error naming the key when `state` lacks one, or a shape differs.
+  void load_state(const nn::StateDict& state, optim::Optimizer* local,
+                  const tp::TensorParallelGPT2* split = nullptr);
   /// This rank's stages.
   GPT2Stages& stages() { return stages_; }
   /// The schedule this rank runs.
