@@ -9,11 +9,20 @@
 //   options: --prompt "1,2,3;4,5"      one row per ';' (token ids; rows may differ in length)
 //            --max-new N --temperature T --top-k K --top-p P --seed S --stop "2,3"
 //            --device auto|cpu|cuda --cuda-graph (decode steps replayed as a CUDA graph)
+//            --dtype f32|bf16 (bf16: the LLaMA's parameters rounded to bfloat16 at load, CUDA)
+//            --prompt-len N (rows of N seeded random ids instead of --prompt)
+//            --batch "1,8,32" (one generation per batch size: that many rows, of --prompt-len
+//            ids or copies of --prompt's first row)
+//            --runs N (generate N times, report the last: the first warms up cuBLASLt and the
+//            allocator) --copy-bandwidth (time a 1 GiB device-to-device copy) --json (one JSON
+//            line of the numbers: tokens/s, TTFT, bytes read per decode step, effective GB/s)
 //            --save DIR (writes the model, and DIR/input_ids.npy and
 //            DIR/logits.npy of the prompt's first row, for reference_data/check_llama_hf_load.py)
 //
 // There is no tokenizer here: LLaMA checkpoints ship SentencePiece or tiktoken vocabularies,
 // which this project does not implement; prompts and outputs are token ids.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -48,6 +57,31 @@ std::vector<int64_t> parse_ids(const std::string& text, const char* what) {
   return ids;
 }
 
+/// Seconds of `f` on `device` (waits for the device before and after).
+template <typename F>
+double timed(Device device, F&& f) {
+  auto sync = [&] {
+    if (device.is_cuda()) (void)zeros({1}, {DType::kFloat32, device}).to(Device::cpu());
+  };
+  sync();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  sync();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// GB/s (1e9 bytes) of copying 1 GiB within `device`, counting the bytes read and written (as
+/// nvbandwidth and cudaMemcpy benchmarks do): the best of 10 copies after one warm-up.
+double copy_bandwidth(Device device) {
+  const int64_t n = int64_t{1} << 28;  // float32: 1 GiB
+  const Tensor src = zeros({n}, {DType::kFloat32, device}),
+               dst = empty({n}, {DType::kFloat32, device});
+  dst.copy_(src);
+  double best = 1e30;
+  for (int i = 0; i < 10; ++i) best = std::min(best, timed(device, [&] { dst.copy_(src); }));
+  return 2.0 * 4.0 * static_cast<double>(n) / best / 1e9;
+}
+
 llama::LlamaConfig preset(const std::string& name) {
   llama::LlamaConfig c;
   if (name == "tiny") {
@@ -62,9 +96,67 @@ llama::LlamaConfig preset(const std::string& name) {
   return c;
 }
 
+/// Prints the tokens (two rows at most with `copy_gbps` >= 0, which also asks for the JSON
+/// line), the time to first token, the decode rate and, for a LLaMA, the bytes a decode step
+/// reads: every parameter once (the embedding table only its B rows unless it is also the head)
+/// and every row's cached keys and values of all layers (row b's step i attends len_b + i + 1
+/// positions), over the decode time: the effective bandwidth.
+void report(const llama::GenerateResult& r, const std::vector<std::vector<int64_t>>& prompts,
+            const llama::Llama* model, double copy_gbps, const std::string& dtype, bool cuda_graph,
+            int64_t max_new) {
+  const bool json = copy_gbps >= 0;
+  for (std::size_t b = 0; b < r.tokens.size() && (!json || b < 2); ++b) {
+    std::printf("row %zu:", b);
+    for (int64_t id : r.tokens[b]) std::printf(" %lld", static_cast<long long>(id));
+    std::printf("\n");
+  }
+  std::printf("time to first token: %.2f ms (prefill of %zu row(s))\n", 1e3 * r.prefill_seconds,
+              prompts.size());
+  const double step_ms =
+      r.decode_steps > 0 ? 1e3 * r.decode_seconds / static_cast<double>(r.decode_steps) : 0.0;
+  std::printf("decode: %lld steps, %.2f ms/step, %.1f tokens/s\n",
+              static_cast<long long>(r.decode_steps), step_ms, r.decode_tokens_per_second());
+  double weight_bytes = 0, kv_bytes = 0;
+  const auto B = static_cast<int64_t>(prompts.size());
+  if (model) {
+    const llama::LlamaConfig& c = model->config();
+    const double elem = static_cast<double>(dtype_size(model->dtype()));
+    weight_bytes = elem * static_cast<double>(model->num_parameters());
+    if (!c.tie_embeddings) weight_bytes -= elem * static_cast<double>((c.vocab_size - B) * c.dim);
+    const auto S = static_cast<double>(r.decode_steps);
+    for (int64_t b = 0; b < B; ++b) {
+      const auto len = static_cast<double>(prompts[b].size());
+      kv_bytes += 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.head_dim()) * elem *
+                  (S * (len + 1) + S * (S - 1) / 2);  // the sum over steps i of len + i + 1
+    }
+  }
+  const double kv_step = r.decode_steps > 0 ? kv_bytes / static_cast<double>(r.decode_steps) : 0;
+  const double step_bytes = r.decode_steps > 0 ? weight_bytes + kv_step : 0;
+  const double gbps = step_ms > 0 ? step_bytes / (1e-3 * step_ms) / 1e9 : 0;
+  if (model) {
+    std::printf(
+        "decode reads %.1f MB per step (weights %.1f MB, KV cache %.1f MB on average): %.0f GB/s "
+        "effective\n",
+        step_bytes / 1e6, weight_bytes / 1e6, kv_step / 1e6, gbps);
+  }
+  if (json) {
+    std::printf(
+        "{\"impl\": \"tt\", \"dtype\": \"%s\", \"batch\": %lld, \"prompt_len\": %zu, "
+        "\"new_tokens\": %lld, \"cuda_graph\": %s, \"ttft_ms\": %.3f, \"decode_ms_per_step\": "
+        "%.4f, \"tokens_per_s\": %.2f, \"bytes_per_step\": %.0f, \"effective_gbps\": %.1f, "
+        "\"copy_gbps\": %.1f}\n",
+        dtype.c_str(), static_cast<long long>(B), prompts.at(0).size(),
+        static_cast<long long>(max_new), cuda_graph ? "true" : "false", 1e3 * r.prefill_seconds,
+        step_ms, r.decode_tokens_per_second(), step_bytes, gbps, copy_gbps);
+  }
+}
+
 int run(int argc, char** argv) {
   std::string model_dir, random, gpt2_file, prompt = "1", stop, device_name = "auto", save;
-  int64_t max_new = 64, top_k = 0;
+  std::string dtype_name_arg = "f32";
+  std::string batches = "1";
+  int64_t max_new = 64, top_k = 0, prompt_len = 0, runs = 1;
+  bool json = false, measure_copy = false;
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 1337, seed_weights = 1337;
   bool cuda_graph = false;
@@ -72,7 +164,8 @@ int run(int argc, char** argv) {
       "tt_generate",
       "usage: tt_generate (--model DIR | --random tiny|tinyllama-1.1b | --gpt2 FILE) [--prompt "
       "\"1,2,3;4,5\"] [--max-new N] [--temperature T] [--top-k K] [--top-p P] [--seed "
-      "S] [--stop \"2\"] [--device auto|cpu|cuda] [--save DIR] [--seed-weights N] [--cuda-graph]\n");
+      "S] [--stop \"2\"] [--device auto|cpu|cuda] [--save DIR] [--seed-weights N] [--cuda-graph] "
+      "[--dtype f32|bf16] [--prompt-len N] [--batch B,B2,...] [--runs N] [--copy-bandwidth] [--json]\n");
   args.option("--model", &model_dir)
       .option("--random", &random)
       .option("--gpt2", &gpt2_file)
@@ -86,8 +179,21 @@ int run(int argc, char** argv) {
       .option("--stop", &stop)
       .option("--device", &device_name)
       .option("--save", &save)
-      .flag("--cuda-graph", &cuda_graph);
+      .flag("--cuda-graph", &cuda_graph)
+      .option("--dtype", &dtype_name_arg)
+      .option("--prompt-len", &prompt_len)
+      .option("--batch", &batches)
+      .option("--runs", &runs)
+      .flag("--copy-bandwidth", &measure_copy)
+      .flag("--json", &json);
   args.parse(argc, argv);
+  TT_CHECK(dtype_name_arg == "f32" || dtype_name_arg == "bf16", "tt_generate: --dtype '",
+           dtype_name_arg, "' is not one of f32, bf16");
+  const DType dtype = dtype_name_arg == "bf16" ? DType::kBFloat16 : DType::kFloat32;
+  TT_CHECK(prompt_len >= 0 && runs >= 1, "tt_generate: --prompt-len ", prompt_len, " and --runs ",
+           runs, " must be >= 0 and >= 1");
+  TT_CHECK(gpt2_file.empty() || dtype == DType::kFloat32,
+           "tt_generate: --dtype bf16 needs a LLaMA");
   TT_CHECK(model_dir.empty() + random.empty() + gpt2_file.empty() == 2,
            "tt_generate: give exactly one of --model, --random and --gpt2");
   TT_CHECK(gpt2_file.empty() || save.empty(), "tt_generate: --save needs a LLaMA model");
@@ -102,20 +208,22 @@ int run(int argc, char** argv) {
                 static_cast<long long>(gpt2_model->num_parameters()), device.str().c_str());
     cached = llama::cached_model(*gpt2_model);
   } else {
-    model = model_dir.empty() ? std::make_unique<llama::Llama>(preset(random), seed_weights)
-                              : llama::load_hf(model_dir);
+    model = model_dir.empty() ? std::make_unique<llama::Llama>(preset(random), seed_weights,
+                                                               TensorOptions{dtype, Device::cpu()})
+                              : llama::load_hf(model_dir, dtype);
     model->to(device);
-    std::printf("model: %s (%lld parameters) on %s\n", model->config().str().c_str(),
-                static_cast<long long>(model->num_parameters()), device.str().c_str());
+    std::printf("model: %s (%lld parameters, %s) on %s\n", model->config().str().c_str(),
+                static_cast<long long>(model->num_parameters()), dtype_name(dtype),
+                device.str().c_str());
     cached = llama::cached_model(*model);
   }
-  std::vector<std::vector<int64_t>> prompts;
+  std::vector<std::vector<int64_t>> given;
   std::stringstream rows(prompt);
   std::string row;
-  while (std::getline(rows, row, ';')) prompts.push_back(parse_ids(row, "--prompt"));
+  while (std::getline(rows, row, ';')) given.push_back(parse_ids(row, "--prompt"));
   if (!save.empty()) {
     llama::save_hf(*model, save);
-    const Tensor ids = from_vector(prompts.at(0), {1, static_cast<int64_t>(prompts[0].size())});
+    const Tensor ids = from_vector(given.at(0), {1, static_cast<int64_t>(given[0].size())});
     save_npy(save + "/input_ids.npy", ids);
     {
       autograd::NoGradGuard no_grad;
@@ -129,19 +237,30 @@ int run(int argc, char** argv) {
   opt.sampling = {temperature, top_k, top_p};
   opt.stop_tokens = parse_ids(stop, "--stop");
   opt.cuda_graph = cuda_graph;
-  Generator gen(seed);
-  const llama::GenerateResult r = llama::generate(cached, prompts, opt, gen);
-  for (std::size_t b = 0; b < r.tokens.size(); ++b) {
-    std::printf("row %zu:", b);
-    for (int64_t id : r.tokens[b]) std::printf(" %lld", static_cast<long long>(id));
-    std::printf("\n");
+  const double copy_gbps = measure_copy ? copy_bandwidth(device) : 0;
+  if (measure_copy) std::printf("device copy bandwidth: %.0f GB/s (read + write)\n", copy_gbps);
+  for (const int64_t batch : parse_ids(batches, "--batch")) {
+    TT_CHECK(batch >= 1, "tt_generate: --batch sizes must be >= 1, got ", batch);
+    std::vector<std::vector<int64_t>> prompts = given;
+    if (prompt_len > 0) {  // `batch` rows of seeded random ids
+      Generator ids(seed + 1);
+      prompts.assign(static_cast<std::size_t>(batch), {});
+      for (auto& p : prompts) {
+        for (int64_t i = 0; i < prompt_len; ++i) {
+          p.push_back(
+              static_cast<int64_t>(ids.next_uniform() * static_cast<double>(cached.vocab_size)));
+        }
+      }
+    } else if (batch > 1) {  // `batch` copies of --prompt's first row
+      prompts.assign(static_cast<std::size_t>(batch), given.at(0));
+    }
+    llama::GenerateResult r;
+    for (int64_t i = 0; i < runs; ++i) {
+      Generator gen(seed);
+      r = llama::generate(cached, prompts, opt, gen);
+    }
+    report(r, prompts, model.get(), json ? copy_gbps : -1, dtype_name_arg, cuda_graph, max_new);
   }
-  std::printf("time to first token: %.2f ms (prefill of %zu row(s))\n", 1e3 * r.prefill_seconds,
-              prompts.size());
-  std::printf(
-      "decode: %lld steps, %.2f ms/step, %.1f tokens/s\n", static_cast<long long>(r.decode_steps),
-      r.decode_steps > 0 ? 1e3 * r.decode_seconds / static_cast<double>(r.decode_steps) : 0.0,
-      r.decode_tokens_per_second());
   return 0;
 }
 

@@ -1,10 +1,16 @@
 // CUDA kernels of chapter 15 (given, not exercises): RMSNorm forward and backward (one block per
 // row; the weight gradient as per-row products summed by chapter 06's deterministic
 // column_sum), rotate-half RoPE, SwiGLU forward and backward, and the KV-cache append + attend
-// step of decoding. float32 and float64.
+// step of decoding. float32 and float64; the forward kernels (RMSNorm, RoPE, SwiGLU, KV cache) also
+// bfloat16 for inference: each kernel is a template over the stored type T and computes in
+// acc_t<T> (float for bfloat16: values widened exactly as read, rounded to nearest even once as
+// written; RMSNorm's rstd and RoPE's tables float32).
+#include <cuda_bf16.h>
+
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "tt/cuda_block_reduce.h"
 #include "tt/cuda_column_sum.h"
@@ -23,6 +29,47 @@ std::string describe(const Tensor& t) {
   return t.defined() ? t.describe() : std::string("an undefined tensor");
 }
 
+// The computing type of a stored type: float for bfloat16, the type itself otherwise.
+template <typename T>
+struct Acc {
+  using type = T;
+};
+template <>
+struct Acc<bfloat16> {
+  using type = float;
+};
+template <typename T>
+using acc_t = typename Acc<T>::type;
+
+__device__ __forceinline__ float widen(bfloat16 v) {
+  return __uint_as_float(static_cast<uint32_t>(v.bits) << 16);  // exact
+}
+__device__ __forceinline__ float widen(float v) {
+  return v;
+}
+__device__ __forceinline__ double widen(double v) {
+  return v;
+}
+// v as a stored T (bfloat16: round to nearest even, cvt.rn.bf16.f32).
+template <typename T>
+__device__ __forceinline__ T narrow(acc_t<T> v) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return bfloat16{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+  } else {
+    return v;
+  }
+}
+
+// dispatch_floating plus bfloat16, for the inference kernels.
+template <typename F>
+void dispatch_with_bf16(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::kBFloat16) {
+    f.template operator()<bfloat16>();
+  } else {
+    dispatch_floating(dtype, op, f);
+  }
+}
+
 void check_cuda(const char* op, std::initializer_list<const Tensor*> ts) {
   const Tensor& first = **ts.begin();
   for (const Tensor* t : ts) {
@@ -34,17 +81,23 @@ void check_cuda(const char* op, std::initializer_list<const Tensor*> ts) {
 }
 
 template <typename T>
-__global__ void rms_norm_forward_kernel(T* out, T* rstd, const T* x, const T* w, int64_t rows,
-                                        int64_t C, double eps) {
+__global__ void rms_norm_forward_kernel(T* out, acc_t<T>* rstd, const T* x, const T* w,
+                                        int64_t rows, int64_t C, double eps) {
+  using A = acc_t<T>;
   __shared__ double scratch[kRowThreads / kWarpThreads];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * C;
     double ss = 0;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += static_cast<double>(xr[c]) * xr[c];
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const double v = widen(xr[c]);
+      ss += v * v;
+    }
     ss = block_allreduce(ss, SumOp{}, scratch);
-    const T r = static_cast<T>(1.0 / sqrt(ss / static_cast<double>(C) + eps));
+    const A r = static_cast<A>(1.0 / sqrt(ss / static_cast<double>(C) + eps));
     if (threadIdx.x == 0) rstd[row] = r;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) out[row * C + c] = xr[c] * r * w[c];
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      out[row * C + c] = narrow<T>(widen(xr[c]) * r * widen(w[c]));
+    }
   }
 }
 
@@ -71,9 +124,10 @@ __global__ void rms_norm_backward_kernel(T* dx, T* prod, const T* dy, const T* x
 }
 
 template <typename T>
-__global__ void rope_kernel(T* out, const T* x, const T* cos_t, const T* sin_t, const int64_t* pos,
-                            int64_t B, int64_t H, int64_t T_, int64_t half, int64_t sb, int64_t sh,
-                            int64_t st, T sign) {
+__global__ void rope_kernel(T* out, const T* x, const acc_t<T>* cos_t, const acc_t<T>* sin_t,
+                            const int64_t* pos, int64_t B, int64_t H, int64_t T_, int64_t half,
+                            int64_t sb, int64_t sh, int64_t st, acc_t<T> sign) {
+  using A = acc_t<T>;
   const int64_t n = B * H * T_ * half;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -83,10 +137,10 @@ __global__ void rope_kernel(T* out, const T* x, const T* cos_t, const T* sin_t, 
     const int64_t p = pos[b * T_ + t];
     const T* xr = x + b * sb + h * sh + t * st;
     T* yr = out + row * 2 * half;
-    const T c = cos_t[p * half + i], s = sign * sin_t[p * half + i];
-    const T x1 = xr[i], x2 = xr[i + half];
-    yr[i] = x1 * c - x2 * s;
-    yr[i + half] = x2 * c + x1 * s;
+    const A c = cos_t[p * half + i], s = sign * sin_t[p * half + i];
+    const A x1 = widen(xr[i]), x2 = widen(xr[i + half]);
+    yr[i] = narrow<T>(x1 * c - x2 * s);
+    yr[i + half] = narrow<T>(x2 * c + x1 * s);
   }
 }
 
@@ -95,11 +149,16 @@ __device__ T sigmoid(T a) {
   return T(1) / (T(1) + exp(-a));
 }
 
+// out [rows, F] (contiguous) from gate and up rows of `ld` elements (F when contiguous; 2F for
+// the two halves of one [rows, 2F] GEMM output).
 template <typename T>
-__global__ void swiglu_forward_kernel(T* out, const T* a, const T* b, int64_t n) {
+__global__ void swiglu_forward_kernel(T* out, const T* a, const T* b, int64_t n, int64_t F,
+                                      int64_t ld) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = a[i] * sigmoid(a[i]) * b[i];
+    const int64_t j = i / F * ld + i % F;
+    const acc_t<T> g = widen(a[j]);
+    out[i] = narrow<T>(g * sigmoid(g) * widen(b[j]));
   }
 }
 
@@ -122,20 +181,24 @@ __global__ void kv_append_kernel(T* kc, T* vc, const T* kn, const T* vn, const i
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = e % hs, t = e / hs % Tq, bj = e / hs / Tq, b = bj / NKV;
     const int64_t dst = (bj * Tmax + start[b] + t) * hs + c;
-    kc[dst] = kn[e];
+    kc[dst] = kn[e];  // the stored bits, any T
     vc[dst] = vn[e];
   }
 }
 
-// One block per (b, h, t) query row: scores of the visible keys in shared memory (Tmax values),
-// a block softmax, then each thread accumulates output channels.
+// One block per (b, h, t) query row: scores of the visible keys in shared memory (Tmax values of
+// acc_t<T>), a block softmax, then the weighted sum of values: with hs <= blockDim.x, the
+// blockDim.x / hs groups of hs threads each sum every G-th key for their channel, and the groups'
+// partial sums are added in a fixed order (no atomics).
 template <typename T>
 __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, const int64_t* start,
                                  int64_t NH, int64_t NKV, int64_t Tq, int64_t Tmax, int64_t hs,
-                                 T scale) {
+                                 acc_t<T> scale) {
+  using A = acc_t<T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* p = reinterpret_cast<T*>(smem_raw);
-  __shared__ T scratch[kRowThreads / kWarpThreads];
+  A* p = reinterpret_cast<A*>(smem_raw);
+  __shared__ A scratch[kRowThreads / kWarpThreads];
+  __shared__ A part[kRowThreads];
   const int64_t row = blockIdx.x;  // (b * NH + h) * Tq + t
   const int64_t t = row % Tq, bh = row / Tq, b = bh / NH, h = bh % NH;
   const int64_t j = h / (NH / NKV);
@@ -143,24 +206,39 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
   const T* K = kc + (b * NKV + j) * Tmax * hs;
   const T* V = vc + (b * NKV + j) * Tmax * hs;
   const int64_t n = start[b] + t + 1;
-  T mx = -INFINITY;
+  A mx = -INFINITY;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    T dot = 0;
-    for (int64_t c = 0; c < hs; ++c) dot += qr[c] * K[i * hs + c];
+    A dot = 0;
+    for (int64_t c = 0; c < hs; ++c) dot += widen(qr[c]) * widen(K[i * hs + c]);
     p[i] = dot * scale;
     mx = fmax(mx, p[i]);
   }
   mx = block_allreduce(mx, MaxOp{}, scratch);
-  T sum = 0;
+  A sum = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     p[i] = exp(p[i] - mx);
     sum += p[i];
   }
   sum = block_allreduce(sum, SumOp{}, scratch);  // also a barrier: p is complete
-  for (int64_t c = threadIdx.x; c < hs; c += blockDim.x) {
-    T acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc += p[i] * V[i * hs + c];
-    out[row * hs + c] = acc / sum;
+  if (hs > blockDim.x) {
+    for (int64_t c = threadIdx.x; c < hs; c += blockDim.x) {
+      A acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += p[i] * widen(V[i * hs + c]);
+      out[row * hs + c] = narrow<T>(acc / sum);
+    }
+    return;
+  }
+  const int64_t G = blockDim.x / hs, g = threadIdx.x / hs, c = threadIdx.x % hs;
+  if (g < G) {
+    A acc = 0;
+    for (int64_t i = g; i < n; i += G) acc += p[i] * widen(V[i * hs + c]);
+    part[threadIdx.x] = acc;
+  }
+  __syncthreads();
+  if (threadIdx.x < hs) {
+    A acc = 0;
+    for (int64_t k = 0; k < G; ++k) acc += part[k * hs + c];
+    out[row * hs + c] = narrow<T>(acc / sum);
   }
 }
 
@@ -168,17 +246,21 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
 
 void rms_norm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
                       double eps) {
-  check_cuda("rms_norm_forward", {&x, &out, &weight, &rstd});
+  check_cuda("rms_norm_forward", {&x, &out, &weight});
   const int64_t C = x.size(-1), rows = C == 0 ? 0 : x.numel() / C;
   TT_CHECK(weight.numel() == C && rstd.numel() == rows, "cuda::rms_norm_forward: weight ",
            weight.describe(), " and rstd ", rstd.describe(), " do not fit x ", x.describe());
   if (rows == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  dispatch_floating(x.dtype(), "rms_norm_forward", [&]<typename T>() {
+  dispatch_with_bf16(x.dtype(), "rms_norm_forward", [&]<typename T>() {
+    TT_CHECK(
+        rstd.dtype() == dtype_of<acc_t<T>> && rstd.device() == x.device() && rstd.is_contiguous(),
+        "cuda::rms_norm_forward: rstd must be contiguous ", dtype_name(dtype_of<acc_t<T>>), " on ",
+        x.device().str(), " for x ", x.describe(), ", got ", rstd.describe());
     rms_norm_forward_kernel<T>
         <<<grid_size(rows * kRowThreads, kRowThreads, dev), kRowThreads, 0, stream(dev)>>>(
-            out.data<T>(), rstd.data<T>(), x.data<T>(), weight.data<T>(), rows, C, eps);
+            out.data<T>(), rstd.data<acc_t<T>>(), x.data<T>(), weight.data<T>(), rows, C, eps);
     TT_CUDA_CHECK_LAUNCH("rms_norm_forward_kernel");
   });
 }
@@ -214,7 +296,12 @@ void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& s
            "cuda::rope_forward: expected CUDA x [B, H, T, hs] with a unit stride along hs and a "
            "contiguous out, got x ",
            describe(x), " and out ", describe(out));
-  check_cuda("rope_forward", {&out, &cos, &sin});
+  check_cuda("rope_forward", {&cos, &sin});
+  TT_CHECK(out.dtype() == x.dtype() && out.device() == x.device() && cos.device() == x.device() &&
+               cos.dtype() == (x.dtype() == DType::kBFloat16 ? DType::kFloat32 : x.dtype()),
+           "cuda::rope_forward: expected out of x's dtype and tables of x's dtype (float32 for "
+           "bfloat16 x) on its device, got x ",
+           x.describe(), ", out ", out.describe(), " and cos ", cos.describe());
   TT_CHECK(positions.device() == x.device() && positions.dtype() == DType::kInt64 &&
                positions.is_contiguous() && positions.numel() == x.size(0) * x.size(2),
            "cuda::rope_forward: expected int64 positions [B, T] on ", x.device().str(), ", got ",
@@ -224,23 +311,40 @@ void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& s
   if (n == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  dispatch_floating(x.dtype(), "rope_forward", [&]<typename T_>() {
+  dispatch_with_bf16(x.dtype(), "rope_forward", [&]<typename T_>() {
+    using A = acc_t<T_>;
     rope_kernel<T_><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
-        out.data<T_>(), x.data<T_>(), cos.data<T_>(), sin.data<T_>(), positions.data<int64_t>(), B,
-        H, T, half, x.stride(0), x.stride(1), x.stride(2), inverse ? T_(-1) : T_(1));
+        out.data<T_>(), x.data<T_>(), cos.data<A>(), sin.data<A>(), positions.data<int64_t>(), B, H,
+        T, half, x.stride(0), x.stride(1), x.stride(2), inverse ? A(-1) : A(1));
     TT_CUDA_CHECK_LAUNCH("rope_kernel");
   });
 }
 
 void swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up) {
-  check_cuda("swiglu_forward", {&gate, &up, &out});
+  // gate and up: contiguous, or 2-D [rows, F] views with unit column stride and one row stride
+  // (the halves of a [rows, 2F] GEMM output).
+  const bool rows_view = gate.defined() && up.defined() && gate.dim() == 2 &&
+                         gate.shape() == up.shape() && gate.stride(1) == 1 && up.stride(1) == 1 &&
+                         gate.stride(0) == up.stride(0) && gate.stride(0) >= gate.size(1);
+  if (rows_view) {
+    check_cuda("swiglu_forward", {&out});
+    TT_CHECK(out.shape() == gate.shape() && gate.device() == out.device() &&
+                 up.device() == out.device() && gate.dtype() == out.dtype() &&
+                 up.dtype() == out.dtype(),
+             "cuda::swiglu_forward: expected gate and up of out's shape, dtype and device, got "
+             "out ",
+             out.describe(), ", gate ", gate.describe(), ", up ", up.describe());
+  } else {
+    check_cuda("swiglu_forward", {&gate, &up, &out});
+  }
   const int64_t n = gate.numel();
   if (n == 0) return;
+  const int64_t F = gate.size(-1), ld = rows_view ? gate.stride(0) : F;
   const int dev = gate.device().index;
   DeviceGuard guard(dev);
-  dispatch_floating(gate.dtype(), "swiglu_forward", [&]<typename T>() {
+  dispatch_with_bf16(gate.dtype(), "swiglu_forward", [&]<typename T>() {
     swiglu_forward_kernel<T><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
-        out.data<T>(), gate.data<T>(), up.data<T>(), n);
+        out.data<T>(), gate.data<T>(), up.data<T>(), n, F, ld);
     TT_CUDA_CHECK_LAUNCH("swiglu_forward_kernel");
   });
 }
@@ -269,7 +373,8 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
   const int dev = q.device().index;
   DeviceGuard guard(dev);
   const Tensor s = start.to(q.device());
-  dispatch_floating(q.dtype(), "kv_cache_attend", [&]<typename T>() {
+  dispatch_with_bf16(q.dtype(), "kv_cache_attend", [&]<typename T>() {
+    using A = acc_t<T>;
     const int64_t n = B * NKV * Tq * hs;
     if (n > 0) {
       kv_append_kernel<T><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
@@ -279,12 +384,12 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
     }
     const int64_t rows = B * NH * Tq;
     if (rows == 0) return;
-    const std::size_t smem = static_cast<std::size_t>(Tmax) * sizeof(T);
+    const std::size_t smem = static_cast<std::size_t>(Tmax) * sizeof(A);
     TT_CHECK(smem <= 48 * 1024, "cuda::kv_cache_attend: max_len ", Tmax,
              " needs more than 48 KiB of shared memory for the scores of a row");
     kv_attend_kernel<T><<<static_cast<unsigned>(rows), kRowThreads, smem, stream(dev)>>>(
         out.data<T>(), q.data<T>(), k_cache.data<T>(), v_cache.data<T>(), s.data<int64_t>(), NH,
-        NKV, Tq, Tmax, hs, static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs))));
+        NKV, Tq, Tmax, hs, static_cast<A>(1.0 / std::sqrt(static_cast<double>(hs))));
     TT_CUDA_CHECK_LAUNCH("kv_attend_kernel");
   });
 }

@@ -1,10 +1,17 @@
 // Chapter 15's CUDA kernels against the CPU ones (skipped without a GPU): RMSNorm, RoPE and
 // SwiGLU forward and backward, the KV-cache step, and the tiny model's logits, loss and greedy
-// generation.
+// generation. Ch15_Bf16Cuda: the bfloat16 inference kernels and model against float32 on the
+// same (bfloat16-representable) values.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
 #include "ch15_test_util.h"
 #include "tt/cuda_matmul.h"
+#include "tt/dispatcher.h"
 #include "tt/functional.h"
 #include "tt/generate.h"
+#include "tt/llama_ops.h"
 
 namespace tt {
 namespace {
@@ -109,6 +116,130 @@ TEST(Ch15_ModelCuda, CudaGraphDecodeGivesTheSameTokens) {
   llama::LlamaConfig c = ch15::tiny_config();
   c.dim = 128;  // hs 32
   llama::Llama model(c, 6);
+  model.to(kCuda);
+  llama::GenerateOptions opt;
+  opt.max_new_tokens = 12;
+  opt.sampling = {0.8, 0, 0.9};
+  Generator g1(4), g2(4);
+  const auto eager = llama::generate(model, {{1, 2, 3}, {9, 8, 7, 6, 5}}, opt, g1);
+  opt.cuda_graph = true;
+  const auto graphed = llama::generate(model, {{1, 2, 3}, {9, 8, 7, 6, 5}}, opt, g2);
+  EXPECT_EQ(graphed.tokens, eager.tokens);
+}
+
+// ----- bfloat16 inference -------------------------------------------------------------------
+
+/// x rounded to bfloat16 (on the CPU) and the same values in float32: a kernel's bfloat16 result
+/// is compared with its float32 result on identical inputs, so the difference is the rounding of
+/// the bfloat16 outputs (2^-9 relative) plus float32 summation order.
+struct Bf16Pair {
+  Tensor bf;   ///< bfloat16 on CUDA
+  Tensor f32;  ///< float32 on CUDA, equal to bf widened
+};
+Bf16Pair bf16_pair(const Shape& shape, uint64_t seed, double scale = 1.0) {
+  const Tensor bf = ch15::leaf(shape, seed, scale, DType::kFloat32, false).to(DType::kBFloat16);
+  return {bf.to(kCuda), bf.to(DType::kFloat32).to(kCuda)};
+}
+Tensor widened(const Tensor& t) {
+  return t.to(Device::cpu()).to(DType::kFloat32);
+}
+constexpr double kBf16Rel = 1.0 / 128;  // two roundings of 2^-9 and some summation slack
+
+TEST(Ch15_Bf16Cuda, RmsNormRopeSwigluMatchFloat32) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  const Bf16Pair x = bf16_pair({37, 300}, 1), w = bf16_pair({300}, 2);
+  EXPECT_TENSOR_NEAR(widened(rms_norm(x.bf, w.bf, 1e-6)), widened(rms_norm(x.f32, w.f32, 1e-6)),
+                     1e-3, kBf16Rel);
+  const Bf16Pair r = bf16_pair({2, 7, 3, 16}, 3);
+  const std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15};
+  const RopeTables tables = rope_tables(32, 16, 10000.0, {}, {DType::kFloat32, kCuda});
+  const Tensor p = from_vector(pos, {2, 7}).to(kCuda);
+  EXPECT_TENSOR_NEAR(widened(rope(transpose(r.bf, 1, 2), tables, p)),
+                     widened(rope(transpose(r.f32, 1, 2), tables, p)), 1e-3, kBf16Rel);
+  // SwiGLU on the two halves of one [rows, 2F] buffer, read in place (the packed gate/up GEMM).
+  const Bf16Pair gu = bf16_pair({5, 2 * 129}, 4, 2.0);
+  const Tensor out = empty({5, 129}, {DType::kBFloat16, kCuda});
+  call_kernel<SwigluForwardKernel>("swiglu_forward", kCuda, out, gu.bf.slice(1, 0, 129),
+                                   gu.bf.slice(1, 129, 258));
+  EXPECT_TENSOR_NEAR(
+      widened(out),
+      widened(swiglu(gu.f32.slice(1, 0, 129).contiguous(), gu.f32.slice(1, 129, 258).contiguous())),
+      1e-3, kBf16Rel);
+}
+
+TEST(Ch15_Bf16Cuda, KvCacheStepMatchesFloat32WithGqa) {
+  TT_SKIP_IF_NO_CUDA();
+  for (int64_t hs : {32, 64, 512}) {  // 512 > the block's threads: the channel loop
+    const Bf16Pair q = bf16_pair({2, 8, 3, hs}, 6), kn = bf16_pair({2, 2, 3, hs}, 7),
+                   vn = bf16_pair({2, 2, 3, hs}, 8), kc = bf16_pair({2, 2, 40, hs}, 9),
+                   vc = bf16_pair({2, 2, 40, hs}, 10);
+    const Tensor out_bf = llama::kv_cache_attend(q.bf, kn.bf, vn.bf, kc.bf, vc.bf, {4, 33});
+    const Tensor out_f = llama::kv_cache_attend(q.f32, kn.f32, vn.f32, kc.f32, vc.f32, {4, 33});
+    EXPECT_TENSOR_NEAR(widened(out_bf), widened(out_f), 1e-3, kBf16Rel) << "hs " << hs;
+    // The appended keys and values are the same bits.
+    EXPECT_TENSOR_NEAR(widened(kc.bf), widened(kc.f32), 0, 0) << "hs " << hs;
+    EXPECT_TENSOR_NEAR(widened(vc.bf), widened(vc.f32), 0, 0) << "hs " << hs;
+  }
+}
+
+/// The tiny model of hs 32 in float32 and in bfloat16 (the same draws, rounded) on CUDA.
+llama::LlamaConfig bf16_test_config() {
+  llama::LlamaConfig c = ch15::tiny_config();
+  c.dim = 128;  // hs 32
+  c.ffn_dim = 352;
+  return c;
+}
+
+TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
+  TT_SKIP_IF_NO_CUDA();
+  cuda::AllowTf32Guard no_tf32(false);
+  const llama::LlamaConfig c = bf16_test_config();
+  llama::Llama f32(c, 5), bf(c, 5, {DType::kBFloat16});
+  f32.to(kCuda);
+  bf.to(kCuda);
+  const Tensor ids = from_vector<int64_t>({3, 9, 27, 81, 50, 12, 7, 1, 2, 95}, {2, 5}).to(kCuda);
+  const Tensor ref = f32.forward(ids).to(Device::cpu());
+  const Tensor got = bf.forward(ids).to(Device::cpu());
+  ASSERT_EQ(got.dtype(), DType::kFloat32);
+  double max_ref = 0;
+  for (double v : ref.to(DType::kFloat64).to_vector<double>())
+    max_ref = std::max(max_ref, std::abs(v));
+  // bfloat16 weights and activations: about 3 significant digits through 2 layers.
+  const double tol = 0.03 * max_ref;
+  EXPECT_TENSOR_NEAR(got, ref, tol, 0);
+  // Greedy decode in bfloat16; each token must be (near) the float32 model's argmax at its
+  // position, the float32 model reading the same sequence: logit >= max - tol.
+  llama::GenerateOptions opt;
+  opt.max_new_tokens = 24;
+  opt.sampling.temperature = 0;
+  Generator g1(0), g2(0);
+  const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5}};
+  const auto bf_tokens = llama::generate(bf, prompts, opt, g1).tokens;
+  const auto f32_tokens = llama::generate(f32, prompts, opt, g2).tokens;
+  int64_t same = 0, total = 0;
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    std::vector<int64_t> seq = prompts[b];
+    seq.insert(seq.end(), bf_tokens[b].begin(), bf_tokens[b].end());
+    const auto T = static_cast<int64_t>(seq.size());
+    const Tensor logits = f32.forward(from_vector(seq, {1, T}).to(kCuda)).to(Device::cpu());
+    const auto L = logits.to(DType::kFloat64).to_vector<double>();
+    const auto P = static_cast<int64_t>(prompts[b].size());
+    for (int64_t i = 0; i < static_cast<int64_t>(bf_tokens[b].size()); ++i) {
+      const double* row = L.data() + (P - 1 + i) * c.vocab_size;
+      const double best = *std::max_element(row, row + c.vocab_size);
+      EXPECT_GE(row[bf_tokens[b][i]], best - tol) << "row " << b << " new token " << i;
+      same += bf_tokens[b][i] == f32_tokens[b][i];
+      ++total;
+    }
+  }
+  std::cout << "bf16 vs float32 greedy: " << same << " of " << total
+            << " tokens identical; logits max |ref| " << max_ref << "\n";
+}
+
+TEST(Ch15_Bf16Cuda, CudaGraphDecodeGivesTheSameTokens) {
+  TT_SKIP_IF_NO_CUDA();
+  llama::Llama model(bf16_test_config(), 6, {DType::kBFloat16});
   model.to(kCuda);
   llama::GenerateOptions opt;
   opt.max_new_tokens = 12;

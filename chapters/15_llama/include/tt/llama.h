@@ -21,6 +21,15 @@
 ///
 /// A block: h = x + o_proj(attn(rope(q), rope(k), v)) on input_layernorm(x), then
 /// y = h + down_proj(silu(gate_proj(n)) * up_proj(n)) with n = post_attention_layernorm(h).
+///
+/// **bfloat16 inference.** A Llama built (or loaded) with bfloat16 parameters runs forward,
+/// forward_cached and forward_static on CUDA through a path of its own, made for decoding, which
+/// is a bandwidth problem (every weight is read once per step): the q/k/v and the gate/up weights
+/// are packed into one buffer each on first use (one GEMM each: chapter 10's cuBLASLt
+/// "matmul_lt_gemm", bfloat16 operands, float32 accumulation), o_proj and down_proj add into the
+/// bfloat16 residual stream in their GEMM's epilogue (beta = 1), RMSNorm, RoPE, SwiGLU and the KV
+/// cache (bfloat16) compute in float32, and the logits come out of the last GEMM in float32. There
+/// is no autograd graph: loss() refuses bfloat16, and the CPU has no bfloat16 kernels.
 #pragma once
 
 #include <cstdint>
@@ -79,7 +88,8 @@ class RMSNorm : public nn::Module {
   Tensor weight;  ///< [dim]
 };
 
-/// A preallocated KV cache: per layer, keys and values [B, NKV, max_len, hs]. Row b holds the
+/// A preallocated KV cache: per layer, keys and values [B, NKV, max_len, hs] (the model's dtype).
+/// Row b holds the
 /// keys of its positions [0, length of row b); the caller tracks the lengths (forward_cached's
 /// `start`).
 struct KVCache {
@@ -94,7 +104,8 @@ struct KVCache {
 /// "kv_cache_attend" kernels: append k_new, v_new [B, NKV, Tq, hs] to the caches [B, NKV,
 /// Tmax, hs] at positions start[b] to start[b] + Tq - 1 of row b, then out [B, NH, Tq, hs] =
 /// causal attention of q [B, NH, Tq, hs] (query i of row b at position start[b] + i) over the
-/// cached keys and values [0, start[b] + i] of its key/value head, scale 1/sqrt(hs). start is
+/// cached keys and values [0, start[b] + i] of its key/value head, scale 1/sqrt(hs) (CUDA also
+/// takes bfloat16, computed in float32: the scores and the softmax in float32). start is
 /// int64 [B]: on the CPU for the CPU kernel; on the GPU (or the CPU, then copied) for CUDA.
 using KvCacheAttendKernel = void(const Tensor& out, const Tensor& q, const Tensor& k_new,
                                  const Tensor& v_new, const Tensor& k_cache, const Tensor& v_cache,
@@ -179,18 +190,24 @@ class Llama : public nn::Module {
  public:
   /// A model of `config` (validated) with parameters N(0, init_std) drawn from a generator
   /// seeded with `seed` (norm weights 1), in `options` (float32 or float64; move to CUDA with
-  /// to()).
+  /// to()). bfloat16: the float32 model's values rounded to nearest even, for inference on CUDA
+  /// (see the file comment).
   explicit Llama(const LlamaConfig& config, uint64_t seed = 1337, TensorOptions options = {});
   /// The config.
   const LlamaConfig& config() const { return config_; }
   /// Where the parameters are.
   Device device() const { return model->embed_tokens->weight.device(); }
-  /// logits [B, T, V] of idx [B, T] (int64) at positions 0 to T - 1.
+  /// The parameters' dtype.
+  DType dtype() const;
+  /// logits [B, T, V] of idx [B, T] (int64) at positions 0 to T - 1 (bfloat16 parameters: float32
+  /// logits from the cached path with a cache of T positions, no autograd graph).
   Tensor forward(const Tensor& idx) override;
-  /// Mean cross-entropy of forward(idx) against targets [B, T] (kIgnoreIndex skipped).
+  /// Mean cross-entropy of forward(idx) against targets [B, T] (kIgnoreIndex skipped). Throws
+  /// tt::Error for bfloat16 parameters (inference only).
   Tensor loss(const Tensor& idx, const Tensor& targets);
   /// logits [B, Tq, V] of idx [B, Tq] where row b's tokens are at positions start[b] to
-  /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph).
+  /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph). The
+  /// logits have the parameters' dtype, float32 for bfloat16 parameters.
   Tensor forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start);
   /// forward_cached without any host work: idx [B, Tq], positions [B, Tq] and start [B] (int64,
   /// on the model's device) are read by the kernels only, and nothing is checked against the
@@ -208,6 +225,7 @@ class Llama : public nn::Module {
 
  private:
   Tensor run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start);
+  Tensor run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cache, const Tensor& start);
   Tensor positions_for(int64_t B, int64_t T, const std::vector<int64_t>& start) const;
   const RopeTables& rope_for(const Tensor& like);
   LlamaConfig config_;
@@ -218,10 +236,11 @@ class Llama : public nn::Module {
 
 /// Loads a directory written by transformers' save_pretrained (or save_hf): config.json and
 /// model.safetensors (one file; a sharded model's index is refused with a message). Tensors
-/// are converted to float32 (F16, BF16) and checked all or nothing against the model's names
-/// and shapes; "lm_head.weight" is ignored for a tied model, "*.rotary_emb.inv_freq" buffers
-/// always.
-std::unique_ptr<Llama> load_hf(const std::string& dir);
+/// are converted to `dtype` (float32, float64 or bfloat16 for inference on CUDA: F32 is rounded
+/// to nearest even, BF16 kept as stored, F16 through float32) and checked all or nothing against
+/// the model's names and shapes; "lm_head.weight" is ignored for a tied model,
+/// "*.rotary_emb.inv_freq" buffers always.
+std::unique_ptr<Llama> load_hf(const std::string& dir, DType dtype = DType::kFloat32);
 
 /// Writes config.json and model.safetensors (metadata {"format": "pt"}, as transformers
 /// expects) into `dir` (created if missing), the tensors stored per `store`.
