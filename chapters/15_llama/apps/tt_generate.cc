@@ -9,10 +9,12 @@
 //   options: --prompt "1,2,3;4,5"      one row per ';' (token ids; rows may differ in length)
 //            --max-new N --temperature T --top-k K --top-p P --seed S --stop "2,3"
 //            --device auto|cpu|cuda --cuda-graph (decode steps replayed as a CUDA graph)
-//            --dtype f32|bf16 (bf16: the LLaMA's parameters rounded to bfloat16 at load, CUDA)
+//   timing (each a comma-separated list; every combination runs, in this order):
+//            --dtype f32,bf16 (bf16: the LLaMA's parameters rounded to bfloat16, CUDA inference;
+//            the model is converted in place between dtypes)
 //            --prompt-len N (rows of N seeded random ids instead of --prompt)
-//            --batch "1,8,32" (one generation per batch size: that many rows, of --prompt-len
-//            ids or copies of --prompt's first row)
+//            --batch 1,8,32 (that many rows: of --prompt-len ids, or copies of --prompt's first)
+//            --modes eager,graph (graph: as --cuda-graph)
 //            --runs N (generate N times, report the last: the first warms up cuBLASLt and the
 //            allocator) --copy-bandwidth (time a 1 GiB device-to-device copy) --json (one JSON
 //            line of the numbers: tokens/s, TTFT, bytes read per decode step, effective GB/s)
@@ -151,11 +153,21 @@ void report(const llama::GenerateResult& r, const std::vector<std::vector<int64_
   }
 }
 
+/// The items of a comma-separated list.
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
 int run(int argc, char** argv) {
   std::string model_dir, random, gpt2_file, prompt = "1", stop, device_name = "auto", save;
-  std::string dtype_name_arg = "f32";
-  std::string batches = "1";
-  int64_t max_new = 64, top_k = 0, prompt_len = 0, runs = 1;
+  std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes;
+  int64_t max_new = 64, top_k = 0, runs = 1;
   bool json = false, measure_copy = false;
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 1337, seed_weights = 1337;
@@ -165,7 +177,8 @@ int run(int argc, char** argv) {
       "usage: tt_generate (--model DIR | --random tiny|tinyllama-1.1b | --gpt2 FILE) [--prompt "
       "\"1,2,3;4,5\"] [--max-new N] [--temperature T] [--top-k K] [--top-p P] [--seed "
       "S] [--stop \"2\"] [--device auto|cpu|cuda] [--save DIR] [--seed-weights N] [--cuda-graph] "
-      "[--dtype f32|bf16] [--prompt-len N] [--batch B,B2,...] [--runs N] [--copy-bandwidth] [--json]\n");
+      "[--dtype f32,bf16] [--prompt-len N,...] [--batch B,...] [--modes eager,graph] [--runs N] "
+      "[--copy-bandwidth] [--json]\n");
   args.option("--model", &model_dir)
       .option("--random", &random)
       .option("--gpt2", &gpt2_file)
@@ -180,19 +193,28 @@ int run(int argc, char** argv) {
       .option("--device", &device_name)
       .option("--save", &save)
       .flag("--cuda-graph", &cuda_graph)
-      .option("--dtype", &dtype_name_arg)
-      .option("--prompt-len", &prompt_len)
+      .option("--dtype", &dtypes)
+      .option("--prompt-len", &prompt_lens)
       .option("--batch", &batches)
+      .option("--modes", &modes)
       .option("--runs", &runs)
       .flag("--copy-bandwidth", &measure_copy)
       .flag("--json", &json);
   args.parse(argc, argv);
-  TT_CHECK(dtype_name_arg == "f32" || dtype_name_arg == "bf16", "tt_generate: --dtype '",
-           dtype_name_arg, "' is not one of f32, bf16");
-  const DType dtype = dtype_name_arg == "bf16" ? DType::kBFloat16 : DType::kFloat32;
-  TT_CHECK(prompt_len >= 0 && runs >= 1, "tt_generate: --prompt-len ", prompt_len, " and --runs ",
-           runs, " must be >= 0 and >= 1");
-  TT_CHECK(gpt2_file.empty() || dtype == DType::kFloat32,
+  std::vector<DType> dtype_list;
+  for (const std::string& d : split(dtypes)) {
+    TT_CHECK(d == "f32" || d == "bf16", "tt_generate: --dtype '", d, "' is not one of f32, bf16");
+    dtype_list.push_back(d == "bf16" ? DType::kBFloat16 : DType::kFloat32);
+  }
+  std::vector<bool> graph_modes;
+  for (const std::string& m : split(modes.empty() ? (cuda_graph ? "graph" : "eager") : modes)) {
+    TT_CHECK(m == "eager" || m == "graph", "tt_generate: --modes '", m,
+             "' is not one of eager, graph");
+    graph_modes.push_back(m == "graph");
+  }
+  TT_CHECK(!dtype_list.empty() && !graph_modes.empty() && runs >= 1,
+           "tt_generate: --dtype and --modes need a value and --runs must be >= 1");
+  TT_CHECK(gpt2_file.empty() || dtype_list == std::vector<DType>{DType::kFloat32},
            "tt_generate: --dtype bf16 needs a LLaMA");
   TT_CHECK(model_dir.empty() + random.empty() + gpt2_file.empty() == 2,
            "tt_generate: give exactly one of --model, --random and --gpt2");
@@ -208,13 +230,13 @@ int run(int argc, char** argv) {
                 static_cast<long long>(gpt2_model->num_parameters()), device.str().c_str());
     cached = llama::cached_model(*gpt2_model);
   } else {
-    model = model_dir.empty() ? std::make_unique<llama::Llama>(preset(random), seed_weights,
-                                                               TensorOptions{dtype, Device::cpu()})
-                              : llama::load_hf(model_dir, dtype);
+    const TensorOptions options{dtype_list[0], Device::cpu()};
+    model = model_dir.empty()
+                ? std::make_unique<llama::Llama>(preset(random), seed_weights, options)
+                : llama::load_hf(model_dir, dtype_list[0]);
     model->to(device);
-    std::printf("model: %s (%lld parameters, %s) on %s\n", model->config().str().c_str(),
-                static_cast<long long>(model->num_parameters()), dtype_name(dtype),
-                device.str().c_str());
+    std::printf("model: %s (%lld parameters) on %s\n", model->config().str().c_str(),
+                static_cast<long long>(model->num_parameters()), device.str().c_str());
     cached = llama::cached_model(*model);
   }
   std::vector<std::vector<int64_t>> given;
@@ -236,30 +258,44 @@ int run(int argc, char** argv) {
   opt.max_new_tokens = max_new;
   opt.sampling = {temperature, top_k, top_p};
   opt.stop_tokens = parse_ids(stop, "--stop");
-  opt.cuda_graph = cuda_graph;
   const double copy_gbps = measure_copy ? copy_bandwidth(device) : 0;
   if (measure_copy) std::printf("device copy bandwidth: %.0f GB/s (read + write)\n", copy_gbps);
-  for (const int64_t batch : parse_ids(batches, "--batch")) {
-    TT_CHECK(batch >= 1, "tt_generate: --batch sizes must be >= 1, got ", batch);
-    std::vector<std::vector<int64_t>> prompts = given;
-    if (prompt_len > 0) {  // `batch` rows of seeded random ids
-      Generator ids(seed + 1);
-      prompts.assign(static_cast<std::size_t>(batch), {});
-      for (auto& p : prompts) {
-        for (int64_t i = 0; i < prompt_len; ++i) {
-          p.push_back(
-              static_cast<int64_t>(ids.next_uniform() * static_cast<double>(cached.vocab_size)));
+  // Every combination of dtype, prompt length, batch size and mode (the model converted in place
+  // between dtypes: one random initialisation for all).
+  for (const DType dtype : dtype_list) {
+    if (model && model->dtype() != dtype) model->to_dtype(dtype);
+    for (const int64_t prompt_len : parse_ids(prompt_lens, "--prompt-len")) {
+      for (const int64_t batch : parse_ids(batches, "--batch")) {
+        TT_CHECK(batch >= 1 && prompt_len >= 0, "tt_generate: --batch sizes must be >= 1 and ",
+                 "--prompt-len >= 0, got ", batch, " and ", prompt_len);
+        std::vector<std::vector<int64_t>> prompts = given;
+        if (prompt_len > 0) {  // `batch` rows of seeded random ids
+          Generator ids(seed + 1);
+          prompts.assign(static_cast<std::size_t>(batch), {});
+          for (auto& p : prompts) {
+            for (int64_t i = 0; i < prompt_len; ++i) {
+              p.push_back(static_cast<int64_t>(ids.next_uniform() *
+                                               static_cast<double>(cached.vocab_size)));
+            }
+          }
+        } else if (batch > 1) {  // `batch` copies of --prompt's first row
+          prompts.assign(static_cast<std::size_t>(batch), given.at(0));
+        }
+        for (const bool graph : graph_modes) {
+          opt.cuda_graph = graph;
+          llama::GenerateResult r;
+          for (int64_t i = 0; i < runs; ++i) {
+            Generator gen(seed);
+            r = llama::generate(cached, prompts, opt, gen);
+          }
+          std::printf("%s, batch %lld, prompt %zu, %s:\n", dtype_name(dtype),
+                      static_cast<long long>(batch), prompts.at(0).size(),
+                      graph ? "CUDA graph" : "eager");
+          report(r, prompts, model.get(), json ? copy_gbps : -1,
+                 dtype == DType::kBFloat16 ? "bf16" : "f32", graph, max_new);
         }
       }
-    } else if (batch > 1) {  // `batch` copies of --prompt's first row
-      prompts.assign(static_cast<std::size_t>(batch), given.at(0));
     }
-    llama::GenerateResult r;
-    for (int64_t i = 0; i < runs; ++i) {
-      Generator gen(seed);
-      r = llama::generate(cached, prompts, opt, gen);
-    }
-    report(r, prompts, model.get(), json ? copy_gbps : -1, dtype_name_arg, cuda_graph, max_new);
   }
   return 0;
 }

@@ -270,6 +270,23 @@ DType Llama::dtype() const {
   return model->embed_tokens->weight.dtype();
 }
 
+Llama& Llama::to_dtype(DType dtype) {
+  TT_CHECK(dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16,
+           "Llama::to_dtype: parameters must be float32, float64 or bfloat16, got ",
+           dtype_name(dtype));
+  for (const Tensor& p : parameters()) {  // each once (a tied weight is one tensor)
+    if (p.dtype() == dtype) continue;
+    const Tensor converted = p.to(dtype).contiguous();
+    TensorImpl& impl = *p.impl();
+    impl.storage = converted.storage();
+    impl.strides = converted.strides();
+    impl.offset = converted.offset();
+    impl.dtype = dtype;
+    p.set_grad(Tensor());
+  }
+  return *this;
+}
+
 Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cache,
                        const Tensor& start) {
   TT_CHECK(device().is_cuda(), "Llama: bfloat16 parameters run on CUDA only (inference), got a ",

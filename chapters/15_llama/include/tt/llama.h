@@ -199,6 +199,9 @@ class Llama : public nn::Module {
   Device device() const { return model->embed_tokens->weight.device(); }
   /// The parameters' dtype.
   DType dtype() const;
+  /// Converts every parameter to `dtype` (float32, float64 or bfloat16) IN PLACE, on its device:
+  /// the same tensor objects (as Module::to(Device)), their gradients dropped. Returns *this.
+  Llama& to_dtype(DType dtype);
   /// logits [B, T, V] of idx [B, T] (int64) at positions 0 to T - 1 (bfloat16 parameters: float32
   /// logits from the cached path with a cache of T positions, no autograd graph).
   Tensor forward(const Tensor& idx) override;
