@@ -68,7 +68,7 @@ def main():
         def run(n):
             with torch.inference_mode():
                 out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n,
-                                     min_new_tokens=n, do_sample=False, eos_token_id=None,
+                                     do_sample=False, eos_token_id=None,
                                      pad_token_id=0, use_cache=True)
             assert out.shape == (batch, args.prompt_len + n), out.shape
 

@@ -71,7 +71,7 @@ Tensor embed_bf16(const Tensor& table, const Tensor& idx) {
   TT_CHECK(C % 2 == 0, "Llama: bfloat16 inference needs an even hidden size, got ", C);
   const Tensor pairs(table.storage(), {V, C / 2}, {C / 2, 1}, table.offset() / 2, DType::kFloat32);
   const Tensor rows = embedding(pairs, reshape(idx, {idx.numel()}));
-  return Tensor(rows.storage(), {idx.numel(), C}, {C, 1}, 0, DType::kBFloat16);
+  return Tensor(rows.storage(), {idx.numel(), C}, {C, 1}, 2 * rows.offset(), DType::kBFloat16);
 }
 
 }  // namespace
