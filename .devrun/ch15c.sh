@@ -4,7 +4,8 @@
 #  2. ch15's CUDA tests and model tests (Ch15_Bf16Cuda: bf16 kernels and decode vs float32);
 #  3. tt_generate on TinyLlama-1.1B's shape (random weights), one process: the 1 GiB device copy
 #     bandwidth, then float32 and bf16 at batch 1, 8, 32, prompts of 128 and 512 ids (TTFT),
-#     256 new tokens, eager and --cuda-graph: JSON lines in tt.jsonl, a table on stdout;
+#     256 new tokens, eager and --cuda-graph, bf16 with the decode GEMV and with cuBLASLt: JSON
+#     lines in tt.jsonl, a table on stdout;
 #  4. benchmarks/hf_generate_bench.py: transformers' eager generate on the same shape in bf16,
 #     the same batches, prompt and new tokens, and a 512-token TTFT: hf.jsonl;
 #  5. compute-sanitizer memcheck and racecheck on the bf16 tests (caching allocator off).
@@ -24,10 +25,11 @@ grep -aB5 "Failure$" "$OUT/tests.log" | head -40
 
 # One process (the random initialisation of 1.1B parameters takes a minute of CPU): float32
 # then the same weights converted to bfloat16, prompts of 128 and 512 ids, batch 1, 8, 32,
-# eager and CUDA graph, each the second of two runs.
+# eager and CUDA graph, bf16 with and without the decode GEMV; each the second of two runs.
 stamp "tt_generate (TinyLlama-1.1B shape, f32 then bf16)"
 timeout 300 build/bin/tt_generate --random tinyllama-1.1b --device cuda --json --runs 2 \
-  --dtype f32,bf16 --prompt-len 128,512 --batch 1,8,32 --modes eager,graph --max-new 256 \
+  --dtype f32,bf16 --prompt-len 128,512 --batch 1,8,32 --modes eager,graph --gemv on,off \
+  --max-new 256 \
   --copy-bandwidth >"$OUT/tt_generate.log" 2>&1 || { status=1; tail -5 "$OUT/tt_generate.log"; }
 grep -a "^{" "$OUT/tt_generate.log" >"$OUT/tt.jsonl"
 grep -a "copy bandwidth" "$OUT/tt_generate.log"
@@ -35,10 +37,10 @@ python3 - "$OUT/tt.jsonl" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    print("{dtype:4} B={batch:<3} P={prompt_len:<4} {mode:5}  TTFT {ttft_ms:8.2f} ms  "
+    print("{dtype:4} B={batch:<3} P={prompt_len:<4} {mode:5} {g:4}  TTFT {ttft_ms:8.2f} ms  "
           "{decode_ms_per_step:7.3f} ms/step  {tokens_per_s:9.1f} tok/s  "
           "{effective_gbps:7.1f} GB/s ({pct:.0f}% of copy)".format(
-              mode="graph" if r["cuda_graph"] else "eager",
+              mode="graph" if r["cuda_graph"] else "eager", g="gemv" if r["gemv"] else "",
               pct=100 * r["effective_gbps"] / max(r["copy_gbps"], 1e-9), **r))
 PY
 

@@ -15,6 +15,7 @@
 //            --prompt-len N (rows of N seeded random ids instead of --prompt)
 //            --batch 1,8,32 (that many rows: of --prompt-len ids, or copies of --prompt's first)
 //            --modes eager,graph (graph: as --cuda-graph)
+//            --gemv on,off (bf16: the fused decode GEMV, or RMSNorm/SwiGLU kernels + cuBLASLt)
 //            --runs N (generate N times, report the last: the first warms up cuBLASLt and the
 //            allocator) --copy-bandwidth (time a 1 GiB device-to-device copy) --json (one JSON
 //            line of the numbers: tokens/s, TTFT, bytes read per decode step, effective GB/s)
@@ -105,7 +106,7 @@ llama::LlamaConfig preset(const std::string& name) {
 /// positions), over the decode time: the effective bandwidth.
 void report(const llama::GenerateResult& r, const std::vector<std::vector<int64_t>>& prompts,
             const llama::Llama* model, double copy_gbps, const std::string& dtype, bool cuda_graph,
-            int64_t max_new) {
+            bool gemv, int64_t max_new) {
   const bool json = copy_gbps >= 0;
   for (std::size_t b = 0; b < r.tokens.size() && (!json || b < 2); ++b) {
     std::printf("row %zu:", b);
@@ -144,12 +145,14 @@ void report(const llama::GenerateResult& r, const std::vector<std::vector<int64_
   if (json) {
     std::printf(
         "{\"impl\": \"tt\", \"dtype\": \"%s\", \"batch\": %lld, \"prompt_len\": %zu, "
-        "\"new_tokens\": %lld, \"cuda_graph\": %s, \"ttft_ms\": %.3f, \"decode_ms_per_step\": "
+        "\"new_tokens\": %lld, \"cuda_graph\": %s, \"gemv\": %s, \"ttft_ms\": %.3f, "
+        "\"decode_ms_per_step\": "
         "%.4f, \"tokens_per_s\": %.2f, \"bytes_per_step\": %.0f, \"effective_gbps\": %.1f, "
         "\"copy_gbps\": %.1f}\n",
         dtype.c_str(), static_cast<long long>(B), prompts.at(0).size(),
-        static_cast<long long>(max_new), cuda_graph ? "true" : "false", 1e3 * r.prefill_seconds,
-        step_ms, r.decode_tokens_per_second(), step_bytes, gbps, copy_gbps);
+        static_cast<long long>(max_new), cuda_graph ? "true" : "false", gemv ? "true" : "false",
+        1e3 * r.prefill_seconds, step_ms, r.decode_tokens_per_second(), step_bytes, gbps,
+        copy_gbps);
   }
 }
 
@@ -166,7 +169,7 @@ std::vector<std::string> split(const std::string& text) {
 
 int run(int argc, char** argv) {
   std::string model_dir, random, gpt2_file, prompt = "1", stop, device_name = "auto", save;
-  std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes;
+  std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes, gemvs = "on";
   int64_t max_new = 64, top_k = 0, runs = 1;
   bool json = false, measure_copy = false;
   double temperature = 0.0, top_p = 1.0;
@@ -177,7 +180,8 @@ int run(int argc, char** argv) {
       "usage: tt_generate (--model DIR | --random tiny|tinyllama-1.1b | --gpt2 FILE) [--prompt "
       "\"1,2,3;4,5\"] [--max-new N] [--temperature T] [--top-k K] [--top-p P] [--seed "
       "S] [--stop \"2\"] [--device auto|cpu|cuda] [--save DIR] [--seed-weights N] [--cuda-graph] "
-      "[--dtype f32,bf16] [--prompt-len N,...] [--batch B,...] [--modes eager,graph] [--runs N] "
+      "[--dtype f32,bf16] [--prompt-len N,...] [--batch B,...] [--modes eager,graph] "
+      "[--gemv on,off] [--runs N] "
       "[--copy-bandwidth] [--json]\n");
   args.option("--model", &model_dir)
       .option("--random", &random)
@@ -197,6 +201,7 @@ int run(int argc, char** argv) {
       .option("--prompt-len", &prompt_lens)
       .option("--batch", &batches)
       .option("--modes", &modes)
+      .option("--gemv", &gemvs)
       .option("--runs", &runs)
       .flag("--copy-bandwidth", &measure_copy)
       .flag("--json", &json);
@@ -212,7 +217,12 @@ int run(int argc, char** argv) {
              "' is not one of eager, graph");
     graph_modes.push_back(m == "graph");
   }
-  TT_CHECK(!dtype_list.empty() && !graph_modes.empty() && runs >= 1,
+  std::vector<bool> gemv_list;
+  for (const std::string& g : split(gemvs)) {
+    TT_CHECK(g == "on" || g == "off", "tt_generate: --gemv '", g, "' is not one of on, off");
+    gemv_list.push_back(g == "on");
+  }
+  TT_CHECK(!dtype_list.empty() && !graph_modes.empty() && !gemv_list.empty() && runs >= 1,
            "tt_generate: --dtype and --modes need a value and --runs must be >= 1");
   TT_CHECK(gpt2_file.empty() || dtype_list == std::vector<DType>{DType::kFloat32},
            "tt_generate: --dtype bf16 needs a LLaMA");
@@ -282,17 +292,22 @@ int run(int argc, char** argv) {
           prompts.assign(static_cast<std::size_t>(batch), given.at(0));
         }
         for (const bool graph : graph_modes) {
-          opt.cuda_graph = graph;
-          llama::GenerateResult r;
-          for (int64_t i = 0; i < runs; ++i) {
-            Generator gen(seed);
-            r = llama::generate(cached, prompts, opt, gen);
+          // The decode GEMV exists for bfloat16 only: float32 runs once.
+          for (std::size_t gi = 0; gi < (dtype == DType::kBFloat16 ? gemv_list.size() : 1); ++gi) {
+            const bool gemv = dtype == DType::kBFloat16 && gemv_list[gi];
+            llama::set_decode_gemv(gemv);
+            opt.cuda_graph = graph;
+            llama::GenerateResult r;
+            for (int64_t i = 0; i < runs; ++i) {
+              Generator gen(seed);
+              r = llama::generate(cached, prompts, opt, gen);
+            }
+            std::printf("%s, batch %lld, prompt %zu, %s%s:\n", dtype_name(dtype),
+                        static_cast<long long>(batch), prompts.at(0).size(),
+                        graph ? "CUDA graph" : "eager", gemv ? ", decode GEMV" : "");
+            report(r, prompts, model.get(), json ? copy_gbps : -1,
+                   dtype == DType::kBFloat16 ? "bf16" : "f32", graph, gemv, max_new);
           }
-          std::printf("%s, batch %lld, prompt %zu, %s:\n", dtype_name(dtype),
-                      static_cast<long long>(batch), prompts.at(0).size(),
-                      graph ? "CUDA graph" : "eager");
-          report(r, prompts, model.get(), json ? copy_gbps : -1,
-                 dtype == DType::kBFloat16 ? "bf16" : "f32", graph, max_new);
         }
       }
     }

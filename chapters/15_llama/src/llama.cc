@@ -1,6 +1,7 @@
 // The LLaMA model (tt/llama.h): modules, forward with and without the KV cache, and the loss.
 #include "tt/llama.h"
 
+#include <atomic>
 #include <cmath>
 #include <sstream>
 
@@ -64,6 +65,31 @@ void gemm_wt(const Tensor& out, const Tensor& a, const Tensor& w, bool accumulat
                           accumulate ? 1.0 : 0.0);
 }
 
+std::atomic<bool>& gemv_setting() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
+// out [M, N] (+)= prologue(a) w^T: the decode GEMV when it applies (and is on), else the
+// prologue's own kernel (rms_norm, swiglu_forward on the halves of a) and gemm_wt.
+void project(const Tensor& out, const Tensor& a, const Tensor& w, GemvPrologue prologue,
+             const Tensor& norm_weight, double eps, bool accumulate) {
+  if (gemv_setting().load() &&
+      call_kernel<DecodeGemvKernel>("llama_decode_gemv", out.device(), out, a, w, norm_weight, eps,
+                                    prologue, accumulate)) {
+    return;
+  }
+  Tensor x = a;
+  if (prologue == GemvPrologue::kRmsNorm) x = rms_norm(a, norm_weight, eps);
+  if (prologue == GemvPrologue::kSwiglu) {
+    const int64_t F = a.size(1) / 2;
+    x = empty({a.size(0), F}, {a.dtype(), a.device()});
+    call_kernel<SwigluForwardKernel>("swiglu_forward", a.device(), x, a.slice(1, 0, F),
+                                     a.slice(1, F, 2 * F));
+  }
+  gemm_wt(out, x, w, accumulate);
+}
+
 // Rows idx of a bfloat16 table [V, C] (C even): a gather moves bits, so the table is read as
 // float32 pairs [V, C / 2] by chapter 06's embedding kernel (its index checks included).
 Tensor embed_bf16(const Tensor& table, const Tensor& idx) {
@@ -75,6 +101,14 @@ Tensor embed_bf16(const Tensor& table, const Tensor& idx) {
 }
 
 }  // namespace
+
+void set_decode_gemv(bool on) {
+  gemv_setting().store(on);
+}
+
+bool decode_gemv_enabled() {
+  return gemv_setting().load();
+}
 
 void LlamaConfig::validate() const {
   auto positive = [](const char* name, int64_t v) {
@@ -301,9 +335,11 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
     LlamaDecoderLayer& layer = model->layers->at<LlamaDecoderLayer>(l);
     LlamaAttention& attn = *layer.self_attn;
     LlamaMLP& mlp = *layer.mlp;
+    const double eps = c.norm_eps;
     const Tensor qkv = empty({B, T, W}, bf16);
-    gemm_wt(qkv.view({M, W}), layer.input_layernorm->forward(x),
-            packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}), false);
+    project(qkv.view({M, W}), x,
+            packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}),
+            GemvPrologue::kRmsNorm, layer.input_layernorm->weight, eps, false);
     // Heads [first, first + n) of qkv as [B, n, T, hs], read in place.
     auto heads = [&](int64_t first, int64_t n) {
       return Tensor(qkv.storage(), {B, n, T, hs}, {T * W, hs, W, 1}, qkv.offset() + first * hs,
@@ -312,17 +348,15 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
     const Tensor y = kv_cache_attend(
         rope(heads(0, NH), tables, positions), rope(heads(NH, NKV), tables, positions),
         heads(NH + NKV, NKV).contiguous(), cache.k[l], cache.v[l], start);
-    gemm_wt(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), attn.o_proj->weight, true);
+    project(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), attn.o_proj->weight,
+            GemvPrologue::kNone, Tensor(), 0, true);
     const Tensor gate_up = empty({M, 2 * F}, bf16);
-    gemm_wt(gate_up, layer.post_attention_layernorm->forward(x),
-            packed_rows({mlp.gate_proj->weight, mlp.up_proj->weight}), false);
-    const Tensor act = empty({M, F}, bf16);
-    call_kernel<SwigluForwardKernel>("swiglu_forward", device(), act, gate_up.slice(1, 0, F),
-                                     gate_up.slice(1, F, 2 * F));
-    gemm_wt(x, act, mlp.down_proj->weight, true);
+    project(gate_up, x, packed_rows({mlp.gate_proj->weight, mlp.up_proj->weight}),
+            GemvPrologue::kRmsNorm, layer.post_attention_layernorm->weight, eps, false);
+    project(x, gate_up, mlp.down_proj->weight, GemvPrologue::kSwiglu, Tensor(), 0, true);
   }
   const Tensor logits = empty({M, c.vocab_size}, {DType::kFloat32, device()});
-  gemm_wt(logits, model->norm->forward(x), head_weight(), false);
+  project(logits, x, head_weight(), GemvPrologue::kRmsNorm, model->norm->weight, c.norm_eps, false);
   return logits.view({B, T, c.vocab_size});
 }
 

@@ -1,7 +1,8 @@
 // CUDA kernels of chapter 15 (given, not exercises): RMSNorm forward and backward (one block per
 // row; the weight gradient as per-row products summed by chapter 06's deterministic
 // column_sum), rotate-half RoPE, SwiGLU forward and backward, and the KV-cache append + attend
-// step of decoding. float32 and float64; the forward kernels (RMSNorm, RoPE, SwiGLU, KV cache) also
+// step of decoding, and the GEMV of bfloat16 decoding ("llama_decode_gemv"). float32 and float64;
+// the forward kernels (RMSNorm, RoPE, SwiGLU, KV cache) also
 // bfloat16 for inference: each kernel is a template over the stored type T and computes in
 // acc_t<T> (float for bfloat16: values widened exactly as read, rounded to nearest even once as
 // written; RMSNorm's rstd and RoPE's tables float32).
@@ -20,6 +21,8 @@
 #include "tt/llama_ops.h"
 
 namespace tt::cuda {
+
+using llama::GemvPrologue;
 
 namespace {
 
@@ -242,6 +245,87 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
   }
 }
 
+// ----- the decode GEMV (bfloat16) -----------------------------------------------------------
+
+constexpr int kGemvMaxRows = 4;  // M * K bfloat16 of input rows fit 48 KiB of shared memory
+
+// The 8 bfloat16 of a 16-byte pack as floats (element 2i is the low half of word i).
+__device__ __forceinline__ void widen8(const uint4& u, float f[8]) {
+  const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(words[i] << 16);
+    f[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
+  }
+}
+
+// out[m, n] (+)= sum_k x[m, k] w[n, k] for m < M <= kGemvMaxRows, where x = the prologue of a,
+// rounded to bfloat16 in shared memory (as the separate kernels would store it): a itself, its
+// RMSNorm with weight g (every block recomputes the M sums of squares: M * K reads from L2), or
+// silu(a[m, k]) * a[m, K + k] for a [M, 2K]. Then one warp per output n at a time streams w's
+// row in 16-byte loads (K % 8 == 0), products summed in float32 per lane, then across the warp.
+template <GemvPrologue P, typename Out>
+__global__ void __launch_bounds__(kRowThreads)
+    decode_gemv_kernel(Out* out, const bfloat16* a, const bfloat16* w, const bfloat16* g, int M,
+                       int64_t N, int64_t K, float eps, bool accumulate) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bfloat16* xs = reinterpret_cast<bfloat16*>(smem_raw);  // [M, K]
+  __shared__ float scratch[kRowThreads / kWarpThreads];
+  for (int m = 0; m < M; ++m) {
+    float r = 1.0f;
+    if constexpr (P == GemvPrologue::kRmsNorm) {
+      float ss = 0;
+      for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+        const float v = widen(a[m * K + k]);
+        ss += v * v;
+      }
+      ss = block_allreduce(ss, SumOp{}, scratch);
+      r = rsqrtf(ss / static_cast<float>(K) + eps);
+    }
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+      float v;
+      if constexpr (P == GemvPrologue::kSwiglu) {
+        const float gate = widen(a[m * 2 * K + k]);
+        v = gate * sigmoid(gate) * widen(a[m * 2 * K + K + k]);
+      } else if constexpr (P == GemvPrologue::kRmsNorm) {
+        v = widen(a[m * K + k]) * r * widen(g[k]);
+      } else {
+        v = widen(a[m * K + k]);
+      }
+      xs[m * K + k] = narrow<bfloat16>(v);
+    }
+  }
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int64_t warps = blockDim.x / kWarpThreads;
+  const int64_t packs = K / 8;
+  for (int64_t n = blockIdx.x * warps + threadIdx.x / kWarpThreads; n < N; n += gridDim.x * warps) {
+    const uint4* wr = reinterpret_cast<const uint4*>(w + n * K);
+    float acc[kGemvMaxRows] = {};
+#pragma unroll 4
+    for (int64_t q = lane; q < packs; q += kWarpThreads) {
+      float wf[8], xf[8];
+      widen8(wr[q], wf);
+#pragma unroll
+      for (int m = 0; m < kGemvMaxRows; ++m) {
+        if (m < M) {
+          widen8(reinterpret_cast<const uint4*>(xs + m * K)[q], xf);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
+        }
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kGemvMaxRows; ++m) acc[m] = warp_allreduce(acc[m], SumOp{});
+    if (lane == 0) {
+      for (int m = 0; m < M; ++m) {
+        Out* o = out + m * N + n;
+        *o = narrow<Out>((accumulate ? widen(*o) : 0.0f) + acc[m]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void rms_norm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
@@ -394,6 +478,53 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
   });
 }
 
+bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tensor& norm_weight,
+                 double eps, GemvPrologue prologue, bool accumulate) {
+  const bool swiglu = prologue == GemvPrologue::kSwiglu, rms = prologue == GemvPrologue::kRmsNorm;
+  const int64_t M = a.defined() && a.dim() == 2 ? a.size(0) : -1;
+  const int64_t N = w.defined() && w.dim() == 2 ? w.size(0) : -1;
+  const int64_t K = w.defined() && w.dim() == 2 ? w.size(1) : -1;
+  bool ok = M >= 0 && N >= 0 && a.size(1) == (swiglu ? 2 * K : K) && out.defined() &&
+            out.shape() == Shape{M, N} && a.dtype() == DType::kBFloat16 &&
+            w.dtype() == DType::kBFloat16 &&
+            (out.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat32) &&
+            (!rms || (norm_weight.defined() && norm_weight.shape() == Shape{K} &&
+                      norm_weight.dtype() == DType::kBFloat16 && norm_weight.is_contiguous() &&
+                      norm_weight.device() == w.device()));
+  for (const Tensor* t : {&out, &a, &w}) {
+    ok = ok && t->device().is_cuda() && t->device() == w.device() && t->is_contiguous();
+  }
+  TT_CHECK(ok, "cuda::decode_gemv: expected contiguous CUDA out [M, N] (bfloat16 or float32), ",
+           "bfloat16 a [M, K] ([M, 2K] for SwiGLU), w [N, K] and, for RMSNorm, its weight [K], ",
+           "got out ", describe(out), ", a ", describe(a), ", w ", describe(w), ", norm weight ",
+           describe(norm_weight));
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (M < 1 || M > kGemvMaxRows || K % 8 != 0 || N == 0 || !aligned(w.data_ptr())) return false;
+  const int dev = w.device().index;
+  DeviceGuard guard(dev);
+  const std::size_t smem = static_cast<std::size_t>(M * K) * sizeof(bfloat16);
+  const unsigned grid = grid_size(N * kWarpThreads, kRowThreads, dev);
+  const auto* g = rms ? norm_weight.data<bfloat16>() : nullptr;
+  const auto launch = [&]<GemvPrologue P, typename Out>() {
+    decode_gemv_kernel<P, Out><<<grid, kRowThreads, smem, stream(dev)>>>(
+        out.data<Out>(), a.data<bfloat16>(), w.data<bfloat16>(), g, static_cast<int>(M), N, K,
+        static_cast<float>(eps), accumulate);
+    TT_CUDA_CHECK_LAUNCH("decode_gemv_kernel");
+  };
+  if (out.dtype() == DType::kFloat32) {  // the logits
+    TT_CHECK(rms && !accumulate, "cuda::decode_gemv: a float32 out is for the head (RMSNorm ",
+             "prologue, no accumulation)");
+    launch.template operator()<GemvPrologue::kRmsNorm, float>();
+  } else if (rms) {
+    launch.template operator()<GemvPrologue::kRmsNorm, bfloat16>();
+  } else if (swiglu) {
+    launch.template operator()<GemvPrologue::kSwiglu, bfloat16>();
+  } else {
+    launch.template operator()<GemvPrologue::kNone, bfloat16>();
+  }
+  return true;
+}
+
 }  // namespace tt::cuda
 
 TT_REGISTER_KERNEL("rms_norm_forward", tt::DeviceType::kCUDA, tt::cuda::rms_norm_forward);
@@ -402,3 +533,4 @@ TT_REGISTER_KERNEL("rope_forward", tt::DeviceType::kCUDA, tt::cuda::rope);
 TT_REGISTER_KERNEL("swiglu_forward", tt::DeviceType::kCUDA, tt::cuda::swiglu_forward);
 TT_REGISTER_KERNEL("swiglu_backward", tt::DeviceType::kCUDA, tt::cuda::swiglu_backward);
 TT_REGISTER_KERNEL("kv_cache_attend", tt::DeviceType::kCUDA, tt::cuda::kv_cache_attend);
+TT_REGISTER_KERNEL("llama_decode_gemv", tt::DeviceType::kCUDA, tt::cuda::decode_gemv);

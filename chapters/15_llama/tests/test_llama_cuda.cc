@@ -183,6 +183,49 @@ TEST(Ch15_Bf16Cuda, KvCacheStepMatchesFloat32WithGqa) {
   }
 }
 
+TEST(Ch15_Bf16Cuda, DecodeGemvMatchesFloat32WithEachPrologue) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  cuda::AllowTf32Guard no_tf32(false);
+  using llama::GemvPrologue;
+  const int64_t N = 203, K = 264;  // N: not a multiple of a block's 8 warps; K % 8 == 0
+  const Bf16Pair w = bf16_pair({N, K}, 20, 0.1), g = bf16_pair({K}, 21);
+  for (int64_t M : {1, 3, 4}) {
+    for (GemvPrologue p : {GemvPrologue::kNone, GemvPrologue::kRmsNorm, GemvPrologue::kSwiglu}) {
+      const bool glu = p == GemvPrologue::kSwiglu;
+      const Bf16Pair a = bf16_pair({M, glu ? 2 * K : K}, 22 + static_cast<uint64_t>(M));
+      // The reference: the prologue in float32, rounded to bfloat16 as the kernel stores it, then
+      // a float32 product.
+      Tensor x = a.f32;
+      if (p == GemvPrologue::kRmsNorm) x = rms_norm(a.f32, g.f32, 1e-5);
+      if (glu) x = swiglu(a.f32.slice(1, 0, K).contiguous(), a.f32.slice(1, K, 2 * K).contiguous());
+      x = x.to(DType::kBFloat16).to(DType::kFloat32);
+      const Tensor product = matmul(x, transpose(w.f32, 0, 1));
+      const Bf16Pair init = bf16_pair({M, N}, 30);
+      const Tensor out = init.bf.clone();
+      ASSERT_TRUE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out, a.bf, w.bf,
+                                                       g.bf, 1e-5, p, true));
+      EXPECT_TENSOR_NEAR(widened(out), widened(add(product, init.f32)), 1e-2, kBf16Rel)
+          << "M " << M << " prologue " << static_cast<int>(p);
+      if (p == GemvPrologue::kRmsNorm) {  // float32 out: the head's logits
+        const Tensor logits = empty({M, N}, {DType::kFloat32, kCuda});
+        ASSERT_TRUE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, logits, a.bf,
+                                                         w.bf, g.bf, 1e-5, p, false));
+        EXPECT_TENSOR_NEAR(widened(logits), widened(product), 2e-3, 1e-3) << "M " << M;
+      }
+    }
+  }
+  // More rows than it takes: nothing launched, the caller falls back to cuBLASLt.
+  const Bf16Pair a5 = bf16_pair({5, K}, 40);
+  const Tensor out5 = empty({5, N}, {DType::kBFloat16, kCuda});
+  EXPECT_FALSE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out5, a5.bf, w.bf,
+                                                    Tensor(), 0.0, GemvPrologue::kNone, false));
+  EXPECT_TT_ERROR((call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out5,
+                                                        a5.bf.slice(1, 0, 8).contiguous(), w.bf,
+                                                        Tensor(), 0.0, GemvPrologue::kNone, false)),
+                  "decode_gemv", "[5, 8]", "[203, 264]");
+}
+
 /// The tiny model of hs 32 in float32 and in bfloat16 (the same draws, rounded) on CUDA.
 llama::LlamaConfig bf16_test_config() {
   llama::LlamaConfig c = ch15::tiny_config();
@@ -208,33 +251,39 @@ TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
   // bfloat16 weights and activations: about 3 significant digits through 2 layers.
   const double tol = 0.03 * max_ref;
   EXPECT_TENSOR_NEAR(got, ref, tol, 0);
-  // Greedy decode in bfloat16; each token must be (near) the float32 model's argmax at its
-  // position, the float32 model reading the same sequence: logit >= max - tol.
-  llama::GenerateOptions opt;
-  opt.max_new_tokens = 24;
-  opt.sampling.temperature = 0;
-  Generator g1(0), g2(0);
-  const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5}};
-  const auto bf_tokens = llama::generate(bf, prompts, opt, g1).tokens;
-  const auto f32_tokens = llama::generate(f32, prompts, opt, g2).tokens;
-  int64_t same = 0, total = 0;
-  for (std::size_t b = 0; b < prompts.size(); ++b) {
-    std::vector<int64_t> seq = prompts[b];
-    seq.insert(seq.end(), bf_tokens[b].begin(), bf_tokens[b].end());
-    const auto T = static_cast<int64_t>(seq.size());
-    const Tensor logits = f32.forward(from_vector(seq, {1, T}).to(kCuda)).to(Device::cpu());
-    const auto L = logits.to(DType::kFloat64).to_vector<double>();
-    const auto P = static_cast<int64_t>(prompts[b].size());
-    for (int64_t i = 0; i < static_cast<int64_t>(bf_tokens[b].size()); ++i) {
-      const double* row = L.data() + (P - 1 + i) * c.vocab_size;
-      const double best = *std::max_element(row, row + c.vocab_size);
-      EXPECT_GE(row[bf_tokens[b][i]], best - tol) << "row " << b << " new token " << i;
-      same += bf_tokens[b][i] == f32_tokens[b][i];
-      ++total;
+  // Greedy decode in bfloat16 (batch 2: the decode GEMV, then with it off, cuBLASLt); each token
+  // must be (near) the float32 model's argmax at its position, the float32 model reading the same
+  // sequence: logit >= max - tol.
+  for (bool gemv : {true, false}) {
+    llama::set_decode_gemv(gemv);
+    llama::GenerateOptions opt;
+    opt.max_new_tokens = 24;
+    opt.sampling.temperature = 0;
+    Generator g1(0), g2(0);
+    const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5}};
+    const auto bf_tokens = llama::generate(bf, prompts, opt, g1).tokens;
+    const auto f32_tokens = llama::generate(f32, prompts, opt, g2).tokens;
+    int64_t same = 0, total = 0;
+    for (std::size_t b = 0; b < prompts.size(); ++b) {
+      std::vector<int64_t> seq = prompts[b];
+      seq.insert(seq.end(), bf_tokens[b].begin(), bf_tokens[b].end());
+      const auto T = static_cast<int64_t>(seq.size());
+      const Tensor logits = f32.forward(from_vector(seq, {1, T}).to(kCuda)).to(Device::cpu());
+      const auto L = logits.to(DType::kFloat64).to_vector<double>();
+      const auto P = static_cast<int64_t>(prompts[b].size());
+      for (int64_t i = 0; i < static_cast<int64_t>(bf_tokens[b].size()); ++i) {
+        const double* row = L.data() + (P - 1 + i) * c.vocab_size;
+        const double best = *std::max_element(row, row + c.vocab_size);
+        EXPECT_GE(row[bf_tokens[b][i]], best - tol)
+            << "row " << b << " new token " << i << " gemv " << gemv;
+        same += bf_tokens[b][i] == f32_tokens[b][i];
+        ++total;
+      }
     }
+    std::cout << "bf16 (decode GEMV " << (gemv ? "on" : "off") << ") vs float32 greedy: " << same
+              << " of " << total << " tokens identical; logits max |ref| " << max_ref << "\n";
   }
-  std::cout << "bf16 vs float32 greedy: " << same << " of " << total
-            << " tokens identical; logits max |ref| " << max_ref << "\n";
+  llama::set_decode_gemv(true);
 }
 
 TEST(Ch15_Bf16Cuda, CudaGraphDecodeGivesTheSameTokens) {

@@ -111,6 +111,31 @@ using KvCacheAttendKernel = void(const Tensor& out, const Tensor& q, const Tenso
                                  const Tensor& v_new, const Tensor& k_cache, const Tensor& v_cache,
                                  const Tensor& start);
 
+/// What the decode GEMV ("llama_decode_gemv") applies to its input rows before the product.
+enum class GemvPrologue {
+  kNone,     ///< the rows of a as they are
+  kRmsNorm,  ///< RMSNorm of each row of a with `norm_weight` and `eps` (the block's input norm)
+  kSwiglu,   ///< silu(a[m, k]) * a[m, K + k] of a [M, 2K] (the packed gate/up output)
+};
+
+/// "llama_decode_gemv" kernel (CUDA, bfloat16 decoding): out [M, N] = x w^T, plus out's old
+/// values with `accumulate` (the residual connection), for w [N, K] and x = the prologue of a,
+/// rounded to bfloat16 as the separate kernel would store it; out bfloat16, or float32 for the
+/// head (RMSNorm prologue, no accumulation). Float32 sums. One kernel where cuBLASLt would need a
+/// separate RMSNorm or SwiGLU launch before it: decoding is a sequence of small launches whose
+/// weights are read once each, so every launch saved is time saved. Returns false, launching
+/// nothing, for what it does not take (M > 4, K not a multiple of 8, w not 16-byte aligned);
+/// throws tt::Error naming the tensors for shapes, dtypes or devices that do not fit.
+using DecodeGemvKernel = bool(const Tensor& out, const Tensor& a, const Tensor& w,
+                              const Tensor& norm_weight, double eps, GemvPrologue prologue,
+                              bool accumulate);
+
+/// Whether bfloat16 decoding uses "llama_decode_gemv" where it applies (on by default; off:
+/// RMSNorm and SwiGLU kernels, then cuBLASLt GEMMs, for comparison: tt_generate --gemv off).
+void set_decode_gemv(bool on);
+/// The setting of set_decode_gemv.
+bool decode_gemv_enabled();
+
 namespace cpu {
 /// The CPU "kv_cache_attend" (exercise ch15.4): contiguous tensors of one dtype (float32 or
 /// float64), start[b] + Tq <= Tmax (checked, naming b).
