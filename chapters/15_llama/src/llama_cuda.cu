@@ -260,7 +260,7 @@ __device__ __forceinline__ void widen8(const uint4& u, float f[8]) {
 }
 
 // out[m, n] (+)= sum_k x[m, k] w[n, k] for m < M <= kGemvMaxRows, where x = the prologue of a,
-// rounded to bfloat16 in shared memory (as the separate kernels would store it): a itself, its
+// rounded to bfloat16 in shared memory (as the separate kernels would store it; M * K <= 24576): a itself, its
 // RMSNorm with weight g (every block recomputes the M sums of squares: M * K reads from L2), or
 // silu(a[m, k]) * a[m, K + k] for a [M, 2K]. Then one warp per output n at a time streams w's
 // row in 16-byte loads (K % 8 == 0), products summed in float32 per lane, then across the warp.
@@ -499,10 +499,13 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
            "got out ", describe(out), ", a ", describe(a), ", w ", describe(w), ", norm weight ",
            describe(norm_weight));
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (M < 1 || M > kGemvMaxRows || K % 8 != 0 || N == 0 || !aligned(w.data_ptr())) return false;
+  const std::size_t smem = static_cast<std::size_t>(M * K) * sizeof(bfloat16);
+  if (M < 1 || M > kGemvMaxRows || K % 8 != 0 || N == 0 || !aligned(w.data_ptr()) ||
+      smem > 48 * 1024) {
+    return false;
+  }
   const int dev = w.device().index;
   DeviceGuard guard(dev);
-  const std::size_t smem = static_cast<std::size_t>(M * K) * sizeof(bfloat16);
   const unsigned grid = grid_size(N * kWarpThreads, kRowThreads, dev);
   const auto* g = rms ? norm_weight.data<bfloat16>() : nullptr;
   const auto launch = [&]<GemvPrologue P, typename Out>() {
