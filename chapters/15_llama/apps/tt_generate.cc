@@ -43,12 +43,20 @@ namespace {
 
 using namespace tt;
 
-std::vector<int64_t> parse_ids(const std::string& text, const char* what) {
-  std::vector<int64_t> ids;
+/// The items of a comma-separated list.
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> items;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+std::vector<int64_t> parse_ids(const std::string& text, const char* what) {
+  std::vector<int64_t> ids;
+  for (const std::string& item : split(text)) {
     try {
       std::size_t used = 0;
       ids.push_back(std::stoll(item, &used));
@@ -156,17 +164,6 @@ void report(const llama::GenerateResult& r, const std::vector<std::vector<int64_
   }
 }
 
-/// The items of a comma-separated list.
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
 int run(int argc, char** argv) {
   std::string model_dir, random, gpt2_file, prompt = "1", stop, device_name = "auto", save;
   std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes, gemvs = "on";
@@ -272,6 +269,8 @@ int run(int argc, char** argv) {
   if (measure_copy) std::printf("device copy bandwidth: %.0f GB/s (read + write)\n", copy_gbps);
   // Every combination of dtype, prompt length, batch size and mode (the model converted in place
   // between dtypes: one random initialisation for all).
+  const std::size_t combinations = dtype_list.size() * split(prompt_lens).size() *
+                                   split(batches).size() * graph_modes.size() * gemv_list.size();
   for (const DType dtype : dtype_list) {
     if (model && model->dtype() != dtype) model->to_dtype(dtype);
     for (const int64_t prompt_len : parse_ids(prompt_lens, "--prompt-len")) {
@@ -302,9 +301,11 @@ int run(int argc, char** argv) {
               Generator gen(seed);
               r = llama::generate(cached, prompts, opt, gen);
             }
-            std::printf("%s, batch %lld, prompt %zu, %s%s:\n", dtype_name(dtype),
-                        static_cast<long long>(batch), prompts.at(0).size(),
-                        graph ? "CUDA graph" : "eager", gemv ? ", decode GEMV" : "");
+            if (combinations > 1) {
+              std::printf("%s, batch %lld, prompt %zu, %s%s:\n", dtype_name(dtype),
+                          static_cast<long long>(batch), prompts.at(0).size(),
+                          graph ? "CUDA graph" : "eager", gemv ? ", decode GEMV" : "");
+            }
             report(r, prompts, model.get(), json ? copy_gbps : -1,
                    dtype == DType::kBFloat16 ? "bf16" : "f32", graph, gemv, max_new);
           }
