@@ -65,7 +65,7 @@ grep -aE "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$OUT/memcheck.log"
 stamp "compute-sanitizer racecheck (bf16 kernels)"
 TT_CUDA_CACHING=0 timeout 90 compute-sanitizer --tool racecheck --error-exitcode 3 \
   build/bin/tt_ch15_tests \
-  --gtest_filter='Ch15_Bf16Cuda.RmsNormRopeSwigluMatchFloat32:Ch15_Bf16Cuda.KvCacheStep*' \
+  --gtest_filter='Ch15_Bf16Cuda.RmsNorm*:Ch15_Bf16Cuda.KvCacheStep*:Ch15_Bf16Cuda.DecodeGemv*:Ch15_Bf16Cuda.RopeAppend*' \
   >"$OUT/racecheck.log" 2>&1 || status=1
 grep -aE "RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED)" "$OUT/racecheck.log"
 stamp "done (status $status)"

@@ -340,14 +340,11 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
     project(qkv.view({M, W}), x,
             packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}),
             GemvPrologue::kRmsNorm, layer.input_layernorm->weight, eps, false);
-    // Heads [first, first + n) of qkv as [B, n, T, hs], read in place.
-    auto heads = [&](int64_t first, int64_t n) {
-      return Tensor(qkv.storage(), {B, n, T, hs}, {T * W, hs, W, 1}, qkv.offset() + first * hs,
-                    DType::kBFloat16);
-    };
-    const Tensor y = kv_cache_attend(
-        rope(heads(0, NH), tables, positions), rope(heads(NH, NKV), tables, positions),
-        heads(NH + NKV, NKV).contiguous(), cache.k[l], cache.v[l], start);
+    const Tensor q = empty({B, NH, T, hs}, bf16), y = empty({B, NH, T, hs}, bf16);
+    call_kernel<RopeAppendKernel>("llama_rope_append", device(), q, qkv, tables.cos, tables.sin,
+                                  positions, start, cache.k[l], cache.v[l]);
+    call_kernel<KvCacheAttendKernel>("kv_cache_attend", device(), y, q, Tensor(), Tensor(),
+                                     cache.k[l], cache.v[l], start);
     project(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), attn.o_proj->weight,
             GemvPrologue::kNone, Tensor(), 0, true);
     const Tensor gate_up = empty({M, 2 * F}, bf16);

@@ -189,6 +189,37 @@ __global__ void kv_append_kernel(T* kc, T* vc, const T* kn, const T* vn, const i
   }
 }
 
+// RoPE of the q and k heads of a packed projection qkv [B, T, (NH + 2 NKV) hs] (contiguous) and
+// the cache append of k and v, in one pass: one thread per pair (i, i + hs/2) of a (b, t, head).
+// q heads go to q [B, NH, T, hs] rotated, k heads rotated and v heads as they are to row
+// start[b] + t of their head in the caches [B, NKV, Tmax, hs].
+template <typename T>
+__global__ void rope_append_kernel(T* q, T* kc, T* vc, const T* qkv, const acc_t<T>* cos_t,
+                                   const acc_t<T>* sin_t, const int64_t* pos, const int64_t* start,
+                                   int64_t B, int64_t T_, int64_t NH, int64_t NKV, int64_t half,
+                                   int64_t Tmax) {
+  using A = acc_t<T>;
+  const int64_t H = NH + 2 * NKV, hs = 2 * half, n = B * T_ * H * half;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e % half, h = e / half % H, bt = e / half / H, t = bt % T_, b = bt / T_;
+    const T* x = qkv + (bt * H + h) * hs;
+    if (h >= NH + NKV) {  // v: copied
+      T* y = vc + ((b * NKV + h - NH - NKV) * Tmax + start[b] + t) * hs;
+      y[i] = x[i];
+      y[i + half] = x[i + half];
+      continue;
+    }
+    const int64_t p = pos[bt];
+    const A c = cos_t[p * half + i], s = sin_t[p * half + i];
+    const A x1 = widen(x[i]), x2 = widen(x[i + half]);
+    T* y = h < NH ? q + ((b * NH + h) * T_ + t) * hs
+                  : kc + ((b * NKV + h - NH) * Tmax + start[b] + t) * hs;
+    y[i] = narrow<T>(x1 * c - x2 * s);
+    y[i + half] = narrow<T>(x2 * c + x1 * s);
+  }
+}
+
 // One block per (b, h, t) query row: scores of the visible keys in shared memory (Tmax values of
 // acc_t<T>), a block softmax, then the weighted sum of values: with hs <= blockDim.x, the
 // blockDim.x / hs groups of hs threads each sum every G-th key for their channel, and the groups'
@@ -233,9 +264,15 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
   }
   const int64_t G = blockDim.x / hs, g = threadIdx.x / hs, c = threadIdx.x % hs;
   if (g < G) {
-    A acc = 0;
-    for (int64_t i = g; i < n; i += G) acc += p[i] * widen(V[i * hs + c]);
-    part[threadIdx.x] = acc;
+    // Four independent sums, so that four loads of V are in flight (the loop is latency-bound).
+    A acc[4] = {0, 0, 0, 0};
+    int64_t i = g;
+    for (; i + 3 * G < n; i += 4 * G) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) acc[u] += p[i + u * G] * widen(V[(i + u * G) * hs + c]);
+    }
+    for (; i < n; i += G) acc[0] += p[i] * widen(V[i * hs + c]);
+    part[threadIdx.x] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
   }
   __syncthreads();
   if (threadIdx.x < hs) {
@@ -449,7 +486,13 @@ void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout,
 
 void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, const Tensor& v_new,
                      const Tensor& k_cache, const Tensor& v_cache, const Tensor& start) {
-  check_cuda("kv_cache_attend", {&q, &out, &k_new, &v_new, &k_cache, &v_cache});
+  // Undefined k_new and v_new: attend only (llama_rope_append has appended them).
+  const bool append = k_new.defined() || v_new.defined();
+  if (append) {
+    check_cuda("kv_cache_attend", {&q, &out, &k_new, &v_new, &k_cache, &v_cache});
+  } else {
+    check_cuda("kv_cache_attend", {&q, &out, &k_cache, &v_cache});
+  }
   const int64_t B = q.size(0), NH = q.size(1), Tq = q.size(2), hs = q.size(3);
   const int64_t NKV = k_cache.size(1), Tmax = k_cache.size(2);
   TT_CHECK(start.dtype() == DType::kInt64 && start.numel() == B,
@@ -460,7 +503,7 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
   dispatch_with_bf16(q.dtype(), "kv_cache_attend", [&]<typename T>() {
     using A = acc_t<T>;
     const int64_t n = B * NKV * Tq * hs;
-    if (n > 0) {
+    if (append && n > 0) {
       kv_append_kernel<T><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
           k_cache.data<T>(), v_cache.data<T>(), k_new.data<T>(), v_new.data<T>(), s.data<int64_t>(),
           B, NKV, Tq, Tmax, hs);
@@ -475,6 +518,44 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
         out.data<T>(), q.data<T>(), k_cache.data<T>(), v_cache.data<T>(), s.data<int64_t>(), NH,
         NKV, Tq, Tmax, hs, static_cast<A>(1.0 / std::sqrt(static_cast<double>(hs))));
     TT_CUDA_CHECK_LAUNCH("kv_attend_kernel");
+  });
+}
+
+void rope_append(const Tensor& q, const Tensor& qkv, const Tensor& cos, const Tensor& sin,
+                 const Tensor& positions, const Tensor& start, const Tensor& k_cache,
+                 const Tensor& v_cache) {
+  check_cuda("rope_append", {&qkv, &q, &k_cache, &v_cache});
+  check_cuda("rope_append", {&cos, &sin});
+  const bool shapes = qkv.dim() == 3 && q.dim() == 4 && k_cache.dim() == 4 &&
+                      v_cache.shape() == k_cache.shape() && q.size(0) == qkv.size(0) &&
+                      q.size(2) == qkv.size(1) && k_cache.size(0) == q.size(0) &&
+                      k_cache.size(3) == q.size(3) && q.size(3) % 2 == 0 &&
+                      qkv.size(2) == (q.size(1) + 2 * k_cache.size(1)) * q.size(3) &&
+                      cos.dim() == 2 && cos.size(1) == q.size(3) / 2;
+  TT_CHECK(shapes && cos.device() == q.device() &&
+               cos.dtype() == (q.dtype() == DType::kBFloat16 ? DType::kFloat32 : q.dtype()),
+           "cuda::rope_append: expected qkv [B, T, (NH + 2 NKV) hs], q [B, NH, T, hs], caches [B, "
+           "NKV, Tmax, hs] and tables [P, hs/2] (float32 for bfloat16), got qkv ",
+           describe(qkv), ", q ", describe(q), ", k_cache ", describe(k_cache), ", cos ",
+           describe(cos));
+  const int64_t B = q.size(0), T = q.size(2), NH = q.size(1), NKV = k_cache.size(1);
+  const int64_t half = q.size(3) / 2, Tmax = k_cache.size(2);
+  TT_CHECK(positions.dtype() == DType::kInt64 && positions.numel() == B * T &&
+               positions.is_contiguous() && positions.device() == q.device() &&
+               start.dtype() == DType::kInt64 && start.numel() == B && start.is_contiguous() &&
+               start.device() == q.device(),
+           "cuda::rope_append: expected int64 positions [B, T] and start [B] on ", q.device().str(),
+           ", got ", describe(positions), " and ", describe(start));
+  const int64_t n = B * T * (NH + 2 * NKV) * half;
+  if (n == 0) return;
+  const int dev = q.device().index;
+  DeviceGuard guard(dev);
+  dispatch_with_bf16(q.dtype(), "rope_append", [&]<typename T_>() {
+    using A = acc_t<T_>;
+    rope_append_kernel<T_><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
+        q.data<T_>(), k_cache.data<T_>(), v_cache.data<T_>(), qkv.data<T_>(), cos.data<A>(),
+        sin.data<A>(), positions.data<int64_t>(), start.data<int64_t>(), B, T, NH, NKV, half, Tmax);
+    TT_CUDA_CHECK_LAUNCH("rope_append_kernel");
   });
 }
 
@@ -537,3 +618,4 @@ TT_REGISTER_KERNEL("swiglu_forward", tt::DeviceType::kCUDA, tt::cuda::swiglu_for
 TT_REGISTER_KERNEL("swiglu_backward", tt::DeviceType::kCUDA, tt::cuda::swiglu_backward);
 TT_REGISTER_KERNEL("kv_cache_attend", tt::DeviceType::kCUDA, tt::cuda::kv_cache_attend);
 TT_REGISTER_KERNEL("llama_decode_gemv", tt::DeviceType::kCUDA, tt::cuda::decode_gemv);
+TT_REGISTER_KERNEL("llama_rope_append", tt::DeviceType::kCUDA, tt::cuda::rope_append);

@@ -232,6 +232,46 @@ TEST(Ch15_Bf16Cuda, DecodeGemvMatchesFloat32WithEachPrologue) {
                   "decode_gemv", "[5, 8]", "[203, 264]");
 }
 
+TEST(Ch15_Bf16Cuda, RopeAppendThenAttendEqualsRopeAndTheKvCacheStep) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  const int64_t B = 2, T = 3, NH = 4, NKV = 2, hs = 16, W = (NH + 2 * NKV) * hs;
+  const std::vector<int64_t> start = {4, 11};
+  std::vector<int64_t> pos;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) pos.push_back(start[b] + t);
+  }
+  const Tensor positions = from_vector(pos, {B, T}).to(kCuda);
+  const Tensor start_gpu = from_vector(start, {B}).to(kCuda);
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    const Bf16Pair qkv_p = bf16_pair({B, T, W}, 50), kc_p = bf16_pair({B, NKV, 20, hs}, 51),
+                   vc_p = bf16_pair({B, NKV, 20, hs}, 52);
+    const bool bf = dt == DType::kBFloat16;
+    const Tensor qkv = bf ? qkv_p.bf : qkv_p.f32;
+    const RopeTables tables = rope_tables(32, hs, 10000.0, {}, {DType::kFloat32, kCuda});
+    auto heads = [&](int64_t first, int64_t n) {  // [B, n, T, hs], read in place
+      return Tensor(qkv.storage(), {B, n, T, hs}, {T * W, hs, W, 1}, first * hs, dt);
+    };
+    // Three launches and the KV step ...
+    const Tensor kc_a = (bf ? kc_p.bf : kc_p.f32).clone(), vc_a = (bf ? vc_p.bf : vc_p.f32).clone();
+    const Tensor out_a = llama::kv_cache_attend(
+        rope(heads(0, NH), tables, positions), rope(heads(NH, NKV), tables, positions),
+        heads(NH + NKV, NKV).contiguous(), kc_a, vc_a, start);
+    // ... against one launch and the attention alone: the same values (up to the compiler's
+    // contraction of the rotation into FMAs; V is copied, exactly).
+    const Tensor kc_b = (bf ? kc_p.bf : kc_p.f32).clone(), vc_b = (bf ? vc_p.bf : vc_p.f32).clone();
+    const Tensor q = empty({B, NH, T, hs}, {dt, kCuda}), out_b = empty({B, NH, T, hs}, {dt, kCuda});
+    call_kernel<llama::RopeAppendKernel>("llama_rope_append", kCuda, q, qkv, tables.cos, tables.sin,
+                                         positions, start_gpu, kc_b, vc_b);
+    call_kernel<llama::KvCacheAttendKernel>("kv_cache_attend", kCuda, out_b, q, Tensor(), Tensor(),
+                                            kc_b, vc_b, start_gpu);
+    const double atol = bf ? 1e-3 : 1e-6, rtol = bf ? kBf16Rel : 1e-6;
+    EXPECT_TENSOR_NEAR(widened(out_b), widened(out_a), atol, rtol) << dtype_name(dt);
+    EXPECT_TENSOR_NEAR(widened(kc_b), widened(kc_a), atol, rtol) << dtype_name(dt);
+    EXPECT_TENSOR_NEAR(widened(vc_b), widened(vc_a), 0, 0) << dtype_name(dt);
+  }
+}
+
 /// The tiny model of hs 32 in float32 and in bfloat16 (the same draws, rounded) on CUDA.
 llama::LlamaConfig bf16_test_config() {
   llama::LlamaConfig c = ch15::tiny_config();

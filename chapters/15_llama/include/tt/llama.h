@@ -107,9 +107,22 @@ struct KVCache {
 /// cached keys and values [0, start[b] + i] of its key/value head, scale 1/sqrt(hs) (CUDA also
 /// takes bfloat16, computed in float32: the scores and the softmax in float32). start is
 /// int64 [B]: on the CPU for the CPU kernel; on the GPU (or the CPU, then copied) for CUDA.
+/// CUDA also takes undefined k_new and v_new: attend only, the step's keys and values being in
+/// the caches already ("llama_rope_append").
 using KvCacheAttendKernel = void(const Tensor& out, const Tensor& q, const Tensor& k_new,
                                  const Tensor& v_new, const Tensor& k_cache, const Tensor& v_cache,
                                  const Tensor& start);
+
+/// "llama_rope_append" kernel (CUDA; float32, float64, bfloat16 computed in float32): from the
+/// packed projection qkv [B, T, (NH + 2 NKV) hs] (contiguous), q [B, NH, T, hs] = RoPE of the q
+/// heads at positions [B, T] with tables cos, sin [P, hs/2] (float32 for bfloat16), and the RoPE
+/// of the k heads and the v heads written to rows start[b] + t of the caches [B, NKV, Tmax, hs]
+/// (start int64 [B] on the device, not checked against Tmax: the caller does). One launch where
+/// rope, rope and the cache append were three: the bfloat16 decode path then attends through
+/// "kv_cache_attend" with undefined k_new and v_new.
+using RopeAppendKernel = void(const Tensor& q, const Tensor& qkv, const Tensor& cos,
+                              const Tensor& sin, const Tensor& positions, const Tensor& start,
+                              const Tensor& k_cache, const Tensor& v_cache);
 
 /// What the decode GEMV ("llama_decode_gemv") applies to its input rows before the product.
 enum class GemvPrologue {
