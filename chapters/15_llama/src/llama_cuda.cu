@@ -284,7 +284,8 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
 
 // ----- the decode GEMV (bfloat16) -----------------------------------------------------------
 
-constexpr int kGemvMaxRows = 4;  // M * K bfloat16 of input rows fit 48 KiB of shared memory
+constexpr int kGemvMaxRows = 4;   // M * K bfloat16 of input rows fit 48 KiB of shared memory
+constexpr int kGemvPrefetch = 8;  // 16-byte packs per lane loaded before the prologue
 
 // The 8 bfloat16 of a 16-byte pack as floats (element 2i is the low half of word i).
 __device__ __forceinline__ void widen8(const uint4& u, float f[8]) {
@@ -308,6 +309,18 @@ __global__ void __launch_bounds__(kRowThreads)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bfloat16* xs = reinterpret_cast<bfloat16*>(smem_raw);  // [M, K]
   __shared__ float scratch[kRowThreads / kWarpThreads];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int64_t warps = blockDim.x / kWarpThreads;
+  const int64_t packs = K / 8;
+  const int64_t first = blockIdx.x * warps + threadIdx.x / kWarpThreads;  // the warp's first n
+  // The first kGemvPrefetch packs of the warp's first row are requested before the prologue,
+  // so that their DRAM latency overlaps it.
+  uint4 pre[kGemvPrefetch];
+#pragma unroll
+  for (int j = 0; j < kGemvPrefetch; ++j) {
+    const int64_t q = lane + j * kWarpThreads;
+    if (first < N && q < packs) pre[j] = reinterpret_cast<const uint4*>(w + first * K)[q];
+  }
   for (int m = 0; m < M; ++m) {
     float r = 1.0f;
     if constexpr (P == GemvPrologue::kRmsNorm) {
@@ -333,25 +346,31 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   __syncthreads();
-  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
-  const int64_t warps = blockDim.x / kWarpThreads;
-  const int64_t packs = K / 8;
-  for (int64_t n = blockIdx.x * warps + threadIdx.x / kWarpThreads; n < N; n += gridDim.x * warps) {
-    const uint4* wr = reinterpret_cast<const uint4*>(w + n * K);
-    float acc[kGemvMaxRows] = {};
-#pragma unroll 4
-    for (int64_t q = lane; q < packs; q += kWarpThreads) {
-      float wf[8], xf[8];
-      widen8(wr[q], wf);
+  // acc[m] += the products of weight pack q (8 values) with x[m]'s pack q.
+  const auto consume = [&](const uint4& wq, int64_t q, float acc[kGemvMaxRows]) {
+    float wf[8], xf[8];
+    widen8(wq, wf);
 #pragma unroll
-      for (int m = 0; m < kGemvMaxRows; ++m) {
-        if (m < M) {
-          widen8(reinterpret_cast<const uint4*>(xs + m * K)[q], xf);
+    for (int m = 0; m < kGemvMaxRows; ++m) {
+      if (m < M) {
+        widen8(reinterpret_cast<const uint4*>(xs + m * K)[q], xf);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
-        }
+        for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
       }
     }
+  };
+  for (int64_t n = first; n < N; n += gridDim.x * warps) {
+    const uint4* wr = reinterpret_cast<const uint4*>(w + n * K);
+    float acc[kGemvMaxRows] = {};
+    int64_t q = lane;
+    if (n == first) {
+#pragma unroll
+      for (int j = 0; j < kGemvPrefetch; ++j, q += kWarpThreads) {
+        if (q < packs) consume(pre[j], q, acc);
+      }
+    }
+#pragma unroll 4
+    for (; q < packs; q += kWarpThreads) consume(wr[q], q, acc);
 #pragma unroll
     for (int m = 0; m < kGemvMaxRows; ++m) acc[m] = warp_allreduce(acc[m], SumOp{});
     if (lane == 0) {
