@@ -16,6 +16,8 @@
 //            --batch 1,8,32 (that many rows: of --prompt-len ids, or copies of --prompt's first)
 //            --modes eager,graph (graph: as --cuda-graph)
 //            --gemv on,off (bf16: the fused decode GEMV, or RMSNorm/SwiGLU kernels + cuBLASLt)
+//            --profile (after each eager combination: chapter 10's per-op profile of one decode
+//            step, each kernel timed with CUDA events)
 //            --runs N (generate N times, report the last: the first warms up cuBLASLt and the
 //            allocator) --copy-bandwidth (time a 1 GiB device-to-device copy) --json (one JSON
 //            line of the numbers: tokens/s, TTFT, bytes read per decode step, effective GB/s)
@@ -37,6 +39,7 @@
 #include "tt/error.h"
 #include "tt/generate.h"
 #include "tt/npy_tensor.h"
+#include "tt/profiler.h"
 #include "tt/train_setup.h"
 
 namespace {
@@ -164,11 +167,39 @@ void report(const llama::GenerateResult& r, const std::vector<std::vector<int64_
   }
 }
 
+/// Prints chapter 10's per-op profile of one eager decode step of `model` after a prefill of
+/// `prompts` (right-padded) and one warm-up step: every dispatched kernel timed by CUDA events.
+void profile_decode_step(llama::Llama& model, const std::vector<std::vector<int64_t>>& prompts,
+                         Device device) {
+  autograd::NoGradGuard no_grad;
+  const auto B = static_cast<int64_t>(prompts.size());
+  int64_t P = 0;
+  for (const auto& p : prompts) P = std::max(P, static_cast<int64_t>(p.size()));
+  llama::KVCache cache = model.make_cache(B, P + 2);
+  std::vector<int64_t> ids(static_cast<std::size_t>(B * P), 0);
+  for (int64_t b = 0; b < B; ++b)
+    std::copy(prompts[b].begin(), prompts[b].end(), ids.begin() + b * P);
+  (void)model.forward_cached(from_vector(ids, {B, P}).to(device), cache,
+                             std::vector<int64_t>(static_cast<std::size_t>(B), 0));
+  const Tensor next = ones({B, 1}, {DType::kInt64, device});
+  (void)model.forward_cached(next, cache, std::vector<int64_t>(static_cast<std::size_t>(B), P));
+  prof::Profiler profiler(device);
+  {
+    prof::ProfileScope scope(profiler);
+    (void)model.forward_cached(next, cache,
+                               std::vector<int64_t>(static_cast<std::size_t>(B), P + 1));
+  }
+  std::printf("%s", prof::profile_report(
+                        profiler, prof::default_peaks(device, model.dtype() == DType::kBFloat16),
+                        "one eager decode step")
+                        .c_str());
+}
+
 int run(int argc, char** argv) {
   std::string model_dir, random, gpt2_file, prompt = "1", stop, device_name = "auto", save;
   std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes, gemvs = "on";
   int64_t max_new = 64, top_k = 0, runs = 1;
-  bool json = false, measure_copy = false;
+  bool json = false, measure_copy = false, profile = false;
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 1337, seed_weights = 1337;
   bool cuda_graph = false;
@@ -179,7 +210,7 @@ int run(int argc, char** argv) {
       "S] [--stop \"2\"] [--device auto|cpu|cuda] [--save DIR] [--seed-weights N] [--cuda-graph] "
       "[--dtype f32,bf16] [--prompt-len N,...] [--batch B,...] [--modes eager,graph] "
       "[--gemv on,off] [--runs N] "
-      "[--copy-bandwidth] [--json]\n");
+      "[--copy-bandwidth] [--json] [--profile]\n");
   args.option("--model", &model_dir)
       .option("--random", &random)
       .option("--gpt2", &gpt2_file)
@@ -201,6 +232,7 @@ int run(int argc, char** argv) {
       .option("--gemv", &gemvs)
       .option("--runs", &runs)
       .flag("--copy-bandwidth", &measure_copy)
+      .flag("--profile", &profile)
       .flag("--json", &json);
   args.parse(argc, argv);
   std::vector<DType> dtype_list;
@@ -308,6 +340,7 @@ int run(int argc, char** argv) {
             }
             report(r, prompts, model.get(), json ? copy_gbps : -1,
                    dtype == DType::kBFloat16 ? "bf16" : "f32", graph, gemv, max_new);
+            if (profile && model && !graph) profile_decode_step(*model, prompts, device);
           }
         }
       }

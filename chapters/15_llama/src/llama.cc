@@ -1,12 +1,14 @@
 // The LLaMA model (tt/llama.h): modules, forward with and without the KV cache, and the loss.
 #include "tt/llama.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <sstream>
 
 #include "tt/autograd.h"
 #include "tt/dispatcher.h"
+#include "tt/flash_attention_bf16.h"
 #include "tt/functional.h"
 #include "tt/ops_matmul.h"
 #include "tt/ops_nn.h"
@@ -322,7 +324,7 @@ Llama& Llama::to_dtype(DType dtype) {
 }
 
 Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cache,
-                       const Tensor& start) {
+                       const Tensor& start, bool fresh) {
   TT_CHECK(device().is_cuda(), "Llama: bfloat16 parameters run on CUDA only (inference), got a ",
            "model on ", device().str(), "; use float32 on the CPU");
   const LlamaConfig& c = config_;
@@ -340,11 +342,19 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
     project(qkv.view({M, W}), x,
             packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}),
             GemvPrologue::kRmsNorm, layer.input_layernorm->weight, eps, false);
-    const Tensor q = empty({B, NH, T, hs}, bf16), y = empty({B, NH, T, hs}, bf16);
+    const Tensor q = empty({B, NH, T, hs}, bf16);
     call_kernel<RopeAppendKernel>("llama_rope_append", device(), q, qkv, tables.cos, tables.sin,
                                   positions, start, cache.k[l], cache.v[l]);
-    call_kernel<KvCacheAttendKernel>("kv_cache_attend", device(), y, q, Tensor(), Tensor(),
-                                     cache.k[l], cache.v[l], start);
+    Tensor y;
+    if (fresh && T > 1 && flash_attention_bf16_supports(hs)) {
+      // A prompt into an empty cache: causal attention over its own keys, i.e. chapter 11's
+      // bf16 FlashAttention on the cache's first T rows (GQA through gqa_attention).
+      y = gqa_attention(q, cache.k[l].slice(2, 0, T), cache.v[l].slice(2, 0, T));
+    } else {
+      y = empty({B, NH, T, hs}, bf16);
+      call_kernel<KvCacheAttendKernel>("kv_cache_attend", device(), y, q, Tensor(), Tensor(),
+                                       cache.k[l], cache.v[l], start);
+    }
     project(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), attn.o_proj->weight,
             GemvPrologue::kNone, Tensor(), 0, true);
     const Tensor gate_up = empty({M, 2 * F}, bf16);
@@ -420,14 +430,19 @@ Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache, const std::vecto
              start[b] + idx.size(1), ") to a cache of max_len ", cache.max_len());
   }
   autograd::NoGradGuard no_grad;
-  return forward_static(idx, positions_for(idx.size(0), idx.size(1), start), cache,
-                        from_vector(start, {idx.size(0)}).to(device()));
+  const Tensor positions = positions_for(idx.size(0), idx.size(1), start);
+  const Tensor start_t = from_vector(start, {idx.size(0)}).to(device());
+  if (dtype() == DType::kBFloat16) {
+    const bool fresh = std::all_of(start.begin(), start.end(), [](int64_t s) { return s == 0; });
+    return run_bf16(idx, positions, cache, start_t, fresh);
+  }
+  return run(idx, positions, &cache, start_t);
 }
 
 Tensor Llama::forward_static(const Tensor& idx, const Tensor& positions, KVCache& cache,
                              const Tensor& start) {
   autograd::NoGradGuard no_grad;
-  if (dtype() == DType::kBFloat16) return run_bf16(idx, positions, cache, start);
+  if (dtype() == DType::kBFloat16) return run_bf16(idx, positions, cache, start, false);
   return run(idx, positions, &cache, start);
 }
 

@@ -220,30 +220,45 @@ __global__ void rope_append_kernel(T* q, T* kc, T* vc, const T* qkv, const acc_t
   }
 }
 
+// W consecutive elements of type T, loaded as one access (16 bytes when W = 16 / sizeof(T)).
+template <typename T, int W>
+struct alignas(sizeof(T) * W) Chunk {
+  T x[W];
+};
+
 // One block per (b, h, t) query row: scores of the visible keys in shared memory (Tmax values of
-// acc_t<T>), a block softmax, then the weighted sum of values: with hs <= blockDim.x, the
-// blockDim.x / hs groups of hs threads each sum every G-th key for their channel, and the groups'
-// partial sums are added in a fixed order (no atomics).
-template <typename T>
+// acc_t<T>), a block softmax, then the weighted sum of values. Keys and values are read in
+// chunks of W elements (16-byte loads when the rows allow it, W = 1 otherwise): a thread computes
+// a key's score from its row's chunks; for the sum, hs / W threads cover a value row and the
+// blockDim.x / (hs / W) groups of them take every G-th key, four loads in flight per thread (the
+// loop is latency-bound: a decode step's block reads a few hundred rows), and the groups' partial
+// sums are added in a fixed order (no atomics).
+template <typename T, int W>
 __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, const int64_t* start,
                                  int64_t NH, int64_t NKV, int64_t Tq, int64_t Tmax, int64_t hs,
                                  acc_t<T> scale) {
   using A = acc_t<T>;
+  using C = Chunk<T, W>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   A* p = reinterpret_cast<A*>(smem_raw);
   __shared__ A scratch[kRowThreads / kWarpThreads];
-  __shared__ A part[kRowThreads];
+  __shared__ A part[kRowThreads * W];
   const int64_t row = blockIdx.x;  // (b * NH + h) * Tq + t
   const int64_t t = row % Tq, bh = row / Tq, b = bh / NH, h = bh % NH;
   const int64_t j = h / (NH / NKV);
   const T* qr = q + row * hs;
   const T* K = kc + (b * NKV + j) * Tmax * hs;
   const T* V = vc + (b * NKV + j) * Tmax * hs;
-  const int64_t n = start[b] + t + 1;
+  const int64_t n = start[b] + t + 1, R = hs / W;
   A mx = -INFINITY;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const C* kr = reinterpret_cast<const C*>(K + i * hs);
     A dot = 0;
-    for (int64_t c = 0; c < hs; ++c) dot += widen(qr[c]) * widen(K[i * hs + c]);
+    for (int64_t r = 0; r < R; ++r) {
+      const C k = kr[r];
+#pragma unroll
+      for (int e = 0; e < W; ++e) dot += widen(qr[r * W + e]) * widen(k.x[e]);
+    }
     p[i] = dot * scale;
     mx = fmax(mx, p[i]);
   }
@@ -254,7 +269,7 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
     sum += p[i];
   }
   sum = block_allreduce(sum, SumOp{}, scratch);  // also a barrier: p is complete
-  if (hs > blockDim.x) {
+  if (R > blockDim.x) {  // a value row wider than the block (W = 1, hs > blockDim.x)
     for (int64_t c = threadIdx.x; c < hs; c += blockDim.x) {
       A acc = 0;
       for (int64_t i = 0; i < n; ++i) acc += p[i] * widen(V[i * hs + c]);
@@ -262,20 +277,27 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
     }
     return;
   }
-  const int64_t G = blockDim.x / hs, g = threadIdx.x / hs, c = threadIdx.x % hs;
+  const int64_t G = blockDim.x / R, g = threadIdx.x / R, r = threadIdx.x % R;
   if (g < G) {
-    // Four independent sums, so that four loads of V are in flight (the loop is latency-bound).
-    A acc[4] = {0, 0, 0, 0};
+    A acc[W] = {};
+    const auto add = [&](const C& v, A pi) {
+#pragma unroll
+      for (int e = 0; e < W; ++e) acc[e] += pi * widen(v.x[e]);
+    };
     int64_t i = g;
     for (; i + 3 * G < n; i += 4 * G) {
+      C v[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc[u] += p[i + u * G] * widen(V[(i + u * G) * hs + c]);
+      for (int u = 0; u < 4; ++u) v[u] = reinterpret_cast<const C*>(V + (i + u * G) * hs)[r];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) add(v[u], p[i + u * G]);
     }
-    for (; i < n; i += G) acc[0] += p[i] * widen(V[i * hs + c]);
-    part[threadIdx.x] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (; i < n; i += G) add(reinterpret_cast<const C*>(V + i * hs)[r], p[i]);
+#pragma unroll
+    for (int e = 0; e < W; ++e) part[g * hs + r * W + e] = acc[e];
   }
   __syncthreads();
-  if (threadIdx.x < hs) {
+  for (int64_t c = threadIdx.x; c < hs; c += blockDim.x) {
     A acc = 0;
     for (int64_t k = 0; k < G; ++k) acc += part[k * hs + c];
     out[row * hs + c] = narrow<T>(acc / sum);
@@ -530,13 +552,27 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
     }
     const int64_t rows = B * NH * Tq;
     if (rows == 0) return;
+    // 16-byte chunks when every row of the caches starts 16-byte aligned.
+    constexpr int kW = 16 / sizeof(T);
+    const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+    const bool wide =
+        (hs * sizeof(T)) % 16 == 0 && aligned(k_cache.data_ptr()) && aligned(v_cache.data_ptr());
     const std::size_t smem = static_cast<std::size_t>(Tmax) * sizeof(A);
-    TT_CHECK(smem <= 48 * 1024, "cuda::kv_cache_attend: max_len ", Tmax,
+    const std::size_t fixed =
+        (kRowThreads * (wide ? kW : 1) + kRowThreads / kWarpThreads) * sizeof(A);
+    TT_CHECK(smem + fixed <= 48 * 1024, "cuda::kv_cache_attend: max_len ", Tmax,
              " needs more than 48 KiB of shared memory for the scores of a row");
-    kv_attend_kernel<T><<<static_cast<unsigned>(rows), kRowThreads, smem, stream(dev)>>>(
-        out.data<T>(), q.data<T>(), k_cache.data<T>(), v_cache.data<T>(), s.data<int64_t>(), NH,
-        NKV, Tq, Tmax, hs, static_cast<A>(1.0 / std::sqrt(static_cast<double>(hs))));
-    TT_CUDA_CHECK_LAUNCH("kv_attend_kernel");
+    const auto launch = [&]<int W>() {
+      kv_attend_kernel<T, W><<<static_cast<unsigned>(rows), kRowThreads, smem, stream(dev)>>>(
+          out.data<T>(), q.data<T>(), k_cache.data<T>(), v_cache.data<T>(), s.data<int64_t>(), NH,
+          NKV, Tq, Tmax, hs, static_cast<A>(1.0 / std::sqrt(static_cast<double>(hs))));
+      TT_CUDA_CHECK_LAUNCH("kv_attend_kernel");
+    };
+    if (wide) {
+      launch.template operator()<kW>();
+    } else {
+      launch.template operator()<1>();
+    }
   });
 }
 

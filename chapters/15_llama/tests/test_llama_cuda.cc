@@ -176,7 +176,9 @@ TEST(Ch15_Bf16Cuda, RmsNormRopeSwigluMatchFloat32) {
 
 TEST(Ch15_Bf16Cuda, KvCacheStepMatchesFloat32WithGqa) {
   TT_SKIP_IF_NO_CUDA();
-  for (int64_t hs : {32, 64, 512}) {  // 512 > the block's threads: the channel loop
+  // 4 and 300: rows that are not a multiple of 16 bytes (one element per load; 300 is also wider
+  // than the block).
+  for (int64_t hs : {4, 32, 64, 300, 512}) {
     const Bf16Pair q = bf16_pair({2, 8, 3, hs}, 6), kn = bf16_pair({2, 2, 3, hs}, 7),
                    vn = bf16_pair({2, 2, 3, hs}, 8), kc = bf16_pair({2, 2, 40, hs}, 9),
                    vc = bf16_pair({2, 2, 40, hs}, 10);

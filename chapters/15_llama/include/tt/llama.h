@@ -249,7 +249,9 @@ class Llama : public nn::Module {
   Tensor loss(const Tensor& idx, const Tensor& targets);
   /// logits [B, Tq, V] of idx [B, Tq] where row b's tokens are at positions start[b] to
   /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph). The
-  /// logits have the parameters' dtype, float32 for bfloat16 parameters.
+  /// logits have the parameters' dtype, float32 for bfloat16 parameters. In bfloat16, a prompt
+  /// into an empty cache (every start 0, Tq > 1: the prefill) attends through chapter 11's bf16
+  /// FlashAttention instead of the cache kernel (head sizes 32 and 64).
   Tensor forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start);
   /// forward_cached without any host work: idx [B, Tq], positions [B, Tq] and start [B] (int64,
   /// on the model's device) are read by the kernels only, and nothing is checked against the
@@ -267,7 +269,8 @@ class Llama : public nn::Module {
 
  private:
   Tensor run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start);
-  Tensor run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cache, const Tensor& start);
+  Tensor run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cache, const Tensor& start,
+                  bool fresh);
   Tensor positions_for(int64_t B, int64_t T, const std::vector<int64_t>& start) const;
   const RopeTables& rope_for(const Tensor& like);
   LlamaConfig config_;
