@@ -9,6 +9,8 @@
 #  4. benchmarks/hf_generate_bench.py: transformers' eager generate on the same shape in bf16,
 #     the same batches, prompt and new tokens, and a 512-token TTFT: hf.jsonl;
 #  5. compute-sanitizer memcheck and racecheck on the bf16 tests (caching allocator off).
+# HF=0 skips step 4 (a second run on the same kind of GPU); tt_generate --profile prints the
+# per-op profile of one eager decode step per combination (profiles.txt).
 set -uo pipefail
 . .devrun/lib.sh
 status=0
@@ -36,10 +38,13 @@ fi
 stamp "tt_generate (TinyLlama-1.1B shape, f32 then bf16)"
 timeout 300 build/bin/tt_generate --random tinyllama-1.1b --device cuda --json --runs 2 \
   --dtype f32,bf16 --prompt-len 128,512 --batch 1,8,32 --modes eager,graph --gemv $GEMV \
-  --max-new 256 \
+  --max-new 256 --profile \
   --copy-bandwidth >"$OUT/tt_generate.log" 2>&1 || { status=1; tail -5 "$OUT/tt_generate.log"; }
 grep -a "^{" "$OUT/tt_generate.log" >"$OUT/tt.jsonl"
 grep -a "copy bandwidth" "$OUT/tt_generate.log"
+grep -aE "^(float32|bfloat16), batch|^Per-op|^[a-z_0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+%|^Step:" \
+  "$OUT/tt_generate.log" >"$OUT/profiles.txt"
+grep -aA12 "^bfloat16, batch 1, prompt 128, eager" "$OUT/profiles.txt" | head -28
 python3 - "$OUT/tt.jsonl" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
@@ -51,12 +56,14 @@ for line in open(sys.argv[1]):
               pct=100 * r["effective_gbps"] / max(r["copy_gbps"], 1e-9), **r))
 PY
 
+if [ "${HF:-1}" = 1 ]; then
 stamp "transformers generate (bf16, eager)"
 timeout 200 python3 benchmarks/hf_generate_bench.py --batch 1,8,32 --prompt-len 128 \
   --new-tokens 256 --runs 2 >"$OUT/hf.jsonl" 2>"$OUT/hf.log" || { status=1; tail -5 "$OUT/hf.log"; }
 timeout 60 python3 benchmarks/hf_generate_bench.py --batch 1 --prompt-len 512 --new-tokens 8 \
   --runs 3 >>"$OUT/hf.jsonl" 2>>"$OUT/hf.log" || { status=1; tail -5 "$OUT/hf.log"; }
 cat "$OUT/hf.jsonl"
+fi
 
 stamp "compute-sanitizer memcheck (bf16 tests)"
 TT_CUDA_CACHING=0 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 \
