@@ -8,6 +8,7 @@
 // written; RMSNorm's rstd and RoPE's tables float32).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -306,7 +307,10 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
 
 // ----- the decode GEMV (bfloat16) -----------------------------------------------------------
 
-constexpr int kGemvMaxRows = 4;   // M * K bfloat16 of input rows fit 48 KiB of shared memory
+constexpr int kGemvMaxRows = 8;  // rows of a (the batch of a decode step)
+// The input rows live in shared memory: M * K bfloat16, at most this many bytes (above 48 KiB a
+// kernel must opt in, see decode_gemv).
+constexpr std::size_t kGemvMaxSmem = 160 * 1024;
 constexpr int kGemvPrefetch = 8;  // 16-byte packs per lane loaded before the prologue
 
 // The 8 bfloat16 of a 16-byte pack as floats (element 2i is the low half of word i).
@@ -320,7 +324,7 @@ __device__ __forceinline__ void widen8(const uint4& u, float f[8]) {
 }
 
 // out[m, n] (+)= sum_k x[m, k] w[n, k] for m < M <= kGemvMaxRows, where x = the prologue of a,
-// rounded to bfloat16 in shared memory (as the separate kernels would store it; M * K <= 24576): a itself, its
+// rounded to bfloat16 in shared memory (as the separate kernels would store it): a itself, its
 // RMSNorm with weight g (every block recomputes the M sums of squares: M * K reads from L2), or
 // silu(a[m, k]) * a[m, K + k] for a [M, 2K]. Then one warp per output n at a time streams w's
 // row in 16-byte loads (K % 8 == 0), products summed in float32 per lane, then across the warp.
@@ -330,7 +334,7 @@ __global__ void __launch_bounds__(kRowThreads)
                        int64_t N, int64_t K, float eps, bool accumulate) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bfloat16* xs = reinterpret_cast<bfloat16*>(smem_raw);  // [M, K]
-  __shared__ float scratch[kRowThreads / kWarpThreads];
+  __shared__ float sums[kRowThreads / kWarpThreads][kGemvMaxRows];
   const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
   const int64_t warps = blockDim.x / kWarpThreads;
   const int64_t packs = K / 8;
@@ -343,24 +347,40 @@ __global__ void __launch_bounds__(kRowThreads)
     const int64_t q = lane + j * kWarpThreads;
     if (first < N && q < packs) pre[j] = reinterpret_cast<const uint4*>(w + first * K)[q];
   }
-  for (int m = 0; m < M; ++m) {
-    float r = 1.0f;
-    if constexpr (P == GemvPrologue::kRmsNorm) {
-      float ss = 0;
-      for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-        const float v = widen(a[m * K + k]);
-        ss += v * v;
+  // RMSNorm: the M sums of squares in one pass and one barrier (per warp, then across warps).
+  float rstd[kGemvMaxRows] = {};
+  if constexpr (P == GemvPrologue::kRmsNorm) {
+    float ss[kGemvMaxRows] = {};
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+#pragma unroll
+      for (int m = 0; m < kGemvMaxRows; ++m) {
+        if (m < M) {
+          const float v = widen(a[m * K + k]);
+          ss[m] += v * v;
+        }
       }
-      ss = block_allreduce(ss, SumOp{}, scratch);
-      r = rsqrtf(ss / static_cast<float>(K) + eps);
     }
+#pragma unroll
+    for (int m = 0; m < kGemvMaxRows; ++m) {
+      ss[m] = warp_allreduce(ss[m], SumOp{});
+      if (lane == 0) sums[threadIdx.x / kWarpThreads][m] = ss[m];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < kGemvMaxRows; ++m) {
+      float total = 0;
+      for (int64_t wi = 0; wi < warps; ++wi) total += sums[wi][m];
+      rstd[m] = rsqrtf(total / static_cast<float>(K) + eps);
+    }
+  }
+  for (int m = 0; m < M; ++m) {
     for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
       float v;
       if constexpr (P == GemvPrologue::kSwiglu) {
         const float gate = widen(a[m * 2 * K + k]);
         v = gate * sigmoid(gate) * widen(a[m * 2 * K + K + k]);
       } else if constexpr (P == GemvPrologue::kRmsNorm) {
-        v = widen(a[m * K + k]) * r * widen(g[k]);
+        v = widen(a[m * K + k]) * rstd[m] * widen(g[k]);
       } else {
         v = widen(a[m * K + k]);
       }
@@ -637,14 +657,26 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const std::size_t smem = static_cast<std::size_t>(M * K) * sizeof(bfloat16);
   if (M < 1 || M > kGemvMaxRows || K % 8 != 0 || N == 0 || !aligned(w.data_ptr()) ||
-      smem > 48 * 1024) {
+      smem > kGemvMaxSmem) {
     return false;
   }
   const int dev = w.device().index;
   DeviceGuard guard(dev);
-  const unsigned grid = grid_size(N * kWarpThreads, kRowThreads, dev);
+  // One warp per output row, at most 8 blocks per SM (2 from 5 rows on: each block stages M * K
+  // values of a in shared memory, read from L2 by every block).
+  const int64_t per_sm = M <= 2 ? 8 : (M <= 4 ? 4 : 2);
+  const int64_t wanted = (N + kRowThreads / kWarpThreads - 1) / (kRowThreads / kWarpThreads);
+  const auto grid = static_cast<unsigned>(std::min(wanted, multiprocessor_count(dev) * per_sm));
   const auto* g = rms ? norm_weight.data<bfloat16>() : nullptr;
   const auto launch = [&]<GemvPrologue P, typename Out>() {
+    // Above 48 KiB of dynamic shared memory a kernel must opt in, once.
+    static const bool opted_in = [] {
+      TT_CUDA_CHECK(cudaFuncSetAttribute(decode_gemv_kernel<P, Out>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kGemvMaxSmem)));
+      return true;
+    }();
+    (void)opted_in;
     decode_gemv_kernel<P, Out><<<grid, kRowThreads, smem, stream(dev)>>>(
         out.data<Out>(), a.data<bfloat16>(), w.data<bfloat16>(), g, static_cast<int>(M), N, K,
         static_cast<float>(eps), accumulate);

@@ -137,7 +137,7 @@ enum class GemvPrologue {
 /// head (RMSNorm prologue, no accumulation). Float32 sums. One kernel where cuBLASLt would need a
 /// separate RMSNorm or SwiGLU launch before it: decoding is a sequence of small launches whose
 /// weights are read once each, so every launch saved is time saved. Returns false, launching
-/// nothing, for what it does not take (M > 4, M * K > 24576, K not a multiple of 8, w not
+/// nothing, for what it does not take (M > 8, M * K > 81920, K not a multiple of 8, w not
 /// 16-byte aligned);
 /// throws tt::Error naming the tensors for shapes, dtypes or devices that do not fit.
 using DecodeGemvKernel = bool(const Tensor& out, const Tensor& a, const Tensor& w,
