@@ -424,6 +424,47 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// ----- greedy decoding: the argmax of each row of logits -------------------------------------
+
+// Whether (v, i) beats (b, bi) as the maximum: any value beats none (index -1), a NaN beats every
+// number (the first NaN wins, as max_dim's), then the larger value, then the lower index.
+__device__ __forceinline__ bool beats(float v, int64_t i, float b, int64_t bi) {
+  if (i < 0) return false;
+  if (bi < 0) return true;
+  if (isnan(b)) return isnan(v) && i < bi;
+  if (isnan(v) || v > b) return true;
+  return v == b && i < bi;
+}
+
+// One block per row of x [R, V]: each thread scans its strided share, then a warp and a block
+// tournament with beats().
+__global__ void argmax_rows_kernel(int64_t* indices, float* values, const float* x, int64_t V) {
+  __shared__ float best_v[kRowThreads / kWarpThreads];
+  __shared__ int64_t best_i[kRowThreads / kWarpThreads];
+  const float* xr = x + blockIdx.x * V;
+  float b = 0;
+  int64_t bi = -1;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    if (beats(xr[i], i, b, bi)) b = xr[i], bi = i;
+  }
+  for (int mask = kWarpThreads / 2; mask > 0; mask /= 2) {
+    const float v = __shfl_xor_sync(0xffffffffu, b, mask);
+    const int64_t i = __shfl_xor_sync(0xffffffffu, bi, mask);
+    if (beats(v, i, b, bi)) b = v, bi = i;
+  }
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  if (lane == 0) best_v[warp] = b, best_i[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x) / kWarpThreads; ++w) {
+      if (beats(best_v[w], best_i[w], b, bi)) b = best_v[w], bi = best_i[w];
+    }
+    indices[blockIdx.x] = bi;
+    values[blockIdx.x] = b;
+  }
+}
+
 }  // namespace
 
 void rms_norm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
@@ -696,6 +737,26 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
   return true;
 }
 
+void argmax_rows(const Tensor& indices, const Tensor& values, const Tensor& logits) {
+  TT_CHECK(logits.defined() && logits.dim() == 2 && logits.dtype() == DType::kFloat32 &&
+               logits.is_contiguous() && logits.device().is_cuda() && logits.size(1) > 0 &&
+               indices.defined() && indices.dtype() == DType::kInt64 &&
+               indices.shape() == Shape{logits.size(0)} && indices.is_contiguous() &&
+               indices.device() == logits.device() && values.defined() &&
+               values.dtype() == DType::kFloat32 && values.shape() == Shape{logits.size(0)} &&
+               values.is_contiguous() && values.device() == logits.device(),
+           "cuda::argmax_rows: expected contiguous CUDA float32 logits [R, V] (V > 0), int64 "
+           "indices [R] and float32 values [R] on its device, got logits ",
+           describe(logits), ", indices ", describe(indices), ", values ", describe(values));
+  const int64_t R = logits.size(0);
+  if (R == 0) return;
+  const int dev = logits.device().index;
+  DeviceGuard guard(dev);
+  argmax_rows_kernel<<<static_cast<unsigned>(R), kRowThreads, 0, stream(dev)>>>(
+      indices.data<int64_t>(), values.data<float>(), logits.data<float>(), logits.size(1));
+  TT_CUDA_CHECK_LAUNCH("argmax_rows_kernel");
+}
+
 }  // namespace tt::cuda
 
 TT_REGISTER_KERNEL("rms_norm_forward", tt::DeviceType::kCUDA, tt::cuda::rms_norm_forward);
@@ -706,3 +767,4 @@ TT_REGISTER_KERNEL("swiglu_backward", tt::DeviceType::kCUDA, tt::cuda::swiglu_ba
 TT_REGISTER_KERNEL("kv_cache_attend", tt::DeviceType::kCUDA, tt::cuda::kv_cache_attend);
 TT_REGISTER_KERNEL("llama_decode_gemv", tt::DeviceType::kCUDA, tt::cuda::decode_gemv);
 TT_REGISTER_KERNEL("llama_rope_append", tt::DeviceType::kCUDA, tt::cuda::rope_append);
+TT_REGISTER_KERNEL("argmax_rows", tt::DeviceType::kCUDA, tt::cuda::argmax_rows);

@@ -133,6 +133,26 @@ TEST(Ch15_ModelCuda, CudaGraphDecodeGivesTheSameTokens) {
   expect_graph_equals_eager(model);
 }
 
+TEST(Ch15_OpsCuda, ArgmaxRowsTakesTheFirstMaximumAndNaNFirst) {
+  TT_SKIP_IF_NO_CUDA();
+  const int64_t V = 1000;
+  std::vector<float> x(3 * V);
+  Generator gen(3);
+  for (float& v : x) v = static_cast<float>(gen.next_uniform());
+  x[300] = x[700] = 2.0f;               // row 0: a tie, the lower index wins
+  x[V + 9] = x[V + 5] = std::nanf("");  // row 1: the first NaN
+  x[2 * V + V - 1] = 5.0f;              // row 2: the last element
+  const Tensor logits = from_vector(x, {3, V}).to(kCuda);
+  const Tensor indices = empty({3}, {DType::kInt64, kCuda});
+  const Tensor values = empty({3}, {DType::kFloat32, kCuda});
+  call_kernel<llama::ArgmaxRowsKernel>("argmax_rows", kCuda, indices, values, logits);
+  EXPECT_EQ(indices.to(Device::cpu()).to_vector<int64_t>(), (std::vector<int64_t>{300, 5, V - 1}));
+  const std::vector<float> v = values.to(Device::cpu()).to_vector<float>();
+  EXPECT_EQ(v[0], 2.0f);
+  EXPECT_TRUE(std::isnan(v[1]));
+  EXPECT_EQ(v[2], 5.0f);
+}
+
 // ----- bfloat16 inference -------------------------------------------------------------------
 
 /// x rounded to bfloat16 (on the CPU) and the same values in float32: a kernel's bfloat16 result
