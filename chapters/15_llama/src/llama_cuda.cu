@@ -323,6 +323,22 @@ __device__ __forceinline__ void widen8(const uint4& u, float f[8]) {
   }
 }
 
+// acc[m] += the products of weight pack q (8 values of a row of w) with pack q of row m of the
+// input rows xs [M, K] in shared memory (an array reference, so that acc stays in registers).
+__device__ __forceinline__ void gemv_pack(float (&acc)[kGemvMaxRows], const uint4& wq,
+                                          const bfloat16* xs, int64_t K, int M, int64_t q) {
+  float wf[8], xf[8];
+  widen8(wq, wf);
+#pragma unroll
+  for (int m = 0; m < kGemvMaxRows; ++m) {
+    if (m < M) {
+      widen8(reinterpret_cast<const uint4*>(xs + m * K)[q], xf);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
+    }
+  }
+}
+
 // out[m, n] (+)= sum_k x[m, k] w[n, k] for m < M <= kGemvMaxRows, where x = the prologue of a,
 // rounded to bfloat16 in shared memory (as the separate kernels would store it): a itself, its
 // RMSNorm with weight g (every block recomputes the M sums of squares: M * K reads from L2), or
@@ -388,19 +404,6 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   __syncthreads();
-  // acc[m] += the products of weight pack q (8 values) with x[m]'s pack q.
-  const auto consume = [&](const uint4& wq, int64_t q, float acc[kGemvMaxRows]) {
-    float wf[8], xf[8];
-    widen8(wq, wf);
-#pragma unroll
-    for (int m = 0; m < kGemvMaxRows; ++m) {
-      if (m < M) {
-        widen8(reinterpret_cast<const uint4*>(xs + m * K)[q], xf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
-      }
-    }
-  };
   for (int64_t n = first; n < N; n += gridDim.x * warps) {
     const uint4* wr = reinterpret_cast<const uint4*>(w + n * K);
     float acc[kGemvMaxRows] = {};
@@ -408,13 +411,15 @@ __global__ void __launch_bounds__(kRowThreads)
     if (n == first) {
 #pragma unroll
       for (int j = 0; j < kGemvPrefetch; ++j, q += kWarpThreads) {
-        if (q < packs) consume(pre[j], q, acc);
+        if (q < packs) gemv_pack(acc, pre[j], xs, K, M, q);
       }
     }
 #pragma unroll 4
-    for (; q < packs; q += kWarpThreads) consume(wr[q], q, acc);
+    for (; q < packs; q += kWarpThreads) gemv_pack(acc, wr[q], xs, K, M, q);
 #pragma unroll
-    for (int m = 0; m < kGemvMaxRows; ++m) acc[m] = warp_allreduce(acc[m], SumOp{});
+    for (int m = 0; m < kGemvMaxRows; ++m) {
+      if (m < M) acc[m] = warp_allreduce(acc[m], SumOp{});  // M is the same for the whole warp
+    }
     if (lane == 0) {
       for (int m = 0; m < M; ++m) {
         Out* o = out + m * N + n;
@@ -703,11 +708,9 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
   }
   const int dev = w.device().index;
   DeviceGuard guard(dev);
-  // One warp per output row, at most 8 blocks per SM (2 from 5 rows on: each block stages M * K
-  // values of a in shared memory, read from L2 by every block).
-  const int64_t per_sm = M <= 2 ? 8 : (M <= 4 ? 4 : 2);
+  // One warp per output row, and no more blocks than are resident at once (one wave: each
+  // block stages the M * K values of a in shared memory once, and its warps loop over rows).
   const int64_t wanted = (N + kRowThreads / kWarpThreads - 1) / (kRowThreads / kWarpThreads);
-  const auto grid = static_cast<unsigned>(std::min(wanted, multiprocessor_count(dev) * per_sm));
   const auto* g = rms ? norm_weight.data<bfloat16>() : nullptr;
   const auto launch = [&]<GemvPrologue P, typename Out>() {
     // Above 48 KiB of dynamic shared memory a kernel must opt in, once.
@@ -718,6 +721,11 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
       return true;
     }();
     (void)opted_in;
+    int resident = 0;
+    TT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &resident, decode_gemv_kernel<P, Out>, kRowThreads, smem));
+    const auto grid = static_cast<unsigned>(
+        std::min<int64_t>(wanted, int64_t{multiprocessor_count(dev)} * std::max(resident, 1)));
     decode_gemv_kernel<P, Out><<<grid, kRowThreads, smem, stream(dev)>>>(
         out.data<Out>(), a.data<bfloat16>(), w.data<bfloat16>(), g, static_cast<int>(M), N, K,
         static_cast<float>(eps), accumulate);
