@@ -68,7 +68,7 @@ void gemm_wt(const Tensor& out, const Tensor& a, const Tensor& w, bool accumulat
 }
 
 std::atomic<bool>& gemv_setting() {
-  static std::atomic<bool> on{true};
+  static std::atomic<bool> on{false};  // measured slower than cuBLASLt (see set_decode_gemv)
   return on;
 }
 
