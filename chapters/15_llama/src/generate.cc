@@ -10,6 +10,7 @@
 
 #include "tt/autograd.h"
 #include "tt/cuda_probe.h"
+#include "tt/dispatcher.h"
 #include "tt/functional.h"
 #include "tt/sampling.h"
 
@@ -40,15 +41,18 @@ class GraphedDecode {
              "generate: cuda_graph needs a LLaMA (forward_static) on a CUDA device, got a model "
              "on ",
              model.device.str(), model.forward_static ? "" : " without forward_static");
-    idx_ = zeros({B, 1}, {DType::kInt64, model.device});
-    pos_ = zeros({B, 1}, {DType::kInt64, model.device});
-    start_ = zeros({B}, {DType::kInt64, model.device});
+    // One buffer, so that a step copies its inputs to the device in one transfer.
+    inputs_ = zeros({3 * B}, {DType::kInt64, model.device});
+    idx_ = inputs_.slice(0, 0, B).view({B, 1});
+    pos_ = inputs_.slice(0, B, 2 * B).view({B, 1});
+    start_ = inputs_.slice(0, 2 * B, 3 * B);
   }
   /// logits [B, 1, V] of tokens next[b] at positions start[b] (checked by the caller).
   Tensor step(const std::vector<int64_t>& next, const std::vector<int64_t>& start) {
-    idx_.copy_(from_vector(next, {B_, 1}));
-    pos_.copy_(from_vector(start, {B_, 1}));
-    start_.copy_(from_vector(start, {B_}));
+    std::vector<int64_t> host = next;
+    host.insert(host.end(), start.begin(), start.end());
+    host.insert(host.end(), start.begin(), start.end());
+    inputs_.copy_(from_vector(host, {3 * B_}));
 #if TT_WITH_CUDA
     // Indices checked on the device: a host check would wait for the GPU inside the capture.
     cuda::IndexChecksGuard checks(cuda::IndexChecks::kDevice);
@@ -69,12 +73,35 @@ class GraphedDecode {
   const CachedModel& model_;
   KVCache& cache_;
   int64_t B_;
-  Tensor idx_, pos_, start_, logits_;
+  Tensor inputs_, idx_, pos_, start_, logits_;
   int64_t steps_ = 0;
 #if TT_WITH_CUDA
   std::unique_ptr<cuda::CudaGraph> graph_;
 #endif
 };
+
+/// The greedy token of every row of logits [B, V] on CUDA through "argmax_rows" (B indices
+/// copied to the host), with sample_next's errors: NaN and +inf cannot be picked, nor a row of
+/// -inf only. Empty when this path does not apply (not greedy, not CUDA float32).
+std::vector<int64_t> greedy_on_device(const Tensor& logits, const SamplerOptions& options) {
+  if (options.temperature != 0 || !logits.device().is_cuda() || logits.dtype() != DType::kFloat32 ||
+      !KernelRegistry::instance().has("argmax_rows", DeviceType::kCUDA)) {
+    return {};
+  }
+  const Tensor rows = logits.contiguous();
+  const int64_t B = rows.size(0);
+  const Tensor indices = empty({B}, {DType::kInt64, rows.device()});
+  const Tensor values = empty({B}, {DType::kFloat32, rows.device()});
+  call_kernel<ArgmaxRowsKernel>("argmax_rows", rows.device(), indices, values, rows);
+  const std::vector<float> v = values.to(Device::cpu()).to_vector<float>();
+  for (int64_t b = 0; b < B; ++b) {
+    TT_CHECK(std::isfinite(v[b]), "generate: the largest logit of row ", b, " is ", v[b],
+             " (logits ", logits.describe(),
+             "): NaN and +inf cannot be sampled from, and a row "
+             "of -inf has no token");
+  }
+  return indices.to(Device::cpu()).to_vector<int64_t>();
+}
 
 }  // namespace
 
@@ -209,9 +236,12 @@ GenerateResult generate(const CachedModel& model, const std::vector<std::vector<
                               ? graphed->step(next, length)
                               : model.forward(from_vector(next, {B, 1}).to(device), cache, length);
     ++result.decode_steps;
+    const std::vector<int64_t> greedy = greedy_on_device(logits.select(1, 0), options.sampling);
     for (int64_t b = 0; b < B; ++b) {
       ++length[b];
-      if (!done[b]) emit(b, sample_next(logits.select(0, b).select(0, 0), options.sampling, gen));
+      if (done[b]) continue;
+      emit(b, greedy.empty() ? sample_next(logits.select(0, b).select(0, 0), options.sampling, gen)
+                             : greedy[b]);
     }
   }
   result.decode_seconds = seconds_since(t1, device);

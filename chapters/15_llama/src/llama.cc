@@ -1,12 +1,17 @@
 // The LLaMA model (tt/llama.h): modules, forward with and without the KV cache, and the loss.
 #include "tt/llama.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <sstream>
 
 #include "tt/autograd.h"
 #include "tt/dispatcher.h"
+#include "tt/flash_attention_bf16.h"
 #include "tt/functional.h"
+#include "tt/ops_matmul.h"
+#include "tt/ops_nn.h"
 
 namespace tt::llama {
 
@@ -23,7 +28,89 @@ std::shared_ptr<nn::Linear> normal_linear(int64_t in, int64_t out, double std, G
   return lin;
 }
 
+// One 2-D view [sum of rows, K] over the weights `ws` ([N_i, K] each, contiguous, one dtype and
+// device), so that one GEMM computes all their outputs side by side. When they are not already
+// consecutive rows of one storage, they are moved there: a new buffer receives their values and
+// each parameter's TensorImpl is re-pointed at its rows (the same tensor objects, so the module,
+// its state_dict and Module::to() keep seeing them; values unchanged).
+Tensor packed_rows(const std::vector<Tensor>& ws) {
+  const int64_t K = ws[0].size(1);
+  int64_t rows = 0;
+  bool adjacent = true;
+  for (const Tensor& w : ws) {
+    TT_CHECK(w.dim() == 2 && w.size(1) == K && w.is_contiguous() && w.dtype() == ws[0].dtype() &&
+                 w.device() == ws[0].device(),
+             "Llama: cannot pack weight ", w.describe(), " with ", ws[0].describe());
+    adjacent =
+        adjacent && w.storage() == ws[0].storage() && w.offset() == ws[0].offset() + rows * K;
+    rows += w.size(0);
+  }
+  if (!adjacent) {
+    const Tensor packed = empty({rows, K}, {ws[0].dtype(), ws[0].device()});
+    int64_t r = 0;
+    for (const Tensor& w : ws) {
+      packed.slice(0, r, r + w.size(0)).copy_(w);
+      TensorImpl& impl = *w.impl();
+      impl.storage = packed.storage();
+      impl.offset = packed.offset() + r * K;
+      r += w.size(0);
+    }
+  }
+  return Tensor(ws[0].storage(), {rows, K}, {K, 1}, ws[0].offset(), ws[0].dtype());
+}
+
+// out [M, N] (+)= a [M, K] w^T for w [N, K]: chapter 10's cuBLASLt GEMM "matmul_lt_gemm"
+// (bfloat16 operands, float32 accumulation, out bfloat16 or float32; `accumulate` adds the
+// product to out in the GEMM's epilogue, beta = 1: the residual connection).
+void gemm_wt(const Tensor& out, const Tensor& a, const Tensor& w, bool accumulate) {
+  call_kernel<GemmKernel>("matmul_lt_gemm", out.device(), out, a, w.transpose(0, 1), 1.0,
+                          accumulate ? 1.0 : 0.0);
+}
+
+std::atomic<bool>& gemv_setting() {
+  static std::atomic<bool> on{false};  // measured slower than cuBLASLt (see set_decode_gemv)
+  return on;
+}
+
+// out [M, N] (+)= prologue(a) w^T: the decode GEMV when it applies (and is on), else the
+// prologue's own kernel (rms_norm, swiglu_forward on the halves of a) and gemm_wt.
+void project(const Tensor& out, const Tensor& a, const Tensor& w, GemvPrologue prologue,
+             const Tensor& norm_weight, double eps, bool accumulate) {
+  if (gemv_setting().load() &&
+      call_kernel<DecodeGemvKernel>("llama_decode_gemv", out.device(), out, a, w, norm_weight, eps,
+                                    prologue, accumulate)) {
+    return;
+  }
+  Tensor x = a;
+  if (prologue == GemvPrologue::kRmsNorm) x = rms_norm(a, norm_weight, eps);
+  if (prologue == GemvPrologue::kSwiglu) {
+    const int64_t F = a.size(1) / 2;
+    x = empty({a.size(0), F}, {a.dtype(), a.device()});
+    call_kernel<SwigluForwardKernel>("swiglu_forward", a.device(), x, a.slice(1, 0, F),
+                                     a.slice(1, F, 2 * F));
+  }
+  gemm_wt(out, x, w, accumulate);
+}
+
+// Rows idx of a bfloat16 table [V, C] (C even): a gather moves bits, so the table is read as
+// float32 pairs [V, C / 2] by chapter 06's embedding kernel (its index checks included).
+Tensor embed_bf16(const Tensor& table, const Tensor& idx) {
+  const int64_t V = table.size(0), C = table.size(1);
+  TT_CHECK(C % 2 == 0, "Llama: bfloat16 inference needs an even hidden size, got ", C);
+  const Tensor pairs(table.storage(), {V, C / 2}, {C / 2, 1}, table.offset() / 2, DType::kFloat32);
+  const Tensor rows = embedding(pairs, reshape(idx, {idx.numel()}));
+  return Tensor(rows.storage(), {idx.numel(), C}, {C, 1}, 2 * rows.offset(), DType::kBFloat16);
+}
+
 }  // namespace
+
+void set_decode_gemv(bool on) {
+  gemv_setting().store(on);
+}
+
+bool decode_gemv_enabled() {
+  return gemv_setting().load();
+}
 
 void LlamaConfig::validate() const {
   auto positive = [](const char* name, int64_t v) {
@@ -190,8 +277,10 @@ LlamaModel::LlamaModel(const LlamaConfig& c, Generator& gen, TensorOptions optio
 Llama::Llama(const LlamaConfig& config, uint64_t seed, TensorOptions options)
     : Module("LlamaForCausalLM"), config_(config) {
   config_.validate();
-  TT_CHECK(options.dtype == DType::kFloat32 || options.dtype == DType::kFloat64,
-           "Llama: parameters must be float32 or float64, got ", dtype_name(options.dtype));
+  TT_CHECK(options.dtype == DType::kFloat32 || options.dtype == DType::kFloat64 ||
+               options.dtype == DType::kBFloat16,
+           "Llama: parameters must be float32, float64 or bfloat16, got ",
+           dtype_name(options.dtype));
   Generator gen(seed);
   model = register_module("model", std::make_shared<LlamaModel>(config_, gen, options));
   if (!config_.tie_embeddings) {
@@ -205,12 +294,77 @@ Tensor Llama::head_weight() const {
 }
 
 const RopeTables& Llama::rope_for(const Tensor& like) {
-  if (!rope_.cos.defined() || rope_.cos.dtype() != like.dtype() ||
-      rope_.cos.device() != like.device()) {
+  const DType dtype = like.dtype() == DType::kBFloat16 ? DType::kFloat32 : like.dtype();
+  if (!rope_.cos.defined() || rope_.cos.dtype() != dtype || rope_.cos.device() != like.device()) {
     rope_ = rope_tables(config_.max_seq_len, config_.head_dim(), config_.rope_theta,
-                        config_.rope_scaling, {like.dtype(), like.device()});
+                        config_.rope_scaling, {dtype, like.device()});
   }
   return rope_;
+}
+
+DType Llama::dtype() const {
+  return model->embed_tokens->weight.dtype();
+}
+
+Llama& Llama::to_dtype(DType dtype) {
+  TT_CHECK(dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16,
+           "Llama::to_dtype: parameters must be float32, float64 or bfloat16, got ",
+           dtype_name(dtype));
+  for (const Tensor& p : parameters()) {  // each once (a tied weight is one tensor)
+    if (p.dtype() == dtype) continue;
+    const Tensor converted = p.to(dtype).contiguous();
+    TensorImpl& impl = *p.impl();
+    impl.storage = converted.storage();
+    impl.strides = converted.strides();
+    impl.offset = converted.offset();
+    impl.dtype = dtype;
+    p.set_grad(Tensor());
+  }
+  return *this;
+}
+
+Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cache,
+                       const Tensor& start, bool fresh) {
+  TT_CHECK(device().is_cuda(), "Llama: bfloat16 parameters run on CUDA only (inference), got a ",
+           "model on ", device().str(), "; use float32 on the CPU");
+  const LlamaConfig& c = config_;
+  const int64_t B = idx.size(0), T = idx.size(1), M = B * T, hs = c.head_dim();
+  const int64_t NH = c.n_heads, NKV = c.n_kv_heads, W = (NH + 2 * NKV) * hs, F = c.ffn_dim;
+  const TensorOptions bf16{DType::kBFloat16, device()};
+  Tensor x = embed_bf16(model->embed_tokens->weight, idx);  // [M, C], the residual stream
+  const RopeTables& tables = rope_for(x);
+  for (std::size_t l = 0; l < model->layers->size(); ++l) {
+    LlamaDecoderLayer& layer = model->layers->at<LlamaDecoderLayer>(l);
+    LlamaAttention& attn = *layer.self_attn;
+    LlamaMLP& mlp = *layer.mlp;
+    const double eps = c.norm_eps;
+    const Tensor qkv = empty({B, T, W}, bf16);
+    project(qkv.view({M, W}), x,
+            packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}),
+            GemvPrologue::kRmsNorm, layer.input_layernorm->weight, eps, false);
+    const Tensor q = empty({B, NH, T, hs}, bf16);
+    call_kernel<RopeAppendKernel>("llama_rope_append", device(), q, qkv, tables.cos, tables.sin,
+                                  positions, start, cache.k[l], cache.v[l]);
+    Tensor y;
+    if (fresh && T > 1 && flash_attention_bf16_supports(hs)) {
+      // A prompt into an empty cache: causal attention over its own keys, i.e. chapter 11's
+      // bf16 FlashAttention on the cache's first T rows (GQA through gqa_attention).
+      y = gqa_attention(q, cache.k[l].slice(2, 0, T), cache.v[l].slice(2, 0, T));
+    } else {
+      y = empty({B, NH, T, hs}, bf16);
+      call_kernel<KvCacheAttendKernel>("kv_cache_attend", device(), y, q, Tensor(), Tensor(),
+                                       cache.k[l], cache.v[l], start);
+    }
+    project(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), attn.o_proj->weight,
+            GemvPrologue::kNone, Tensor(), 0, true);
+    const Tensor gate_up = empty({M, 2 * F}, bf16);
+    project(gate_up, x, packed_rows({mlp.gate_proj->weight, mlp.up_proj->weight}),
+            GemvPrologue::kRmsNorm, layer.post_attention_layernorm->weight, eps, false);
+    project(x, gate_up, mlp.down_proj->weight, GemvPrologue::kSwiglu, Tensor(), 0, true);
+  }
+  const Tensor logits = empty({M, c.vocab_size}, {DType::kFloat32, device()});
+  project(logits, x, head_weight(), GemvPrologue::kRmsNorm, model->norm->weight, c.norm_eps, false);
+  return logits.view({B, T, c.vocab_size});
 }
 
 Tensor Llama::positions_for(int64_t B, int64_t T, const std::vector<int64_t>& start) const {
@@ -240,10 +394,18 @@ Tensor Llama::forward(const Tensor& idx) {
       idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64 && idx.device() == device(),
       "Llama::forward: expected int64 token ids [B, T] on ", device().str(), ", got ",
       describe(idx));
+  if (dtype() == DType::kBFloat16) {  // inference: a cache of T positions, filled from 0
+    KVCache cache = make_cache(idx.size(0), idx.size(1));
+    return forward_cached(idx, cache, std::vector<int64_t>(static_cast<std::size_t>(idx.size(0))));
+  }
   return run(idx, positions_for(idx.size(0), idx.size(1), {}), nullptr, Tensor());
 }
 
 Tensor Llama::loss(const Tensor& idx, const Tensor& targets) {
+  TT_CHECK(dtype() != DType::kBFloat16,
+           "Llama::loss: bfloat16 parameters are for inference only (forward, forward_cached, "
+           "generate on CUDA); train in float32 (chapter 11's mixed precision keeps float32 "
+           "master weights)");
   TT_CHECK(targets.defined() && targets.shape() == idx.shape(),
            "Llama::loss: targets must have the shape of idx ", idx.describe(), ", got ",
            describe(targets));
@@ -268,13 +430,19 @@ Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache, const std::vecto
              start[b] + idx.size(1), ") to a cache of max_len ", cache.max_len());
   }
   autograd::NoGradGuard no_grad;
-  return run(idx, positions_for(idx.size(0), idx.size(1), start), &cache,
-             from_vector(start, {idx.size(0)}).to(device()));
+  const Tensor positions = positions_for(idx.size(0), idx.size(1), start);
+  const Tensor start_t = from_vector(start, {idx.size(0)}).to(device());
+  if (dtype() == DType::kBFloat16) {
+    const bool fresh = std::all_of(start.begin(), start.end(), [](int64_t s) { return s == 0; });
+    return run_bf16(idx, positions, cache, start_t, fresh);
+  }
+  return run(idx, positions, &cache, start_t);
 }
 
 Tensor Llama::forward_static(const Tensor& idx, const Tensor& positions, KVCache& cache,
                              const Tensor& start) {
   autograd::NoGradGuard no_grad;
+  if (dtype() == DType::kBFloat16) return run_bf16(idx, positions, cache, start, false);
   return run(idx, positions, &cache, start);
 }
 

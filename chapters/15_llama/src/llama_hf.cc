@@ -161,7 +161,7 @@ std::string LlamaConfig::to_hf_json() const {
   return j.dump(2) + "\n";
 }
 
-std::unique_ptr<Llama> load_hf(const std::string& dir) {
+std::unique_ptr<Llama> load_hf(const std::string& dir, DType dtype) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   TT_CHECK(
@@ -172,7 +172,7 @@ std::unique_ptr<Llama> load_hf(const std::string& dir) {
   const std::string config_path = (root / "config.json").string();
   const LlamaConfig config =
       LlamaConfig::from_hf_json(read_whole_file(config_path, "config.json"), config_path);
-  auto model = std::make_unique<Llama>(config);
+  auto model = std::make_unique<Llama>(config, 1337, TensorOptions{dtype, Device::cpu()});
   const std::string weights = (root / "model.safetensors").string();
   nn::StateDict file = safetensors::load(weights);
   std::vector<std::string> ignore;

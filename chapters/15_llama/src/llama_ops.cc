@@ -288,14 +288,15 @@ Tensor rope(const Tensor& x, const RopeTables& tables, const Tensor& positions) 
            "rope: expected x [B, H, T, hs] of a float dtype with hs even and a unit stride "
            "along hs, got ",
            describe(x));
+  const DType table_dtype = x.dtype() == DType::kBFloat16 ? DType::kFloat32 : x.dtype();
   TT_CHECK(tables.cos.defined() && tables.sin.defined() && tables.cos.dim() == 2 &&
                tables.cos.shape() == tables.sin.shape() && tables.cos.size(1) == x.size(3) / 2 &&
-               tables.cos.dtype() == x.dtype() && tables.sin.dtype() == x.dtype() &&
+               tables.cos.dtype() == table_dtype && tables.sin.dtype() == table_dtype &&
                tables.cos.device() == x.device() && tables.sin.device() == x.device() &&
                tables.cos.is_contiguous() && tables.sin.is_contiguous(),
            "rope: expected contiguous cos and sin tables [P, ", x.size(3) / 2,
-           "] of x's dtype and device, got cos ", describe(tables.cos), " and sin ",
-           describe(tables.sin), " for x ", x.describe());
+           "] of x's dtype (float32 for bfloat16 x) and device, got cos ", describe(tables.cos),
+           " and sin ", describe(tables.sin), " for x ", x.describe());
   TT_CHECK(positions.defined() && positions.dtype() == DType::kInt64 && positions.dim() == 2 &&
                positions.size(0) == x.size(0) && positions.size(1) == x.size(2) &&
                positions.device() == x.device() && positions.is_contiguous(),

@@ -1,10 +1,17 @@
 // Chapter 15's CUDA kernels against the CPU ones (skipped without a GPU): RMSNorm, RoPE and
 // SwiGLU forward and backward, the KV-cache step, and the tiny model's logits, loss and greedy
-// generation.
+// generation. Ch15_Bf16Cuda: the bfloat16 inference kernels and model against float32 on the
+// same (bfloat16-representable) values.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
 #include "ch15_test_util.h"
 #include "tt/cuda_matmul.h"
+#include "tt/dispatcher.h"
 #include "tt/functional.h"
 #include "tt/generate.h"
+#include "tt/llama_ops.h"
 
 namespace tt {
 namespace {
@@ -104,11 +111,9 @@ TEST(Ch15_ModelCuda, LogitsLossAndGreedyTokensMatchTheCpu) {
   }
 }
 
-TEST(Ch15_ModelCuda, CudaGraphDecodeGivesTheSameTokens) {
-  TT_SKIP_IF_NO_CUDA();
-  llama::LlamaConfig c = ch15::tiny_config();
-  c.dim = 128;  // hs 32
-  llama::Llama model(c, 6);
+/// Samples 12 tokens per row twice from the same seed, eagerly and as a CUDA graph: the same
+/// tokens (the same kernels on the same shapes).
+void expect_graph_equals_eager(llama::Llama& model) {
   model.to(kCuda);
   llama::GenerateOptions opt;
   opt.max_new_tokens = 12;
@@ -118,6 +123,241 @@ TEST(Ch15_ModelCuda, CudaGraphDecodeGivesTheSameTokens) {
   opt.cuda_graph = true;
   const auto graphed = llama::generate(model, {{1, 2, 3}, {9, 8, 7, 6, 5}}, opt, g2);
   EXPECT_EQ(graphed.tokens, eager.tokens);
+}
+
+TEST(Ch15_ModelCuda, CudaGraphDecodeGivesTheSameTokens) {
+  TT_SKIP_IF_NO_CUDA();
+  llama::LlamaConfig c = ch15::tiny_config();
+  c.dim = 128;  // hs 32
+  llama::Llama model(c, 6);
+  expect_graph_equals_eager(model);
+}
+
+TEST(Ch15_OpsCuda, ArgmaxRowsTakesTheFirstMaximumAndNaNFirst) {
+  TT_SKIP_IF_NO_CUDA();
+  const int64_t V = 1000;
+  std::vector<float> x(3 * V);
+  Generator gen(3);
+  for (float& v : x) v = static_cast<float>(gen.next_uniform());
+  x[300] = x[700] = 2.0f;               // row 0: a tie, the lower index wins
+  x[V + 9] = x[V + 5] = std::nanf("");  // row 1: the first NaN
+  x[2 * V + V - 1] = 5.0f;              // row 2: the last element
+  const Tensor logits = from_vector(x, {3, V}).to(kCuda);
+  const Tensor indices = empty({3}, {DType::kInt64, kCuda});
+  const Tensor values = empty({3}, {DType::kFloat32, kCuda});
+  call_kernel<llama::ArgmaxRowsKernel>("argmax_rows", kCuda, indices, values, logits);
+  EXPECT_EQ(indices.to(Device::cpu()).to_vector<int64_t>(), (std::vector<int64_t>{300, 5, V - 1}));
+  const std::vector<float> v = values.to(Device::cpu()).to_vector<float>();
+  EXPECT_EQ(v[0], 2.0f);
+  EXPECT_TRUE(std::isnan(v[1]));
+  EXPECT_EQ(v[2], 5.0f);
+}
+
+// ----- bfloat16 inference -------------------------------------------------------------------
+
+/// x rounded to bfloat16 (on the CPU) and the same values in float32: a kernel's bfloat16 result
+/// is compared with its float32 result on identical inputs, so the difference is the rounding of
+/// the bfloat16 outputs (2^-9 relative) plus float32 summation order.
+struct Bf16Pair {
+  Tensor bf;   ///< bfloat16 on CUDA
+  Tensor f32;  ///< float32 on CUDA, equal to bf widened
+};
+Bf16Pair bf16_pair(const Shape& shape, uint64_t seed, double scale = 1.0) {
+  const Tensor bf = ch15::leaf(shape, seed, scale, DType::kFloat32, false).to(DType::kBFloat16);
+  return {bf.to(kCuda), bf.to(DType::kFloat32).to(kCuda)};
+}
+Tensor widened(const Tensor& t) {
+  return t.to(Device::cpu()).to(DType::kFloat32);
+}
+constexpr double kBf16Rel = 1.0 / 128;  // two roundings of 2^-9 and some summation slack
+
+TEST(Ch15_Bf16Cuda, RmsNormRopeSwigluMatchFloat32) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  const Bf16Pair x = bf16_pair({37, 300}, 1), w = bf16_pair({300}, 2);
+  EXPECT_TENSOR_NEAR(widened(rms_norm(x.bf, w.bf, 1e-6)), widened(rms_norm(x.f32, w.f32, 1e-6)),
+                     1e-3, kBf16Rel);
+  const Bf16Pair r = bf16_pair({2, 7, 3, 16}, 3);
+  const std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15};
+  const RopeTables tables = rope_tables(32, 16, 10000.0, {}, {DType::kFloat32, kCuda});
+  const Tensor p = from_vector(pos, {2, 7}).to(kCuda);
+  EXPECT_TENSOR_NEAR(widened(rope(transpose(r.bf, 1, 2), tables, p)),
+                     widened(rope(transpose(r.f32, 1, 2), tables, p)), 1e-3, kBf16Rel);
+  // SwiGLU on the two halves of one [rows, 2F] buffer, read in place (the packed gate/up GEMM).
+  const Bf16Pair gu = bf16_pair({5, 2 * 129}, 4, 2.0);
+  const Tensor out = empty({5, 129}, {DType::kBFloat16, kCuda});
+  call_kernel<SwigluForwardKernel>("swiglu_forward", kCuda, out, gu.bf.slice(1, 0, 129),
+                                   gu.bf.slice(1, 129, 258));
+  EXPECT_TENSOR_NEAR(
+      widened(out),
+      widened(swiglu(gu.f32.slice(1, 0, 129).contiguous(), gu.f32.slice(1, 129, 258).contiguous())),
+      1e-3, kBf16Rel);
+}
+
+TEST(Ch15_Bf16Cuda, KvCacheStepMatchesFloat32WithGqa) {
+  TT_SKIP_IF_NO_CUDA();
+  // 4 and 300: rows that are not a multiple of 16 bytes (one element per load; 300 is also wider
+  // than the block).
+  for (int64_t hs : {4, 32, 64, 300, 512}) {
+    const Bf16Pair q = bf16_pair({2, 8, 3, hs}, 6), kn = bf16_pair({2, 2, 3, hs}, 7),
+                   vn = bf16_pair({2, 2, 3, hs}, 8), kc = bf16_pair({2, 2, 40, hs}, 9),
+                   vc = bf16_pair({2, 2, 40, hs}, 10);
+    const Tensor out_bf = llama::kv_cache_attend(q.bf, kn.bf, vn.bf, kc.bf, vc.bf, {4, 33});
+    const Tensor out_f = llama::kv_cache_attend(q.f32, kn.f32, vn.f32, kc.f32, vc.f32, {4, 33});
+    EXPECT_TENSOR_NEAR(widened(out_bf), widened(out_f), 1e-3, kBf16Rel) << "hs " << hs;
+    // The appended keys and values are the same bits.
+    EXPECT_TENSOR_NEAR(widened(kc.bf), widened(kc.f32), 0, 0) << "hs " << hs;
+    EXPECT_TENSOR_NEAR(widened(vc.bf), widened(vc.f32), 0, 0) << "hs " << hs;
+  }
+}
+
+TEST(Ch15_Bf16Cuda, DecodeGemvMatchesFloat32WithEachPrologue) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  cuda::AllowTf32Guard no_tf32(false);
+  using llama::GemvPrologue;
+  const int64_t N = 203, K = 264;  // N: not a multiple of a block's 8 warps; K % 8 == 0
+  const Bf16Pair w = bf16_pair({N, K}, 20, 0.1), g = bf16_pair({K}, 21);
+  for (int64_t M : {1, 3, 8}) {
+    for (GemvPrologue p : {GemvPrologue::kNone, GemvPrologue::kRmsNorm, GemvPrologue::kSwiglu}) {
+      const bool glu = p == GemvPrologue::kSwiglu;
+      const Bf16Pair a = bf16_pair({M, glu ? 2 * K : K}, 22 + static_cast<uint64_t>(M));
+      // The reference: the prologue in float32, rounded to bfloat16 as the kernel stores it, then
+      // a float32 product.
+      Tensor x = a.f32;
+      if (p == GemvPrologue::kRmsNorm) x = rms_norm(a.f32, g.f32, 1e-5);
+      if (glu) x = swiglu(a.f32.slice(1, 0, K).contiguous(), a.f32.slice(1, K, 2 * K).contiguous());
+      x = x.to(DType::kBFloat16).to(DType::kFloat32);
+      const Tensor product = matmul(x, transpose(w.f32, 0, 1));
+      const Bf16Pair init = bf16_pair({M, N}, 30);
+      const Tensor out = init.bf.clone();
+      ASSERT_TRUE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out, a.bf, w.bf,
+                                                       g.bf, 1e-5, p, true));
+      EXPECT_TENSOR_NEAR(widened(out), widened(add(product, init.f32)), 1e-2, kBf16Rel)
+          << "M " << M << " prologue " << static_cast<int>(p);
+      if (p == GemvPrologue::kRmsNorm) {  // float32 out: the head's logits
+        const Tensor logits = empty({M, N}, {DType::kFloat32, kCuda});
+        ASSERT_TRUE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, logits, a.bf,
+                                                         w.bf, g.bf, 1e-5, p, false));
+        EXPECT_TENSOR_NEAR(widened(logits), widened(product), 2e-3, 1e-3) << "M " << M;
+      }
+    }
+  }
+  // More rows than it takes: nothing launched, the caller falls back to cuBLASLt.
+  const Bf16Pair a5 = bf16_pair({9, K}, 40);
+  const Tensor out5 = empty({9, N}, {DType::kBFloat16, kCuda});
+  EXPECT_FALSE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out5, a5.bf, w.bf,
+                                                    Tensor(), 0.0, GemvPrologue::kNone, false));
+  EXPECT_TT_ERROR((call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out5,
+                                                        a5.bf.slice(1, 0, 8).contiguous(), w.bf,
+                                                        Tensor(), 0.0, GemvPrologue::kNone, false)),
+                  "decode_gemv", "[9, 8]", "[203, 264]");
+}
+
+TEST(Ch15_Bf16Cuda, RopeAppendThenAttendEqualsRopeAndTheKvCacheStep) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  const int64_t B = 2, T = 3, NH = 4, NKV = 2, hs = 16, W = (NH + 2 * NKV) * hs;
+  const std::vector<int64_t> start = {4, 11};
+  std::vector<int64_t> pos;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) pos.push_back(start[b] + t);
+  }
+  const Tensor positions = from_vector(pos, {B, T}).to(kCuda);
+  const Tensor start_gpu = from_vector(start, {B}).to(kCuda);
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    const Bf16Pair qkv_p = bf16_pair({B, T, W}, 50), kc_p = bf16_pair({B, NKV, 20, hs}, 51),
+                   vc_p = bf16_pair({B, NKV, 20, hs}, 52);
+    const bool bf = dt == DType::kBFloat16;
+    const Tensor qkv = bf ? qkv_p.bf : qkv_p.f32;
+    const RopeTables tables = rope_tables(32, hs, 10000.0, {}, {DType::kFloat32, kCuda});
+    auto heads = [&](int64_t first, int64_t n) {  // [B, n, T, hs], read in place
+      return Tensor(qkv.storage(), {B, n, T, hs}, {T * W, hs, W, 1}, first * hs, dt);
+    };
+    // Three launches and the KV step ...
+    const Tensor kc_a = (bf ? kc_p.bf : kc_p.f32).clone(), vc_a = (bf ? vc_p.bf : vc_p.f32).clone();
+    const Tensor out_a = llama::kv_cache_attend(
+        rope(heads(0, NH), tables, positions), rope(heads(NH, NKV), tables, positions),
+        heads(NH + NKV, NKV).contiguous(), kc_a, vc_a, start);
+    // ... against one launch and the attention alone: the same values (up to the compiler's
+    // contraction of the rotation into FMAs; V is copied, exactly).
+    const Tensor kc_b = (bf ? kc_p.bf : kc_p.f32).clone(), vc_b = (bf ? vc_p.bf : vc_p.f32).clone();
+    const Tensor q = empty({B, NH, T, hs}, {dt, kCuda}), out_b = empty({B, NH, T, hs}, {dt, kCuda});
+    call_kernel<llama::RopeAppendKernel>("llama_rope_append", kCuda, q, qkv, tables.cos, tables.sin,
+                                         positions, start_gpu, kc_b, vc_b);
+    call_kernel<llama::KvCacheAttendKernel>("kv_cache_attend", kCuda, out_b, q, Tensor(), Tensor(),
+                                            kc_b, vc_b, start_gpu);
+    const double atol = bf ? 1e-3 : 1e-6, rtol = bf ? kBf16Rel : 1e-6;
+    EXPECT_TENSOR_NEAR(widened(out_b), widened(out_a), atol, rtol) << dtype_name(dt);
+    EXPECT_TENSOR_NEAR(widened(kc_b), widened(kc_a), atol, rtol) << dtype_name(dt);
+    EXPECT_TENSOR_NEAR(widened(vc_b), widened(vc_a), 0, 0) << dtype_name(dt);
+  }
+}
+
+/// The tiny model of hs 32 in float32 and in bfloat16 (the same draws, rounded) on CUDA.
+llama::LlamaConfig bf16_test_config() {
+  llama::LlamaConfig c = ch15::tiny_config();
+  c.dim = 128;  // hs 32
+  c.ffn_dim = 352;
+  return c;
+}
+
+TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
+  TT_SKIP_IF_NO_CUDA();
+  cuda::AllowTf32Guard no_tf32(false);
+  const llama::LlamaConfig c = bf16_test_config();
+  llama::Llama f32(c, 5), bf(c, 5, {DType::kBFloat16});
+  f32.to(kCuda);
+  bf.to(kCuda);
+  const Tensor ids = from_vector<int64_t>({3, 9, 27, 81, 50, 12, 7, 1, 2, 95}, {2, 5}).to(kCuda);
+  const Tensor ref = f32.forward(ids).to(Device::cpu());
+  const Tensor got = bf.forward(ids).to(Device::cpu());
+  ASSERT_EQ(got.dtype(), DType::kFloat32);
+  double max_ref = 0;
+  for (double v : ref.to(DType::kFloat64).to_vector<double>())
+    max_ref = std::max(max_ref, std::abs(v));
+  // bfloat16 weights and activations: about 3 significant digits through 2 layers.
+  const double tol = 0.03 * max_ref;
+  EXPECT_TENSOR_NEAR(got, ref, tol, 0);
+  // Greedy decode in bfloat16 (batch 2: the decode GEMV, then cuBLASLt, the default); each token
+  // must be (near) the float32 model's argmax at its position, the float32 model reading the same
+  // sequence: logit >= max - tol.
+  for (bool gemv : {true, false}) {
+    llama::set_decode_gemv(gemv);
+    llama::GenerateOptions opt;
+    opt.max_new_tokens = 24;
+    opt.sampling.temperature = 0;
+    Generator g1(0), g2(0);
+    const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5}};
+    const auto bf_tokens = llama::generate(bf, prompts, opt, g1).tokens;
+    const auto f32_tokens = llama::generate(f32, prompts, opt, g2).tokens;
+    int64_t same = 0, total = 0;
+    for (std::size_t b = 0; b < prompts.size(); ++b) {
+      std::vector<int64_t> seq = prompts[b];
+      seq.insert(seq.end(), bf_tokens[b].begin(), bf_tokens[b].end());
+      const auto T = static_cast<int64_t>(seq.size());
+      const Tensor logits = f32.forward(from_vector(seq, {1, T}).to(kCuda)).to(Device::cpu());
+      const auto L = logits.to(DType::kFloat64).to_vector<double>();
+      const auto P = static_cast<int64_t>(prompts[b].size());
+      for (int64_t i = 0; i < static_cast<int64_t>(bf_tokens[b].size()); ++i) {
+        const double* row = L.data() + (P - 1 + i) * c.vocab_size;
+        const double best = *std::max_element(row, row + c.vocab_size);
+        EXPECT_GE(row[bf_tokens[b][i]], best - tol)
+            << "row " << b << " new token " << i << " gemv " << gemv;
+        same += bf_tokens[b][i] == f32_tokens[b][i];
+        ++total;
+      }
+    }
+    std::cout << "bf16 (decode GEMV " << (gemv ? "on" : "off") << ") vs float32 greedy: " << same
+              << " of " << total << " tokens identical; logits max |ref| " << max_ref << "\n";
+  }
+  llama::set_decode_gemv(false);
+}
+
+TEST(Ch15_Bf16Cuda, CudaGraphDecodeGivesTheSameTokens) {
+  TT_SKIP_IF_NO_CUDA();
+  llama::Llama model(bf16_test_config(), 6, {DType::kBFloat16});
+  expect_graph_equals_eager(model);
 }
 
 }  // namespace

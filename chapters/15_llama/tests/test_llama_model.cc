@@ -157,6 +157,35 @@ TEST(Ch15_Llama, SaveHfAndLoadHfRoundTripTheLogits) {
   }
 }
 
+TEST(Ch15_Llama, Bf16ParametersAreTheRoundedFloat32OnesAndRunOnCudaOnly) {
+  const testing::TempDir dir;
+  const LlamaConfig c = ch15::tiny_config();
+  Llama f32(c, 11), bf(c, 11, {DType::kBFloat16});
+  EXPECT_EQ(bf.dtype(), DType::kBFloat16);
+  // The same draws, rounded to nearest even; load_hf(dir, bfloat16) rounds the F32 file alike.
+  llama::save_hf(f32, dir.str());
+  const auto loaded = llama::load_hf(dir.str(), DType::kBFloat16);
+  // to_dtype converts in place: the same tensor objects, now bfloat16.
+  Llama converted(c, 11);
+  const Tensor q =
+      converted.model->layers->at<llama::LlamaDecoderLayer>(0).self_attn->q_proj->weight;
+  converted.to_dtype(DType::kBFloat16);
+  EXPECT_EQ(q.dtype(), DType::kBFloat16);
+  const nn::StateDict a = f32.state_dict(), b = bf.state_dict(), l = loaded->state_dict(),
+                      v = converted.state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TENSOR_NEAR(b[i].second, a[i].second.to(DType::kBFloat16), 0, 0) << a[i].first;
+    EXPECT_TENSOR_NEAR(l[i].second, b[i].second, 0, 0) << a[i].first;
+    EXPECT_TENSOR_NEAR(v[i].second, b[i].second, 0, 0) << a[i].first;
+    EXPECT_EQ(v[i].second.dtype(), DType::kBFloat16) << a[i].first;
+  }
+  // Inference only, on CUDA.
+  const Tensor idx = random_ids(1, 5, 96, 4);
+  EXPECT_TT_ERROR(bf.forward(idx), "bfloat16", "CUDA", "cpu");
+  EXPECT_TT_ERROR(bf.loss(idx, idx), "Llama::loss", "bfloat16", "inference");
+}
+
 TEST(Ch15_Llama, LoadHfNamesAMissingTensor) {
   const testing::TempDir dir;
   Llama model(ch15::tiny_config());

@@ -30,6 +30,12 @@ struct SamplerOptions {
 /// top_p outside (0, 1] or logits without a finite value.
 void top_p_filter(std::vector<double>& logits, double top_p);
 
+/// "argmax_rows" kernel (CUDA): indices[r] = the first index of the largest value of row r of
+/// float32 logits [R, V] (a NaN counts as the largest: the first NaN), values[r] = that value
+/// (int64 and float32 [R], on the logits' device). generate()'s greedy steps on CUDA pick every
+/// row's token with it and copy R indices to the host instead of R rows of V logits.
+using ArgmaxRowsKernel = void(const Tensor& indices, const Tensor& values, const Tensor& logits);
+
 /// Draws the next token from logits [V] (any float dtype and device): temperature, then top-k,
 /// then top_p_filter, then chapter 09's sample_token on what is left (one gen.next_uniform()).
 int64_t sample_next(const Tensor& logits, const SamplerOptions& options, Generator& gen);

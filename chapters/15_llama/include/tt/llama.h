@@ -21,6 +21,15 @@
 ///
 /// A block: h = x + o_proj(attn(rope(q), rope(k), v)) on input_layernorm(x), then
 /// y = h + down_proj(silu(gate_proj(n)) * up_proj(n)) with n = post_attention_layernorm(h).
+///
+/// **bfloat16 inference.** A Llama built (or loaded) with bfloat16 parameters runs forward,
+/// forward_cached and forward_static on CUDA through a path of its own, made for decoding, which
+/// is a bandwidth problem (every weight is read once per step): the q/k/v and the gate/up weights
+/// are packed into one buffer each on first use (one GEMM each: chapter 10's cuBLASLt
+/// "matmul_lt_gemm", bfloat16 operands, float32 accumulation), o_proj and down_proj add into the
+/// bfloat16 residual stream in their GEMM's epilogue (beta = 1), RMSNorm, RoPE, SwiGLU and the KV
+/// cache (bfloat16) compute in float32, and the logits come out of the last GEMM in float32. There
+/// is no autograd graph: loss() refuses bfloat16, and the CPU has no bfloat16 kernels.
 #pragma once
 
 #include <cstdint>
@@ -79,7 +88,8 @@ class RMSNorm : public nn::Module {
   Tensor weight;  ///< [dim]
 };
 
-/// A preallocated KV cache: per layer, keys and values [B, NKV, max_len, hs]. Row b holds the
+/// A preallocated KV cache: per layer, keys and values [B, NKV, max_len, hs] (the model's dtype).
+/// Row b holds the
 /// keys of its positions [0, length of row b); the caller tracks the lengths (forward_cached's
 /// `start`).
 struct KVCache {
@@ -94,11 +104,53 @@ struct KVCache {
 /// "kv_cache_attend" kernels: append k_new, v_new [B, NKV, Tq, hs] to the caches [B, NKV,
 /// Tmax, hs] at positions start[b] to start[b] + Tq - 1 of row b, then out [B, NH, Tq, hs] =
 /// causal attention of q [B, NH, Tq, hs] (query i of row b at position start[b] + i) over the
-/// cached keys and values [0, start[b] + i] of its key/value head, scale 1/sqrt(hs). start is
+/// cached keys and values [0, start[b] + i] of its key/value head, scale 1/sqrt(hs) (CUDA also
+/// takes bfloat16, computed in float32: the scores and the softmax in float32). start is
 /// int64 [B]: on the CPU for the CPU kernel; on the GPU (or the CPU, then copied) for CUDA.
+/// CUDA also takes undefined k_new and v_new: attend only, the step's keys and values being in
+/// the caches already ("llama_rope_append").
 using KvCacheAttendKernel = void(const Tensor& out, const Tensor& q, const Tensor& k_new,
                                  const Tensor& v_new, const Tensor& k_cache, const Tensor& v_cache,
                                  const Tensor& start);
+
+/// "llama_rope_append" kernel (CUDA; float32, float64, bfloat16 computed in float32): from the
+/// packed projection qkv [B, T, (NH + 2 NKV) hs] (contiguous), q [B, NH, T, hs] = RoPE of the q
+/// heads at positions [B, T] with tables cos, sin [P, hs/2] (float32 for bfloat16), and the RoPE
+/// of the k heads and the v heads written to rows start[b] + t of the caches [B, NKV, Tmax, hs]
+/// (start int64 [B] on the device, not checked against Tmax: the caller does). One launch where
+/// rope, rope and the cache append were three: the bfloat16 decode path then attends through
+/// "kv_cache_attend" with undefined k_new and v_new.
+using RopeAppendKernel = void(const Tensor& q, const Tensor& qkv, const Tensor& cos,
+                              const Tensor& sin, const Tensor& positions, const Tensor& start,
+                              const Tensor& k_cache, const Tensor& v_cache);
+
+/// What the decode GEMV ("llama_decode_gemv") applies to its input rows before the product.
+enum class GemvPrologue {
+  kNone,     ///< the rows of a as they are
+  kRmsNorm,  ///< RMSNorm of each row of a with `norm_weight` and `eps` (the block's input norm)
+  kSwiglu,   ///< silu(a[m, k]) * a[m, K + k] of a [M, 2K] (the packed gate/up output)
+};
+
+/// "llama_decode_gemv" kernel (CUDA, bfloat16 decoding): out [M, N] = x w^T, plus out's old
+/// values with `accumulate` (the residual connection), for w [N, K] and x = the prologue of a,
+/// rounded to bfloat16 as the separate kernel would store it; out bfloat16, or float32 for the
+/// head (RMSNorm prologue, no accumulation). Float32 sums. One kernel where cuBLASLt would need a
+/// separate RMSNorm or SwiGLU launch before it (an experiment, off by default: see
+/// set_decode_gemv). Returns false, launching
+/// nothing, for what it does not take (M > 8, M * K > 81920, K not a multiple of 8, w not
+/// 16-byte aligned);
+/// throws tt::Error naming the tensors for shapes, dtypes or devices that do not fit.
+using DecodeGemvKernel = bool(const Tensor& out, const Tensor& a, const Tensor& w,
+                              const Tensor& norm_weight, double eps, GemvPrologue prologue,
+                              bool accumulate);
+
+/// Whether bfloat16 decoding uses "llama_decode_gemv" where it applies instead of the RMSNorm
+/// and SwiGLU kernels followed by cuBLASLt GEMMs. Off by default: on an H100 (TinyLlama-1.1B's
+/// shape, batch 1, CUDA graph) it read 775 GB/s against cuBLASLt's 1300 (tt_generate --gemv
+/// on,off compares them); it stays as the measured experiment the README describes.
+void set_decode_gemv(bool on);
+/// The setting of set_decode_gemv.
+bool decode_gemv_enabled();
 
 namespace cpu {
 /// The CPU "kv_cache_attend" (exercise ch15.4): contiguous tensors of one dtype (float32 or
@@ -179,18 +231,29 @@ class Llama : public nn::Module {
  public:
   /// A model of `config` (validated) with parameters N(0, init_std) drawn from a generator
   /// seeded with `seed` (norm weights 1), in `options` (float32 or float64; move to CUDA with
-  /// to()).
+  /// to()). bfloat16: the float32 model's values rounded to nearest even, for inference on CUDA
+  /// (see the file comment).
   explicit Llama(const LlamaConfig& config, uint64_t seed = 1337, TensorOptions options = {});
   /// The config.
   const LlamaConfig& config() const { return config_; }
   /// Where the parameters are.
   Device device() const { return model->embed_tokens->weight.device(); }
-  /// logits [B, T, V] of idx [B, T] (int64) at positions 0 to T - 1.
+  /// The parameters' dtype.
+  DType dtype() const;
+  /// Converts every parameter to `dtype` (float32, float64 or bfloat16) IN PLACE, on its device:
+  /// the same tensor objects (as Module::to(Device)), their gradients dropped. Returns *this.
+  Llama& to_dtype(DType dtype);
+  /// logits [B, T, V] of idx [B, T] (int64) at positions 0 to T - 1 (bfloat16 parameters: float32
+  /// logits from the cached path with a cache of T positions, no autograd graph).
   Tensor forward(const Tensor& idx) override;
-  /// Mean cross-entropy of forward(idx) against targets [B, T] (kIgnoreIndex skipped).
+  /// Mean cross-entropy of forward(idx) against targets [B, T] (kIgnoreIndex skipped). Throws
+  /// tt::Error for bfloat16 parameters (inference only).
   Tensor loss(const Tensor& idx, const Tensor& targets);
   /// logits [B, Tq, V] of idx [B, Tq] where row b's tokens are at positions start[b] to
-  /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph).
+  /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph). The
+  /// logits have the parameters' dtype, float32 for bfloat16 parameters. In bfloat16, a prompt
+  /// into an empty cache (every start 0, Tq > 1: the prefill) attends through chapter 11's bf16
+  /// FlashAttention instead of the cache kernel (head sizes 32 and 64).
   Tensor forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start);
   /// forward_cached without any host work: idx [B, Tq], positions [B, Tq] and start [B] (int64,
   /// on the model's device) are read by the kernels only, and nothing is checked against the
@@ -208,6 +271,8 @@ class Llama : public nn::Module {
 
  private:
   Tensor run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start);
+  Tensor run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cache, const Tensor& start,
+                  bool fresh);
   Tensor positions_for(int64_t B, int64_t T, const std::vector<int64_t>& start) const;
   const RopeTables& rope_for(const Tensor& like);
   LlamaConfig config_;
@@ -218,10 +283,11 @@ class Llama : public nn::Module {
 
 /// Loads a directory written by transformers' save_pretrained (or save_hf): config.json and
 /// model.safetensors (one file; a sharded model's index is refused with a message). Tensors
-/// are converted to float32 (F16, BF16) and checked all or nothing against the model's names
-/// and shapes; "lm_head.weight" is ignored for a tied model, "*.rotary_emb.inv_freq" buffers
-/// always.
-std::unique_ptr<Llama> load_hf(const std::string& dir);
+/// are converted to `dtype` (float32, float64 or bfloat16 for inference on CUDA: F32 is rounded
+/// to nearest even, BF16 kept as stored, F16 through float32) and checked all or nothing against
+/// the model's names and shapes; "lm_head.weight" is ignored for a tied model,
+/// "*.rotary_emb.inv_freq" buffers always.
+std::unique_ptr<Llama> load_hf(const std::string& dir, DType dtype = DType::kFloat32);
 
 /// Writes config.json and model.safetensors (metadata {"format": "pt"}, as transformers
 /// expects) into `dir` (created if missing), the tensors stored per `store`.

@@ -36,12 +36,15 @@ using RmsNormBackwardKernel = void(const Tensor& dx, const Tensor& dweight, cons
                                    const Tensor& x, const Tensor& weight, const Tensor& rstd);
 /// "rope_forward": out [B, H, T, hs] (contiguous) = x [B, H, T, hs] (any strides with a unit
 /// stride along hs) with the pairs (i, i + hs/2) of the row of batch b and time t rotated by the
-/// angle whose cosine and sine are cos[p, i], sin[p, i] (tables [P, hs/2], x's dtype), p =
+/// angle whose cosine and sine are cos[p, i], sin[p, i] (tables [P, hs/2], x's dtype; float32
+/// for bfloat16 x, on CUDA), p =
 /// positions[b, t] (int64 [B, T], contiguous, 0 <= p < P); `inverse` rotates by the opposite
 /// angle (the backward).
 using RopeKernel = void(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
                         const Tensor& positions, bool inverse);
-/// "swiglu_forward": out = silu(gate) * up (contiguous, same shape and dtype).
+/// "swiglu_forward": out = silu(gate) * up (contiguous, same shape and dtype; bfloat16 on CUDA,
+/// computed in float32). On CUDA gate and up may also be 2-D [rows, F] views with a unit column
+/// stride and one row stride: the two halves of a [rows, 2F] GEMM output, read in place.
 using SwigluForwardKernel = void(const Tensor& out, const Tensor& gate, const Tensor& up);
 /// "swiglu_backward": dgate, dup from dout, gate, up.
 using SwigluBackwardKernel = void(const Tensor& dgate, const Tensor& dup, const Tensor& dout,
@@ -122,8 +125,9 @@ RopeTables rope_tables(int64_t max_positions, int64_t head_dim, double theta,
 
 /// Rotary position embedding of x [B, H, T, hs] (a unit stride along hs is the only layout
 /// requirement, so the [B, T, H, hs] output of a projection transposed to [B, H, T, hs] is
-/// read in place) at positions [B, T] (int64, on x's device) with `tables` (x's dtype and
-/// device). Result contiguous [B, H, T, hs]; differentiable in x.
+/// read in place) at positions [B, T] (int64, on x's device) with `tables` (x's dtype, float32
+/// for bfloat16 x; x's device). Result contiguous [B, H, T, hs]; differentiable in x (float32,
+/// float64; bfloat16 runs forward only, on CUDA).
 Tensor rope(const Tensor& x, const RopeTables& tables, const Tensor& positions);
 
 /// silu(gate) * up, elementwise (same shape): the gated activation of LLaMA's MLP.
