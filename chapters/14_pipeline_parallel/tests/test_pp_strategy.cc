@@ -136,7 +136,10 @@ void expect_only_own_stages(const StrategyRun& run, const Layout& l) {
   for (const tt::optim::ParamGroup& g : run.optimizer->param_groups()) {
     updated.insert(updated.end(), g.params.begin(), g.params.end());
   }
-  for (const auto& [name, t] : run.model.named_parameters()) {
+  for (const auto& named : run.model.named_parameters()) {
+    // (Not a structured binding: clang's C++20 does not capture one in the lambda.)
+    const std::string& name = named.first;
+    const Tensor& t = named.second;
     const bool own =
         std::any_of(updated.begin(), updated.end(), [&](const Tensor& u) { return u.is_same(t); });
     if (own) {
