@@ -67,7 +67,7 @@ double evaluate(GPT2& model, const std::function<Batch()>& next_batch, int64_t n
   return sum / static_cast<double>(num_batches);
 }
 
-std::vector<optim::ParamGroup> param_groups(const GPT2& model, double weight_decay) {
+std::vector<optim::ParamGroup> param_groups(const nn::Module& model, double weight_decay) {
   optim::ParamGroup decay{{}, weight_decay}, no_decay{{}, 0.0};
   for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
   return {decay, no_decay};

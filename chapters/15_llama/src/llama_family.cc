@@ -38,17 +38,12 @@ LlamaFamily::LlamaFamily(train::TrainConfig& o, Device device, gpt2::ParallelStr
   model_ = std::make_unique<Llama>(c, o.seed);
   model_->to(device);
   TT_CHECK(o.T <= c.max_seq_len, "train_llama: T = ", o.T, " exceeds --block-size ", c.max_seq_len);
-  // Two AdamW groups: matrices and embeddings with weight decay, the norms' weights without.
-  optim::ParamGroup decay, no_decay;
-  decay.weight_decay = o.weight_decay;
-  for (const auto& [name, p] : model_->named_parameters()) {
-    (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
-  }
   optim::AdamWOptions ao;
   ao.lr = o.lr;
   ao.beta1 = o.beta1;
   ao.beta2 = o.beta2;
-  optimizer_ = par.make_optimizer(*model_, {decay, no_decay}, ao);
+  // Two AdamW groups: matrices and embeddings with weight decay, the norms' weights without.
+  optimizer_ = par.make_optimizer(*model_, gpt2::param_groups(*model_, o.weight_decay), ao);
   schedule_ =
       std::make_unique<optim::WarmupCosineLR>(o.lr, o.lr * o.min_lr_frac, o.warmup, o.steps);
   step_options_.grad_accum_steps = o.accumulation(par.world_size());

@@ -43,12 +43,7 @@ LlamaRun trained(gpt2::ParallelStrategy& par, uint64_t seed, Device device) {
   LlamaRun run;
   run.model = std::make_unique<llama::Llama>(ch15::tiny_config(), seed);
   run.model->to(device);
-  optim::ParamGroup decay, no_decay;
-  decay.weight_decay = 0.1;
-  for (const auto& [name, p] : run.model->named_parameters()) {
-    (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
-  }
-  run.optimizer = par.make_optimizer(*run.model, {decay, no_decay},
+  run.optimizer = par.make_optimizer(*run.model, gpt2::param_groups(*run.model, 0.1),
                                      optim::AdamWOptions{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95});
   gpt2::TrainStepOptions so;
   so.max_grad_norm = 1.0;

@@ -127,9 +127,10 @@ bool all_finite(const std::vector<Tensor>& tensors);
 /// Mean loss over `num_batches` batches from `next_batch`, under no_grad.
 double evaluate(GPT2& model, const std::function<Batch()>& next_batch, int64_t num_batches);
 
-/// GPT-2's two AdamW groups: matrices and embeddings (dim >= 2) with `weight_decay`, biases and
-/// LayerNorm parameters (dim < 2) without.
-std::vector<optim::ParamGroup> param_groups(const GPT2& model, double weight_decay);
+/// The two AdamW groups of GPT-2 (and of any module, e.g. chapter 15's LLaMA): matrices and
+/// embeddings (dim >= 2) with `weight_decay`, biases and norm weights (dim < 2) without, in the
+/// order of model.parameters().
+std::vector<optim::ParamGroup> param_groups(const nn::Module& model, double weight_decay);
 
 /// Training FLOPs per token (forward + backward) of a model with N parameters at sequence
 /// length T, as in llm.c/nanoGPT: \f$ 6N + 12\,L\,C\,T \f$ (the second term: attention
