@@ -89,9 +89,8 @@ class RMSNorm : public nn::Module {
 };
 
 /// A preallocated KV cache: per layer, keys and values [B, NKV, max_len, hs] (the model's dtype).
-/// Row b holds the
-/// keys of its positions [0, length of row b); the caller tracks the lengths (forward_cached's
-/// `start`).
+/// Row b holds the keys of its positions [0, length of row b); the caller tracks the lengths
+/// (forward_cached's `start`).
 struct KVCache {
   std::vector<Tensor> k;  ///< per layer [B, NKV, max_len, hs]
   std::vector<Tensor> v;  ///< per layer [B, NKV, max_len, hs]
@@ -136,10 +135,9 @@ enum class GemvPrologue {
 /// rounded to bfloat16 as the separate kernel would store it; out bfloat16, or float32 for the
 /// head (RMSNorm prologue, no accumulation). Float32 sums. One kernel where cuBLASLt would need a
 /// separate RMSNorm or SwiGLU launch before it (an experiment, off by default: see
-/// set_decode_gemv). Returns false, launching
-/// nothing, for what it does not take (M > 8, M * K > 81920, K not a multiple of 8, w not
-/// 16-byte aligned);
-/// throws tt::Error naming the tensors for shapes, dtypes or devices that do not fit.
+/// set_decode_gemv). Returns false, launching nothing, for what it does not take (M > 8,
+/// M * K > 81920, K not a multiple of 8, w not 16-byte aligned); throws tt::Error naming the
+/// tensors for shapes, dtypes or devices that do not fit.
 using DecodeGemvKernel = bool(const Tensor& out, const Tensor& a, const Tensor& w,
                               const Tensor& norm_weight, double eps, GemvPrologue prologue,
                               bool accumulate);
