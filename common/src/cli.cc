@@ -1,6 +1,7 @@
 // The command-line parser of the apps (tt/cli.h).
 #include "tt/cli.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -127,6 +128,17 @@ void ArgParser::parse(int argc, char** argv) const {
     std::fprintf(stderr, "%s\n%s", msg.c_str(), usage_.c_str());
     std::exit(2);
   }
+}
+
+std::vector<std::string> split_list(const std::string& text, char sep) {
+  std::vector<std::string> items;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(sep, begin), text.size());
+    if (end > begin) items.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
 }
 
 }  // namespace tt

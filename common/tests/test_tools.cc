@@ -76,6 +76,13 @@ TEST(Common_Cli, OptionalValueTakesTheImplicitOneWhenLeftOut) {
   EXPECT_EQ(dir, "mine");
 }
 
+TEST(Common_Cli, SplitListDropsEmptyItems) {
+  EXPECT_EQ(split_list("1,8,32"), (std::vector<std::string>{"1", "8", "32"}));
+  EXPECT_EQ(split_list(",a,,b,"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(split_list("x;y", ';'), (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(split_list("").empty());
+}
+
 TEST(Common_Progress, EtaAndText) {
   EXPECT_DOUBLE_EQ(ProgressBar::eta_seconds(25, 100, 10.0), 30.0);
   EXPECT_DOUBLE_EQ(ProgressBar::eta_seconds(100, 100, 10.0), 0.0);

@@ -86,9 +86,7 @@ const std::vector<std::string>& overridable_flags() {
 std::set<std::string> override_set(const std::vector<std::string>& overrides) {
   std::set<std::string> out;
   for (const std::string& o : overrides) {
-    std::stringstream in(o);
-    for (std::string name; std::getline(in, name, ',');) {
-      if (name.empty()) continue;
+    for (const std::string& name : split_list(o)) {
       out.insert(name.starts_with("--") ? name : "--" + name);
     }
   }

@@ -47,20 +47,9 @@ namespace {
 
 using namespace tt;
 
-/// The items of a comma-separated list.
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
 std::vector<int64_t> parse_ids(const std::string& text, const char* what) {
   std::vector<int64_t> ids;
-  for (const std::string& item : split(text)) {
+  for (const std::string& item : split_list(text)) {
     try {
       std::size_t used = 0;
       ids.push_back(std::stoll(item, &used));
@@ -237,18 +226,19 @@ int run(int argc, char** argv) {
       .flag("--json", &json);
   args.parse(argc, argv);
   std::vector<DType> dtype_list;
-  for (const std::string& d : split(dtypes)) {
+  for (const std::string& d : split_list(dtypes)) {
     TT_CHECK(d == "f32" || d == "bf16", "tt_generate: --dtype '", d, "' is not one of f32, bf16");
     dtype_list.push_back(d == "bf16" ? DType::kBFloat16 : DType::kFloat32);
   }
   std::vector<bool> graph_modes;
-  for (const std::string& m : split(modes.empty() ? (cuda_graph ? "graph" : "eager") : modes)) {
+  for (const std::string& m :
+       split_list(modes.empty() ? (cuda_graph ? "graph" : "eager") : modes)) {
     TT_CHECK(m == "eager" || m == "graph", "tt_generate: --modes '", m,
              "' is not one of eager, graph");
     graph_modes.push_back(m == "graph");
   }
   std::vector<bool> gemv_list;
-  for (const std::string& g : split(gemvs)) {
+  for (const std::string& g : split_list(gemvs)) {
     TT_CHECK(g == "on" || g == "off", "tt_generate: --gemv '", g, "' is not one of on, off");
     gemv_list.push_back(g == "on");
   }
@@ -302,8 +292,9 @@ int run(int argc, char** argv) {
   if (measure_copy) std::printf("device copy bandwidth: %.0f GB/s (read + write)\n", copy_gbps);
   // Every combination of dtype, prompt length, batch size and mode (the model converted in place
   // between dtypes: one random initialisation for all).
-  const std::size_t combinations = dtype_list.size() * split(prompt_lens).size() *
-                                   split(batches).size() * graph_modes.size() * gemv_list.size();
+  const std::size_t combinations = dtype_list.size() * split_list(prompt_lens).size() *
+                                   split_list(batches).size() * graph_modes.size() *
+                                   gemv_list.size();
   for (const DType dtype : dtype_list) {
     if (model && model->dtype() != dtype) model->to_dtype(dtype);
     for (const int64_t prompt_len : parse_ids(prompt_lens, "--prompt-len")) {

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,8 +32,7 @@ struct Args {
 
 std::vector<int64_t> parse_list(const std::string& text) {
   std::vector<int64_t> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  for (const std::string& item : tt::split_list(text)) out.push_back(std::stoll(item));
   return out;
 }
 

@@ -63,4 +63,8 @@ class ArgParser {
   std::vector<Entry> entries_;
 };
 
+/// The non-empty items of a `sep`-separated list ("1,,2" -> {"1", "2"}): what a list-valued
+/// option ("--batch 1,8,32") holds.
+std::vector<std::string> split_list(const std::string& text, char sep = ',');
+
 }  // namespace tt
