@@ -4,7 +4,7 @@
 # as the anchor. On a 4-GPU H100 machine, from the repository root (.devrun/lib.sh: $OUT, $MPI
 # for the tests, $MPI_APP for the app and the bench, whose 1.3B random init on the CPU needs
 # threads, .devdeps, stamp, tt_build). PARTS="a b ..." runs parts in that order (PART=x is PARTS=x;
-# "all": every part). Expected times on 4xH100 at the 1.3B shape:
+# "all": every part, in the order below). Expected times on 4xH100 at the 1.3B shape:
 #   build   (~60 s) train_gpt2, tt_prepare_data, tt_pipeline_bench, tt_ch14_tests (solution)
 #   tests   (~30 s at TEST_NP="2 4"; add 1 for one process) chapter 14's tests under mpirun
 #           (NCCL, one GPU per rank for the CUDA tests; the CPU ones on the CPU)
@@ -100,7 +100,7 @@ if want build || [ ! -x build/bin/train_gpt2 ]; then
   tt_build train_gpt2 tt_prepare_data tt_pipeline_bench tt_ch14_tests || exit 1
 fi
 
-if want tests; then
+part_tests() {
   stamp "ch14 tests: np in $TEST_NP ($gpus GPUs)"
   for np in $TEST_NP; do
     [ "$gpus" -ge "$np" ] || continue
@@ -114,17 +114,17 @@ if want tests; then
   done >"$OUT/tests.log" 2>&1
   grep -aE "PASSED|FAILED|SKIPPED|^---" "$OUT/tests.log" | sort | uniq -c
   grep -aq "FAILED" "$OUT/tests.log" && status=1
-fi
+}
 
 data=/tmp/ch14b_data
-if want app && [ ! -f "$data/manifest.json" ]; then
+prepare_data() {
   stamp "data: the repository's Markdown files, GPT-2 vocabulary (only the shapes matter here)"
   mapfile -t md < <(find chapters docs -maxdepth 2 -name '*.md' | sort)
   # shellcheck disable=SC2046
   build/bin/tt_prepare_data $(printf -- '--input %s ' README.md "${md[@]}") --gpt2-vocab \
     --format paragraph --val-fraction 0.2 --out "$data" >"$OUT/prep.log" 2>&1 ||
     { tail -5 "$OUT/prep.log"; status=1; }
-fi
+}
 
 # One bf16 train_gpt2 run: shape name, layout name -> a JSON line in $OUT/app.jsonl.
 measure() {
@@ -186,12 +186,13 @@ PY
   rm -rf "$run" "$run.mem" "$run.log"
 }
 
-if want app; then
+part_app() {
+  [ -f "$data/manifest.json" ] || prepare_data
   stamp "bf16 train_gpt2, B=$B T=$T, 1F1B M=$M: shapes $SHAPES, layouts $LAYOUTS"
   for shape in $SHAPES; do
     for layout in $LAYOUTS; do measure "$shape" "$layout"; done
   done
-fi
+}
 
 # One tt_pipeline_bench run at SWEEP_SHAPE (bf16, SWEEP_B rows per micro-batch, T=$T): np,
 # schedule, m [extra args] -> a row of $OUT/bubble.csv (nvidia-smi's peak over the GPUs last),
@@ -230,7 +231,7 @@ step_ms,tok_s,peak_mib,static_mib_rank0,act_mib_rank0,act_mib_max,in_flight_rank
   grep -a '^pipeline \|^memory rank' /tmp/ch14b_bench.log | tail -5
 }
 
-if want memory; then
+part_memory() {
   stamp "activation memory, AFAB vs 1F1B at m=8: tt_pipeline_bench, $SWEEP_SHAPE, B=$SWEEP_B, T=$T"
   for np in 4 2; do
     for sched in afab 1f1b; do bench "$np" "$sched" 8; done
@@ -247,9 +248,9 @@ for p in ("4", "2"):
               f"{int(p) / 8:.3f}); max over the ranks {b['act_mib_max']} / {a['act_mib_max']} MiB; "
               f"nvidia-smi peak {b['smi_peak_mib']} / {a['smi_peak_mib']} MiB")
 PY
-fi
+}
 
-if want bubble; then
+part_bubble() {
   stamp "bubble sweep: tt_pipeline_bench, $SWEEP_SHAPE, $SWEEP_B row(s) per micro-batch, T=$T"
   bench 4 1f1b 8
   for np in 2 4; do
@@ -259,9 +260,9 @@ if want bubble; then
   bench 2 afab 8
   bench 2 interleaved 8 --chunks 2
   bench 4 interleaved 8 --chunks 2
-fi
+}
 
-if want torch; then
+part_torch() {
   stamp "PyTorch torch.distributed.pipelining (bf16 autocast, SDPA), B=$B T=$T M=$M"
   for shape in $SHAPES; do
     read -r L H C <<<"$(shape_args "$shape")"
@@ -288,5 +289,14 @@ if line:
     done
   done
   rm -f "$OUT/torch_last.log"
-fi
+}
+# The parts in the order PARTS names them ("all": this order).
+[[ " $PARTS " == *" all "* ]] && PARTS="tests app memory bubble torch"
+for part in $PARTS; do
+  case $part in
+    build) ;;
+    tests | app | memory | bubble | torch) "part_$part" ;;
+    *) echo "unknown part $part"; status=1 ;;
+  esac
+done
 exit $status
