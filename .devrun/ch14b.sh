@@ -18,7 +18,7 @@
 #           prints its memory line first), so no multi-GB checkpoint is written (KILL=0: STEPS
 #           steps, a normal end with a checkpoint in RUN_DIR, and samples and the llm.c export
 #           of pp1: minutes at 1.3B).
-#   memory  (~30 s a run) tt_pipeline_bench at SWEEP_SHAPE, AFAB and 1F1B at m=8, p=4 then 2:
+#   memory  (~50 s a run) tt_pipeline_bench at SWEEP_SHAPE, AFAB and 1F1B at m=8, p in MEMORY_NP:
 #           each rank's allocator peak above its parameters, moments and gradients (the
 #           activations in flight) on rank 0, where 1F1B/AFAB should be about p/m; rows in
 #           $OUT/bubble.csv, the comparison printed and in $OUT/memory.txt
@@ -53,6 +53,7 @@ SWEEP_SHAPE=${SWEEP_SHAPE:-774m}
 SWEEP_B=${SWEEP_B:-1}
 TORCH_SCHEDULES=${TORCH_SCHEDULES:-"1f1b gpipe"}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
+MEMORY_NP=${MEMORY_NP:-"4 2"}
 . .devrun/lib.sh  # $OUT, $MPI, .devdeps, stamp, tt_build
 status=0
 want() { [[ " $PARTS " == *" all "* || " $PARTS " == *" $1 "* ]]; }
@@ -214,7 +215,9 @@ step_ms,tok_s,peak_mib,static_mib_rank0,act_mib_rank0,act_mib_max,in_flight_rank
     timelines=(--timeline-dir /tmp/ch14b_timelines)
   fi
   smi_start /tmp/ch14b_bench.mem
-  timeout "$BENCH_TIMEOUT" $MPI_APP -np "$np" build/bin/tt_pipeline_bench --device cuda --ops bf16 \
+  # The host's cores shared by the ranks (the random init of the model is threaded).
+  timeout "$BENCH_TIMEOUT" $MPI_APP -x OMP_NUM_THREADS=$(($(nproc) / np)) -np "$np" \
+    build/bin/tt_pipeline_bench --device cuda --ops bf16 \
     --schedule "$sched" --micro-batches "$m" --layers "$L" --heads "$H" --channels "$C" \
     --batch "$SWEEP_B" --seq "$T" --steps 3 --warmup 2 "${timelines[@]}" "$@" \
     >/tmp/ch14b_bench.log 2>&1 ||
@@ -233,7 +236,7 @@ step_ms,tok_s,peak_mib,static_mib_rank0,act_mib_rank0,act_mib_max,in_flight_rank
 
 part_memory() {
   stamp "activation memory, AFAB vs 1F1B at m=8: tt_pipeline_bench, $SWEEP_SHAPE, B=$SWEEP_B, T=$T"
-  for np in 4 2; do
+  for np in $MEMORY_NP; do
     for sched in afab 1f1b; do bench "$np" "$sched" 8; done
   done
   python3 - "$OUT/bubble.csv" <<'PY' | tee "$OUT/memory.txt"
@@ -253,13 +256,13 @@ PY
 part_bubble() {
   stamp "bubble sweep: tt_pipeline_bench, $SWEEP_SHAPE, $SWEEP_B row(s) per micro-batch, T=$T"
   bench 4 1f1b 8
-  for np in 2 4; do
+  bench 4 interleaved 8 --chunks 2
+  for np in 4 2; do
     for m in 4 8 16; do bench "$np" 1f1b "$m"; done
   done
+  bench 2 interleaved 8 --chunks 2
   bench 4 afab 8
   bench 2 afab 8
-  bench 2 interleaved 8 --chunks 2
-  bench 4 interleaved 8 --chunks 2
 }
 
 part_torch() {

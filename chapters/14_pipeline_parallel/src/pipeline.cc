@@ -272,6 +272,27 @@ ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& sched
   return result;
 }
 
+int connect_peers(dist::ProcessGroup& group, const RankSchedule& schedule,
+                  const PipelineShape& shape, const ExecutorOptions& options) {
+  const int rank = group.rank();
+  std::set<std::pair<int, bool>> links;  // (peer, this side sends)
+  for (const PipeOp& op : schedule) {
+    if (is_compute(op.kind)) continue;
+    const Transfer t = transfer_of(op, shape, rank);
+    links.insert({t.peer, t.send});
+  }
+  if (links.empty()) return 0;
+  // One past the largest tag of transfer_of: MPI cannot mix these up with the schedule's.
+  const int tag = 2 * shape.virtual_stages() * shape.micro_batches;
+  std::vector<dist::P2POp> ops;
+  for (const auto& [peer, send] : links) {
+    ops.push_back({send ? dist::P2POp::Kind::kSend : dist::P2POp::Kind::kRecv,
+                   zeros(options.activation_shape, options.activation_options), peer, tag});
+  }
+  group.batch_send_recv(ops);
+  return static_cast<int>(ops.size());
+}
+
 // ----- GPT-2's stages --------------------------------------------------------------------------
 
 GPT2Stages::GPT2Stages(gpt2::GPT2& model, const PipelineShape& shape, int rank,
@@ -412,6 +433,7 @@ PipelineTrainer::PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist
     tied_ = pp.split(ends ? 0 : 1, r);
   }
   stages_.keep_only_own_parameters();  // a no-op when the strategy did it before
+  connect_peers(pp_, schedule_, shape_, exec_);  // a collective of the pp group
 }
 
 gpt2::TrainStepResult PipelineTrainer::step(optim::Optimizer& optimizer,

@@ -130,6 +130,32 @@ TEST(Ch14_Executor, EveryScheduleEqualsOneProcessUnderTheWatchdogMpi) {
   world.barrier();
 }
 
+TEST(Ch14_Executor, ConnectPeersLinksEachNeighbourBothWaysMpi) {
+  // One transfer per (peer, direction) the schedule uses: the neighbours on both sides, and
+  // with chunks the wrap-around between the last rank and the first. Then the schedule runs.
+  dist::ProcessGroup& world = dist::world();
+  const int p = world.world_size(), r = world.rank();
+  const tt::pp::ExecutorOptions options{.activation_shape = {kRows, kC}, .activation_options = {}};
+  for (const auto& [kind, shape] : cases(p)) {
+    SCOPED_TRACE(std::string(tt::pp::schedule_kind_name(kind)) + " " + shape.str());
+    const tt::pp::RankSchedule schedule = tt::pp::make_schedule(kind, shape, r);
+    const int links = tt::pp::connect_peers(world, schedule, shape, options);
+    int expected = 0;
+    if (p == 2) expected = 2;  // one peer, both directions (with chunks: still the one peer)
+    if (p > 2) {
+      const bool wraps = shape.chunks > 1;
+      expected = (r > 0 || wraps ? 2 : 0) + (r < p - 1 || wraps ? 2 : 0);
+    }
+    EXPECT_EQ(links, expected);
+    ToyStages stages(shape, r);
+    tt::pp::run_schedule(world, schedule, shape, stages, options);
+    const Reference ref = reference(shape.virtual_stages(), shape.micro_batches);
+    const int s = tt::pp::virtual_stage_of(shape, r, 0);
+    EXPECT_LE(max_diff(stages.weights[s].grad(), ref.weights[s].grad()), 1e-5);
+  }
+  world.barrier();
+}
+
 TEST(Ch14_Timeline, RecordsEveryOperationMpi) {
   dist::ProcessGroup& world = dist::world();
   const int p = world.world_size(), r = world.rank();

@@ -185,6 +185,18 @@ ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& sched
                             const PipelineShape& shape, StageModule& stage,
                             const ExecutorOptions& options);
 
+/// Connects `group`'s rank to every peer its `schedule` sends to or receives from: one batch
+/// of one transfer of a zeroed [options.activation_shape] tensor per (peer, direction), which
+/// every rank of the group calls once before its first run_schedule. NCCL connects two ranks
+/// lazily, at their first transfer, by a handshake of the two hosts; left to the middle of a
+/// schedule, that handshake can wait on a peer whose host waits on its GPU, which waits on the
+/// transfer being set up (AFAB hung so on four H100s: the last stage's first gradient send met
+/// the previous stage's batch of its last activation and first gradient receive). Here every
+/// rank connects at the same point, with nothing queued behind it. Returns the number of
+/// transfers (0 for one stage); MPI needs no connection, the batch only costs a round trip.
+int connect_peers(dist::ProcessGroup& group, const RankSchedule& schedule,
+                  const PipelineShape& shape, const ExecutorOptions& options);
+
 // ----- GPT-2 as a pipeline -------------------------------------------------------------------
 
 /// This rank's chunks of a GPT-2: the blocks of its virtual stages, the embedding on the first
