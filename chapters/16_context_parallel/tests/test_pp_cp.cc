@@ -3,9 +3,10 @@
 // grid dp x pp x cp x tp; each cp rank of a stage holds T/cp positions of every micro-batch
 // (zigzag), sends [B/M, T/cp, C] to the next stage, and runs ring attention over its stage's cp
 // group. PP2 x CP2 on 4 ranks (CP2 alone through the pipeline on 2) gives the losses and
-// gradient norms of one process within fp32 1e-5 over 20 AdamW steps; its checkpoint is a
-// one-process checkpoint that other layouts and one process resume; misuse is refused on every
-// rank alike.
+// gradient norms of one process within fp32 1e-5 over 20 AdamW steps, and so do PP2 x CP2 AFAB,
+// PP1 x CP2 x TP2 and DP2 x CP2 (through the pipeline) over 4; its checkpoint holds one
+// process's parameters and moments (read by one process's loader) and every layout resumes it;
+// misuse is refused on every rank alike.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -62,7 +63,8 @@ std::vector<Layout> layouts(int n) {
   if (n == 4) {
     return {{.dp = 1, .tp = 1, .pp = 2, .schedule = "1f1b", .cp = 2},
             {.dp = 1, .tp = 1, .pp = 2, .schedule = "afab", .cp = 2},
-            {.dp = 1, .tp = 2, .pp = 1, .schedule = "1f1b", .cp = 2}};
+            {.dp = 1, .tp = 2, .pp = 1, .schedule = "1f1b", .cp = 2},
+            {.dp = 2, .tp = 1, .pp = 1, .schedule = "1f1b", .cp = 2}};
   }
   if (n == 2) return {{.dp = 1, .tp = 1, .pp = 1, .cp = 2}, {.dp = 1, .tp = 1, .pp = 2, .cp = 1}};
   return {{.dp = n}};
