@@ -205,7 +205,8 @@ std::string TrainConfig::usage(const std::string& program) {
          "  --cp K                split every sequence over K ranks (zigzag shards, ring\n"
          "                        attention); K must divide N, --T divisible by 2K; the N/K\n"
          "                        groups are data-parallel replicas (DDP). --B is per replica.\n"
-         "                        With --tp J: dp x cp x tp grids (J K divides N)\n"
+         "                        With --tp J: dp x cp x tp grids (J K divides N); with --pp\n"
+         "                        P: dp x pp x cp x tp (each stage's ranks split the sequence)\n"
          "pipeline parallel (mpirun -np N " +
          program +
          " ..., needs chapter 14):\n"
@@ -325,11 +326,10 @@ void TrainConfig::validate() {
            " ranks T/tp tokens: --T ", T, " is not divisible by it");
   TT_CHECK(cp >= 1, "--cp must be >= 1, got ", cp);
   TT_CHECK(
-      cp == 1 || (pp == 1 && !sequence_parallel && zero == 0 && !cuda_graph && precision != "bf16"),
-      "--cp ", cp,
-      " excludes --pp, --sequence-parallel, --zero 1, --cuda-graph and --precision bf16 (the "
-      "context-parallel strategy of chapter 16: float32 ring attention, DDP or --tp, eager "
-      "steps)");
+      cp == 1 || (!sequence_parallel && zero == 0 && !cuda_graph && precision != "bf16"), "--cp ",
+      cp,
+      " excludes --sequence-parallel, --zero 1, --cuda-graph and --precision bf16 (chapter 16's "
+      "context parallelism: float32 ring attention, DDP, --tp or --pp, eager steps)");
   TT_CHECK(cp == 1 || T % (2 * cp) == 0, "--cp ", cp, " cuts each sequence into ", 2 * cp,
            " zigzag chunks: --T ", T, " is not divisible by it");
   TT_CHECK(pp >= 1 && micro_batches >= 1 && chunks >= 0,

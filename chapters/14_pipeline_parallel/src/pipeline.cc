@@ -392,6 +392,32 @@ std::vector<optim::ParamGroup> only_parameters(std::vector<optim::ParamGroup> gr
   return groups;
 }
 
+// ----- context parallelism (chapter 16's operations) ------------------------------------------
+
+namespace {
+
+ContextParallelWrap& registered_wrap() {
+  static ContextParallelWrap wrap;  // set at static-initialization time by chapter 16
+  return wrap;
+}
+
+}  // namespace
+
+bool register_context_parallel_wrap(ContextParallelWrap wrap) {
+  TT_CHECK(wrap != nullptr, "register_context_parallel_wrap: an empty wrapping");
+  TT_CHECK(registered_wrap() == nullptr,
+           "register_context_parallel_wrap: a context-parallel wrapping is registered already");
+  registered_wrap() = std::move(wrap);
+  return true;
+}
+
+const ContextParallelWrap& context_parallel_wrap() {
+  TT_CHECK(registered_wrap() != nullptr,
+           "the pipeline with context parallelism (--pp with --cp) needs chapter 16's "
+           "context-parallel operations (tt/context_parallel.h), which are not linked in");
+  return registered_wrap();
+}
+
 // ----- the training step -----------------------------------------------------------------------
 
 namespace {
@@ -401,6 +427,15 @@ PipelineShape checked_shape(int stages, const PipelineOptions& o) {
   const PipelineShape shape{stages, o.micro_batches, o.chunks};
   shape.validate(o.schedule);
   return shape;
+}
+
+// The positions of a sequence of T tokens each rank of the cp group holds (T with none).
+int64_t positions_per_rank(const PipelineOptions& o, int64_t T) {
+  const int64_t cp = o.cp != nullptr ? o.cp->world_size() : 1;
+  TT_CHECK(cp == 1 || T % (2 * cp) == 0, "PipelineTrainer (", o.cp->where(),
+           "): context parallelism cuts each sequence of T = ", T, " tokens into 2 x cp = ", 2 * cp,
+           " zigzag chunks: T is not divisible by it");
+  return T / cp;
 }
 
 }  // namespace
@@ -415,7 +450,7 @@ PipelineTrainer::PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist
       stages_(model, shape_, pp.rank(),
               gpt2_stage_layers(model.config(), shape_.virtual_stages(), options_.block_costs)),
       schedule_(make_schedule(options_.schedule, shape_, pp.rank())) {
-  exec_.activation_shape = {B, T, model.config().n_embd};
+  exec_.activation_shape = {B, positions_per_rank(options_, T), model.config().n_embd};
   exec_.activation_options = {model.wte->weight.dtype(), model.device()};
   exec_.timeline = options_.timeline;
   // The gradient norm counts a parameter split by tensor parallelism once per part (summed
@@ -498,7 +533,9 @@ gpt2::TrainStepResult PipelineTrainer::step(optim::Optimizer& optimizer,
       call_kernel<optim::ScaleInplaceKernel>("scale_", device, all, coef);
     }
   }
-  r.tokens *= dp_ != nullptr ? dp_->world_size() : 1;
+  // The replicas' tokens (the cp ranks of a replica read the same rows).
+  r.tokens *=
+      dp_ != nullptr ? dp_->world_size() / (options_.cp ? options_.cp->world_size() : 1) : 1;
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (r.finite) optimizer.step();
   return r;
@@ -514,7 +551,8 @@ double PipelineTrainer::evaluate(const std::function<Batch()>& next_batch, int64
   for (int64_t i = 0; i < num_batches; ++i) {
     const Batch b = next_batch();
     const Batch batch{b.inputs.to(device), b.targets.to(device)};
-    const Shape hidden{batch.inputs.size(0), batch.inputs.size(1), model_.config().n_embd};
+    const Shape hidden{batch.inputs.size(0), positions_per_rank(options_, batch.inputs.size(1)),
+                       model_.config().n_embd};
     Tensor x;  // the activation between virtual stages; the loss after the last
     for (int s = 0; s < stages; ++s) {
       const int rank = place_of(shape_, s).rank;
@@ -533,9 +571,11 @@ double PipelineTrainer::evaluate(const std::function<Batch()>& next_batch, int64
     }
     if (me == place_of(shape_, stages - 1).rank) sum += x.item();
   }
-  // The last stage's mean; the others add 0.
+  // The last stage's mean; the others add 0. With context parallelism, each cp rank's loss is
+  // its shard's mean (equal shards): their average is the sequences' mean.
   const Tensor loss = full({1}, sum / static_cast<double>(num_batches), {.dtype = DType::kFloat64});
   pp_.all_reduce(loss);
+  if (options_.cp != nullptr) options_.cp->all_reduce(loss, dist::ReduceOp::kAvg);
   return loss.item();
 }
 

@@ -1,9 +1,14 @@
-// train_gpt2 --pp P [--tp K] [--micro-batches M] [--schedule S] [--chunks V]: the
+// train_gpt2 --pp P [--cp J] [--tp K] [--micro-batches M] [--schedule S] [--chunks V]: the
 // ParallelStrategy "pp" of chapter 09's training library (tt/train_parallel.h). The world is laid
-// out as a grid dp x pp x tp (tp innermost, then pp: world rank = (dp * P + pp) * K + tp), so a
-// tp group sits on consecutive ranks (one node) and the pipeline's neighbours are K ranks apart.
-// Each tp group splits the model (chapter 13's TensorParallelGPT2, when K > 1); each pp group
-// runs the stages with a PipelineTrainer; the dp groups average the gradients. Each batch of B
+// out as a grid dp x pp x cp x tp (tp innermost, then cp, then pp: world rank = ((dp * P + pp) *
+// J + cp) * K + tp), so a tp group sits on consecutive ranks (one node), a cp ring next to it,
+// and the pipeline's neighbours are J K ranks apart. Each tp group splits the model (chapter
+// 13's TensorParallelGPT2, when K > 1); each cp group splits every sequence (chapter 16's
+// context-parallel operations, registered with register_context_parallel_wrap, when J > 1: its
+// ranks hold T/J positions of every micro-batch, so the activations between the stages are
+// [B/M, T/J, C], and each stage's attention is ring attention over its cp group); each pp group
+// runs the stages with a PipelineTrainer; the dp x cp ranks of a stage (those of one pp and tp
+// coordinate) average the gradients, as chapter 16's DDP over dp x cp does. Each batch of B
 // rows is cut into M micro-batches of B / M rows; with gradient accumulation (--total-batch) the
 // pipeline runs M x accumulation micro-batches per step. Each rank keeps only its stages'
 // parameters (released in prepare_model, before the model moves to its device), so its
@@ -93,6 +98,12 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   int data_rank() const override { return grid().coordinate("dp"); }
   int data_world_size() const override { return grid().size("dp"); }
 
+  void set_context_parallelism(int cp) override {
+    TT_CHECK(cp >= 1, "the pipeline strategy \"pp\": --cp must be >= 1, got ", cp);
+    if (cp > 1) (void)context_parallel_wrap();  // chapter 16 linked in, else a clear error
+    cp_ = cp;
+  }
+
   void set_model_parallelism(int tp, bool sequence_parallel) override {
     TT_CHECK(tp >= 1 && !sequence_parallel, "the pipeline strategy \"pp\" (tp=", tp,
              sequence_parallel ? ", sequence parallel" : "",
@@ -102,20 +113,25 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   }
 
   void set_pipeline(const gpt2::PipelineSpec& spec) override {
-    const int n = world_.world_size(), per_replica = spec.stages * tp_;
+    const int n = world_.world_size(), per_replica = spec.stages * cp_ * tp_;
     // What every rank knows alike: the same error everywhere, before the grid's collectives.
     TT_CHECK(spec.stages >= 1 && spec.micro_batches >= 1 && n % per_replica == 0,
              "the pipeline strategy \"pp\" (", world_.where(), "): pp=", spec.stages,
-             " stages x tp=", tp_, " = ", per_replica,
+             " stages x cp=", cp_, " x tp=", tp_, " = ", per_replica,
              " ranks per data-parallel replica do not divide the world of ", n,
-             " ranks (dp x pp x tp must equal the number of processes)");
+             " ranks (dp x pp x cp x tp must equal the number of processes)");
     kind_ = parse_schedule_kind(spec.schedule);
     // p, v and the schedule (m, which includes the accumulation, when the pipeline is made).
     PipelineShape{spec.stages, 2 * spec.stages, spec.chunks}.validate(kind_);
     spec_ = spec;
     grid_ = std::make_unique<tp::ProcessGrid>(
-        world_,
-        std::vector<tp::GridDim>{{"dp", n / per_replica}, {"pp", spec.stages}, {"tp", tp_}});
+        world_, std::vector<tp::GridDim>{
+                    {"dp", n / per_replica}, {"pp", spec.stages}, {"cp", cp_}, {"tp", tp_}});
+    // The ranks that average a stage's gradients: its dp x cp ranks (one pp and tp coordinate);
+    // without context parallelism the dp group itself.
+    if (cp_ > 1) {
+      replicas_ = world_.split(grid_->coordinate("pp") * tp_ + grid_->coordinate("tp"), rank());
+    }
   }
 
   void prepare_model(nn::Module& model) override {
@@ -128,7 +144,9 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   }
 
   gpt2::ModelOps model_ops(gpt2::ModelOps ops) const override {
-    return split_ ? split_->wrap(std::move(ops)) : ops;
+    if (split_) ops = split_->wrap(std::move(ops));
+    // Chapter 16's embedding, ring attention and loss over the cp group, around the tp split.
+    return cp_ > 1 ? context_parallel_wrap()(std::move(ops), grid().group("cp")) : ops;
   }
 
   std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& model,
@@ -153,8 +171,10 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
     o.chunks = spec_.chunks;
     o.max_grad_norm = step_options.max_grad_norm;
     o.tp = split_ ? &grid().group("tp") : nullptr;
-    trainer_ = std::make_unique<PipelineTrainer>(model, grid().group("pp"), &grid().group("dp"), o,
-                                                 B / spec_.micro_batches, T);
+    o.cp = cp_ > 1 ? &grid().group("cp") : nullptr;  // checks T % 2 cp before any collective
+    trainer_ = std::make_unique<PipelineTrainer>(model, grid().group("pp"),
+                                                 replicas_ ? replicas_.get() : &grid().group("dp"),
+                                                 o, B / spec_.micro_batches, T);
     return std::make_unique<PipelineStepRunner>(*trainer_, optimizer, spec_.micro_batches,
                                                 describe(B, step_options.grad_accum_steps));
   }
@@ -174,10 +194,11 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   void save_checkpoint(const std::string& path, const nn::Module& model,
                        optim::Optimizer& optimizer) override {
     (void)model;
-    // The one-process state on rank 0 (dp 0, pp 0, tp 0), one whole tensor at a time
-    // (collectives of the pp and tp groups of data-parallel replica 0).
-    nn::StateDict all =
-        trainer().gather_state(&optimizer, split_.get(), grid().coordinate("dp") == 0);
+    // The one-process state on rank 0 (dp 0, pp 0, cp 0, tp 0), one whole tensor at a time
+    // (collectives of the pp and tp groups of data-parallel replica 0's cp rank 0: the cp ranks
+    // hold the same parameters).
+    nn::StateDict all = trainer().gather_state(
+        &optimizer, split_.get(), grid().coordinate("dp") == 0 && grid().coordinate("cp") == 0);
     if (rank() == 0) {
       for (auto& entry : nn::prefixed(ckpt::kMetadataPrefix, checkpoint_metadata())) {
         all.push_back(std::move(entry));
@@ -197,6 +218,7 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   void finish() override {
     trainer_.reset();
     split_.reset();
+    replicas_.reset();
     grid_.reset();  // their groups go before MPI does
     dist::finalize();
   }
@@ -237,8 +259,11 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
         "pipeline ", schedule_kind_name(kind_), " ", shape.str(), " (", spec_.micro_batches,
         " micro-batches of ", B / spec_.micro_batches, " rows per batch x ", accumulation,
         " batch(es) per step), grid dp=", grid().size("dp"), " x pp=", grid().size("pp"),
-        " x tp=", grid().size("tp"), " (tp innermost); ", stages,
-        "; theoretical bubble (p-1)/(vm+p-1) = ",
+        " x cp=", grid().size("cp"), " x tp=", grid().size("tp"), " (tp innermost); ",
+        cp_ > 1 ? detail::str("activations [", B / spec_.micro_batches, ", T/", cp_,
+                              ", C] between the stages (each cp rank's zigzag shard); ")
+                : std::string(),
+        stages, "; theoretical bubble (p-1)/(vm+p-1) = ",
         bubble_fraction(shape.stages, shape.micro_batches, shape.chunks),
         "; each rank holds its stages' parameters only (",
         train::format_number(
@@ -249,9 +274,11 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
 
   dist::ProcessGroup& world_ = dist::world();
   int tp_ = 1;
+  int cp_ = 1;
   gpt2::PipelineSpec spec_;
   ScheduleKind kind_ = ScheduleKind::kOneFOneB;
   std::unique_ptr<tp::ProcessGrid> grid_;
+  std::unique_ptr<dist::ProcessGroup> replicas_;  // the dp x cp ranks of a stage (cp > 1)
   std::unique_ptr<tp::TensorParallelGPT2> split_;
   std::unique_ptr<PipelineTrainer> trainer_;
 };

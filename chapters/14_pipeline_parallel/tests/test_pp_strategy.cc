@@ -32,12 +32,7 @@ namespace dist = tt::dist;
 constexpr int64_t kRows = 8, kT = 8;  // rows per step (all replicas), tokens per row
 constexpr int kMicro = 4;             // micro-batches per batch of a replica
 constexpr uint64_t kSeed = 11;
-constexpr double kTol = 1e-5;
-// The parameters and AdamW moments after a run: a layout with tp > 1 sums each split GEMM in
-// another order, and AdamW's m / (sqrt(v) + eps) turns those roundings into parameter steps of
-// up to lr on small-gradient entries. On an AVX-512 host (Eigen's other GEMM blocking) TP2 x
-// PP2 ended 20 steps 1.3e-5 from one process; losses and norms stay within kTol.
-constexpr double kStateTol = 5e-5;
+using tt::test14::kTol;
 
 tt::gpt2::GPT2Config config() {
   tt::gpt2::GPT2Config c = tt::test09::tiny_config();
@@ -45,49 +40,18 @@ tt::gpt2::GPT2Config config() {
   return c;
 }
 
-tt::optim::AdamWOptions adam() {
-  tt::optim::AdamWOptions o;
-  o.lr = 3e-3;
-  return o;
-}
+using tt::test14::adam;
+using tt::test14::Layout;
 
 // The global batch of step `step`: kRows rows, the same on every rank.
 Batch global_batch(int64_t step) {
   return tt::test09::fixed_batch(kRows, kT, config().vocab_size, 300 + static_cast<uint64_t>(step));
 }
 
-// The AdamW of operation set `ops` (chapter 11's master-weight AdamW for "bf16").
-std::unique_ptr<tt::optim::Optimizer> make_adamw(const tt::gpt2::ModelOps& ops,
-                                                 std::vector<tt::optim::ParamGroup> groups) {
-  if (ops.adamw) return ops.adamw(std::move(groups), adam());
-  return std::make_unique<tt::optim::AdamW>(std::move(groups), adam());
-}
-
 // One process: train_step on the whole global batch of each step, with operation set `ops`.
-struct OneProcess {
-  GPT2 model{config(), kSeed};
-  std::unique_ptr<tt::optim::Optimizer> optimizer;
-  std::vector<double> losses, norms;
-  explicit OneProcess(int steps, const std::string& ops = "reference") {
-    model.set_ops(tt::gpt2::model_ops(ops));
-    optimizer = make_adamw(model.ops(), tt::gpt2::param_groups(model, 0.1));
-    for (int s = 0; s < steps; ++s) {
-      const auto r = tt::gpt2::train_step(model, *optimizer, [s] { return global_batch(s); },
-                                          {.max_grad_norm = 1.0});
-      losses.push_back(r.loss);
-      norms.push_back(r.grad_norm);
-    }
-  }
-};
-
-struct Layout {
-  int dp, tp, pp;
-  const char* schedule = "1f1b";
-  int chunks = 1;
-  std::string str() const {
-    return "dp" + std::to_string(dp) + " x pp" + std::to_string(pp) + " x tp" + std::to_string(tp) +
-           " " + schedule;
-  }
+struct OneProcess : tt::test14::OneProcessRun {
+  explicit OneProcess(int steps, const std::string& ops = "reference")
+      : OneProcessRun(config(), kSeed, steps, global_batch, ops) {}
 };
 
 // The layouts of a world of n ranks; the first is the one every test trains longest.
@@ -98,34 +62,9 @@ std::vector<Layout> layouts(int n) {
 }
 
 // A model trained through the strategy "pp" as Gpt2Family and the Trainer use it.
-struct StrategyRun {
-  std::unique_ptr<tt::gpt2::ParallelStrategy> par = tt::gpt2::make_parallel_strategy("pp");
-  GPT2 model{config(), kSeed};
-  std::unique_ptr<tt::optim::Optimizer> optimizer;
-  std::unique_ptr<tt::gpt2::StepRunner> runner;
-  int64_t step = 0;
-
-  explicit StrategyRun(const Layout& l, const std::string& ops = "reference") {
-    par->set_model_parallelism(l.tp, false);
-    par->set_pipeline({l.pp, kMicro, l.schedule, l.chunks});
-    par->prepare_model(model);
-    const tt::gpt2::ModelOps set = tt::gpt2::model_ops(ops);
-    model.set_ops(par->model_ops(set));
-    optimizer = par->make_optimizer(model, tt::gpt2::param_groups(model, 0.1), adam(), set.adamw);
-    tt::gpt2::TrainStepOptions options;
-    options.max_grad_norm = 1.0;
-    options.parallel = par.get();
-    runner = par->make_step_runner(model, *optimizer, kRows / l.dp, kT, options);
-  }
-  // One step on this replica's rows of the next global batch.
-  tt::gpt2::TrainStepResult train() {
-    const Batch all = global_batch(step++);
-    const int64_t rows = kRows / par->data_world_size(), first = par->data_rank() * rows;
-    return runner->step([&] {
-      return Batch{all.inputs.narrow(0, first, rows).contiguous(),
-                   all.targets.narrow(0, first, rows).contiguous()};
-    });
-  }
+struct StrategyRun : tt::test14::StrategyRun {
+  explicit StrategyRun(const Layout& l, const std::string& ops = "reference")
+      : tt::test14::StrategyRun(config(), kSeed, l, kMicro, kRows, kT, global_batch, ops) {}
 };
 
 // The rank holds the parameters its optimizer updates (its stages', its tp parts) and, of the
@@ -153,26 +92,6 @@ void expect_only_own_stages(const StrategyRun& run, const Layout& l) {
   }
 }
 
-// The checkpoint at `path` loaded into a one-process model and AdamW equals `ref`'s state.
-void expect_one_process_checkpoint(const std::string& path, const OneProcess& ref, int steps) {
-  GPT2 model(config(), /*seed=*/99);  // other weights: the file must replace them all
-  tt::optim::AdamW optimizer(tt::gpt2::param_groups(model, 0.1), adam());
-  tt::ckpt::load_checkpoint(path, model, &optimizer);
-  EXPECT_EQ(optimizer.step_count(), steps);
-  for (const auto& [name, t] : model.named_parameters()) {
-    EXPECT_LE(tt::test09::max_abs_diff(t, ref.model.parameter(name)), kStateTol) << name;
-  }
-  const tt::nn::StateDict want = ref.optimizer->state_dict();
-  const tt::nn::StateDict got = optimizer.state_dict();
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].first, want[i].first);
-    if (got[i].first.starts_with("state.")) {
-      EXPECT_LE(tt::test09::max_abs_diff(got[i].second, want[i].second), kStateTol) << got[i].first;
-    }
-  }
-}
-
 TEST(Ch14_PipelineStrategy, EqualsOneProcessMpi) {
   // The first layout for 20 steps on 4 ranks (TP2 x PP2; 8 on fewer ranks, 4 under the
   // sanitizers), the others for 4; then its checkpoint, gathered whole, is what one process
@@ -187,18 +106,11 @@ TEST(Ch14_PipelineStrategy, EqualsOneProcessMpi) {
   for (const Layout& l : layouts(world.world_size())) {
     SCOPED_TRACE(l.str());
     StrategyRun run(l);
-    const int steps = first ? longest : 4;
-    for (int s = 0; s < steps; ++s) {
-      const auto r = run.train();
-      ASSERT_TRUE(r.finite);
-      EXPECT_NEAR(r.loss, ref.losses[s], kTol) << "step " << s;
-      EXPECT_NEAR(r.grad_norm, ref.norms[s], kTol * std::max(1.0, ref.norms[s])) << "step " << s;
-      EXPECT_EQ(r.tokens, kRows * kT);
-    }
+    tt::test14::expect_steps_of_one_process(run, ref, first ? longest : 4, kRows * kT);
     expect_only_own_stages(run, l);
     if (first) {
       run.par->save_checkpoint(path, run.model, *run.optimizer);
-      expect_one_process_checkpoint(path, ref, longest);
+      tt::test14::expect_one_process_checkpoint(path, ref, longest);
     }
     first = false;
   }

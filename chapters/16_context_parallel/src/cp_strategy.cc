@@ -6,6 +6,9 @@
 // one tp coordinate) are then the dp x cp ranks: a cp rank's gradient is a share of the
 // replica's gradient exactly as a dp rank's is (tt/context_parallel.h). Checkpoints are the
 // inner strategy's (whole tensors, the one-process format): a run resumes under any layout.
+// With --pp, train_gpt2 runs chapter 14's strategy "pp" instead, whose grid dp x pp x cp x tp
+// wraps each stage's operations with the context-parallel ones registered here
+// (pp::register_context_parallel_wrap): PP x CP (x TP x DP).
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,6 +17,7 @@
 #include "tt/context_parallel.h"
 #include "tt/dist.h"
 #include "tt/error.h"
+#include "tt/pipeline.h"
 #include "tt/process_grid.h"
 #include "tt/train.h"
 #include "tt/train_parallel.h"
@@ -97,6 +101,12 @@ class ContextParallelStrategy final : public gpt2::ParallelStrategy {
 };
 
 TT_REGISTER_PARALLEL_STRATEGY("cp", [] { return std::make_unique<ContextParallelStrategy>(); });
+
+// The pipeline's stages under --pp --cp: the same operations over the stage's cp group.
+const bool kPipelineWrapRegistered =
+    pp::register_context_parallel_wrap([](gpt2::ModelOps ops, dist::ProcessGroup& group) {
+      return context_parallel_ops(std::move(ops), group, Layout::kZigzag);
+    });
 
 }  // namespace
 }  // namespace tt::cp

@@ -63,6 +63,14 @@ Tensor shard(const Tensor& x, int64_t dim, Layout layout, int rank, int world) {
 
 namespace {
 
+// `t` with the row-major strides of its shape, as FlashAttention's kernels want every tensor of a
+// group (q, k, v and their gradients; out and dout) to share one set: contiguous() keeps any
+// stride of a size-1 dimension, e.g. the heads of a permuted [B, 1, T, hs] when tensor
+// parallelism leaves one head per rank (CP x TP).
+Tensor row_major(const Tensor& t) {
+  return t.strides() == contiguous_strides(t.shape()) ? t : t.clone();
+}
+
 // q, k, v of one attention call: 4-D, one dtype and device, k and v of one shape, q of k's
 // batch, heads and head size.
 void check_block(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -120,7 +128,7 @@ AttentionPart attention_block_forward(const Tensor& q, const Tensor& k, const Te
     TT_CHECK(q.size(2) == k.size(2),
              "cp::attention_block_forward: a causal block is square, got q ", q.describe(),
              " and k ", k.describe());
-    const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const Tensor qc = row_major(q), kc = row_major(k), vc = row_major(v);
     const FlashKernels kernels = flash_kernels(q.dtype());
     AttentionPart part{empty(qc.shape(), {q.dtype(), q.device()}),
                        empty({q.size(0), q.size(1), q.size(2)}, {kernels.lse_dtype, q.device()})};
@@ -158,13 +166,13 @@ std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor&
   if (causal) {
     TT_CHECK(q.size(2) == k.size(2), "cp::attention_block_backward: a causal block is square, ",
              "got q ", q.describe(), " and k ", k.describe());
-    const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const Tensor qc = row_major(q), kc = row_major(k), vc = row_major(v);
     const TensorOptions opts{q.dtype(), q.device()};
     std::array<Tensor, 3> g{empty(qc.shape(), opts), empty(qc.shape(), opts),
                             empty(qc.shape(), opts)};
     call_kernel<FlashAttentionBackwardKernel>(flash_kernels(q.dtype()).backward, q.device(), g[0],
-                                              g[1], g[2], dout.contiguous(), qc, kc, vc,
-                                              out.contiguous(), lse.contiguous());
+                                              g[1], g[2], row_major(dout), qc, kc, vc,
+                                              row_major(out), lse.contiguous());
     return g;
   }
   const int64_t m = q.size(2), rows = rows_per_piece(q, k.size(2), max_scores);

@@ -3,7 +3,7 @@
 // DP2 x CP2, the batch's rows split over dp, every sequence over cp) against one process, within
 // 1e-5 (float32); on 4 ranks also CP2 x TP2 (chapter 13's tensor parallelism inside). The model
 // is tiny (L=2, NH=4, C=32, T=16 = 8 zigzag chunks at CP4); and the real train_gpt2 --cp 2
-// (and --cp 2 --tp 2 on 4 ranks) under mpirun logs the losses of one process.
+// (and --cp 2 --tp 2 and --pp 2 --cp 2 on 4 ranks) under mpirun logs the losses of one process.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -144,12 +144,10 @@ TEST(Ch16_ContextParallelGPT2, RefusesWhatItCannotSplit) {
   gpt2::ModelOps ops;
   ops.description = "tensor parallel tp=2, sequence parallel";
   EXPECT_THROW(cp::context_parallel_ops(ops, dist::world()), tt::Error);
-  // --cp needs T divisible by 2 cp, and excludes --sequence-parallel and --pp.
+  // --cp needs T divisible by 2 cp, and excludes --sequence-parallel (with --pp: test_pp_cp.cc).
   EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "6"}), tt::Error);
   EXPECT_THROW(tt::train::TrainConfig::parse_args(
                    {"--cp", "2", "--T", "8", "--tp", "2", "--sequence-parallel"}),
-               tt::Error);
-  EXPECT_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8", "--pp", "2"}),
                tt::Error);
   EXPECT_NO_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8"}));
   EXPECT_NO_THROW(tt::train::TrainConfig::parse_args({"--cp", "2", "--T", "8", "--tp", "2"}));
@@ -171,10 +169,12 @@ TEST(Ch16_TrainGpt2Cp, ContextParallelLogsTheLossesOfOneProcess) {
   const ch12_test::JobResult one = train_app(1, "", "one");
   ASSERT_EQ(one.status, 0) << one.output;
   const auto want = tt::test09::read_csv(dir.file("one") + "/train.csv");
-  // CP2 on 2 ranks, CP2 x TP2 on 4 (chapter 13's "tp" strategy inside "cp").
+  // CP2 on 2 ranks, CP2 x TP2 on 4 (chapter 13's "tp" strategy inside "cp"), PP2 x CP2 on 4
+  // (chapter 14's "pp" strategy with these operations on each stage).
   for (const auto& [np, extra, out] :
        {std::tuple<int, std::string, std::string>{2, "--cp 2", "cp2"},
-        {4, "--cp 2 --tp 2", "cp2tp2"}}) {
+        {4, "--cp 2 --tp 2", "cp2tp2"},
+        {4, "--pp 2 --cp 2 --micro-batches 2", "pp2cp2"}}) {
     // The sanitizer build runs multi-process jobs with 2 ranks only (TT_MPI_MAX_PROCS=2, CI's
     // time budget): the 4-rank job is left to the other builds.
     if (np > 2 && tt::testing::kSanitized) continue;

@@ -2,7 +2,8 @@
 /// @brief Pipeline parallelism: the layer stack cut into stages by cost, the executor that runs
 /// any schedule of tt/pipeline_schedule.h with point-to-point transfers between the stages, its
 /// timeline, and GPT-2 (chapter 09's model) trained as a pipeline, alone (PP), with data
-/// parallelism (DP x PP) and with tensor parallelism (DP x PP x TP) (chapter 14).
+/// parallelism (DP x PP), with tensor parallelism (DP x PP x TP) (chapter 14) and with chapter
+/// 16's context parallelism (DP x PP x CP x TP: each stage's ranks hold 1/cp of every sequence).
 ///
 /// One step of a pipeline rank, in the order PipelineTrainer::step runs it:
 /// @code
@@ -11,8 +12,10 @@
 ///                 gradients exchanged with the neighbours (ProcessGroup::batch_send_recv);
 ///                 the last virtual stage backpropagates loss / m (gradient accumulation)
 ///   tied embedding: wte's gradient summed between the first and the last stage
-///   dp group (when given): every gradient averaged over the data-parallel replicas
-///   loss:  the last stage's mean, all-reduced over the pp group (the others add 0)
+///   dp group (when given): every gradient averaged over the data-parallel replicas (with
+///                 context parallelism: over the dp x cp ranks of this stage)
+///   loss:  the last stage's mean, all-reduced over the pp group (the others add 0), then
+///          averaged over the dp (x cp) group
 ///   norm:  sqrt of the sum over the pp group of each rank's sum of squares (wte once)
 ///   clip, and AdamW on the rank's own parameters when loss and norm are finite
 /// @endcode
@@ -252,6 +255,20 @@ class GPT2Stages : public StageModule {
   std::vector<Batch> batches_;
 };
 
+/// A model's operations wrapped for context parallelism over a group (chapter 16's
+/// tt::cp::context_parallel_ops in the zigzag layout): what makes a pipeline's stages hold 1/cp
+/// of every sequence (the strategy "pp" under train_gpt2 --pp P --cp K).
+using ContextParallelWrap = std::function<gpt2::ModelOps(gpt2::ModelOps, dist::ProcessGroup&)>;
+
+/// Registers `wrap` as the context-parallel wrapping of the strategy "pp" (chapter 16 does, at
+/// static-initialization time; chapter 14 comes before it and cannot call it). Returns true.
+/// Throws tt::Error when `wrap` is empty or one is registered already.
+bool register_context_parallel_wrap(ContextParallelWrap wrap);
+
+/// The registered context-parallel wrapping; throws tt::Error saying that --cp needs chapter 16
+/// when none is registered (chapter 16 not linked in).
+const ContextParallelWrap& context_parallel_wrap();
+
 /// The pipeline and (optional) data-parallel groups of a rank and the settings of its steps.
 struct PipelineOptions {
   ScheduleKind schedule = ScheduleKind::kOneFOneB;  ///< afab, 1f1b or interleaved
@@ -264,23 +281,30 @@ struct PipelineOptions {
   /// (3D: DP x PP x TP); null: no tensor parallelism. The gradient norm then sums the parts of
   /// split parameters over it and counts replicated ones once.
   dist::ProcessGroup* tp = nullptr;
+  /// The context-parallel group when every sequence is split over it (DP x PP x CP x TP): the
+  /// model's operations wrapped by context_parallel_wrap() over this group, so each rank of a
+  /// stage holds T/cp positions of every micro-batch and the activations sent between the
+  /// stages are [B, T/cp, C]; the `dp` group given to PipelineTrainer must then hold the dp x
+  /// cp ranks of this stage (gradients and the loss averaged over both). Null: whole sequences.
+  dist::ProcessGroup* cp = nullptr;
 };
 
 /// Trains a GPT-2 as a pipeline over `pp` (rank i of pp runs stage i), each micro-batch [B, T];
 /// with `dp`, also data-parallel over it (each dp replica has its own batches); with
 /// options.tp, a model split by chapter 13's TensorParallelGPT2 over that group (the ranks of
 /// one tp group run the same stage, and their pipelines exchange their activations, which are
-/// whole [B, T, C] on every tp rank). Every rank of the world must construct it at the same time
+/// whole [B, T, C] on every tp rank); with options.cp, each sequence split over that group
+/// (activations [B, T/cp, C], `dp` the dp x cp ranks). Every rank of the world must construct it at the same time
 /// (it splits `pp` into the tied-embedding group). The model keeps only this rank's stages'
 /// parameters (GPT2Stages::keep_only_own_parameters, from the constructor on). train_gpt2 --pp
 /// runs it through the ParallelStrategy "pp" (src/pp_strategy.cc), which releases the other
 /// parameters earlier, before the model moves to its device.
 class PipelineTrainer {
  public:
-  /// The stages of `model` (on its device) for `options`, activations [B, T, C] of the model's
-  /// float dtype; releases the parameters of the other ranks' stages. Throws tt::Error (on
-  /// every rank alike) for a schedule whose shape does not validate or more virtual stages than
-  /// blocks.
+  /// The stages of `model` (on its device) for `options`, activations [B, T, C] (with
+  /// options.cp: [B, T/cp, C]) of the model's float dtype; releases the parameters of the other
+  /// ranks' stages. Throws tt::Error (on every rank alike) for a schedule whose shape does not
+  /// validate, more virtual stages than blocks, or (with options.cp) T not divisible by 2 cp.
   PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist::ProcessGroup* dp,
                   PipelineOptions options, int64_t B, int64_t T);
   /// One optimizer step (the sequence in the file comment) on options.micro_batches batches
@@ -293,7 +317,8 @@ class PipelineTrainer {
   /// The mean loss of `num_batches` batches from `next_batch` (called on every rank; each batch
   /// [rows, T] whole, not cut into micro-batches) run forward through the virtual stages in
   /// order without gradients: what gpt2::evaluate computes in one process, returned on every
-  /// rank of pp (a collective of pp; with dp, each replica's own batches).
+  /// rank of pp (a collective of pp, and with options.cp of the cp group, whose shards' means
+  /// are averaged; with dp, each replica's own batches).
   double evaluate(const std::function<Batch()>& next_batch, int64_t num_batches);
   /// The one-process checkpoint state, whole tensors on the CPU, in ckpt::checkpoint_state's
   /// layout: "model.<name>" for every parameter and buffer, and, when `local` (this rank's

@@ -17,6 +17,9 @@
 ///
 /// train_gpt2 --cp N (strategy "cp"): the world is a grid dp x cp (cp innermost); each dp
 /// replica reads its rows of the batch, its cp ranks read the same rows and keep their shard.
+/// train_gpt2 --pp P --cp N: chapter 14's strategy "pp" wraps each pipeline stage's operations
+/// with these (registered by src/cp_strategy.cc, pp::register_context_parallel_wrap) over the
+/// cp group of the grid dp x pp x cp x tp; the stages exchange [B/M, T/N, C] activations.
 #pragma once
 
 #include <memory>
