@@ -16,6 +16,9 @@
 #include "tt/error.h"
 #include "tt/ops_elementwise.h"
 #include "tt/tp_gpt2.h"
+#if TT_WITH_CUDA
+#include "tt/cuda_ops.h"
+#endif
 
 namespace tt::pp {
 
@@ -484,7 +487,18 @@ gpt2::TrainStepResult PipelineTrainer::step(optim::Optimizer& optimizer,
   }
   stages_.set_micro_batches(std::move(batches));
   optimizer.zero_grad();
-  last_ = run_schedule(pp_, schedule_, shape_, stages_, exec_);
+  {
+#if TT_WITH_CUDA
+    // Token ids and targets checked by kernels, read once after the schedule: a check on the
+    // host would synchronize the first and the last stage at every micro-batch, and a host that
+    // waits for its GPU cannot queue the next operation ahead of it (chapter 10).
+    cuda::IndexChecksGuard device_checks(cuda::IndexChecks::kDevice);
+#endif
+    last_ = run_schedule(pp_, schedule_, shape_, stages_, exec_);
+  }
+#if TT_WITH_CUDA
+  if (device.is_cuda()) cuda::check_index_errors(device.index);
+#endif
 
   const std::vector<Tensor> params = stages_.parameters();
   const Tensor& wte = model_.wte->weight;
