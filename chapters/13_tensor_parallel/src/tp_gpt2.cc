@@ -55,27 +55,6 @@ const char* split_name(Split s) {
   return "?";
 }
 
-// x converted to `dtype`, differentiable (the gradient converted back): the bfloat16 hidden
-// states of a mixed-precision set meet the float32 head, and float32 biases bfloat16 outputs.
-class CastFn final : public autograd::Function {
- public:
-  explicit CastFn(DType to) : to_(to) {}
-  std::string name() const override { return "CastBackward"; }
-  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
-    from_ = in[0].dtype();
-    return {in[0].to(to_)};
-  }
-  std::vector<Tensor> backward(const std::vector<Tensor>& g) override { return {g[0].to(from_)}; }
-
- private:
-  DType to_;
-  DType from_ = DType::kFloat32;
-};
-
-Tensor as_dtype(const Tensor& x, DType dtype) {
-  return x.dtype() == dtype ? x : autograd::Function::apply<CastFn>({x}, dtype)[0];
-}
-
 // The ranks of `group` must split the same model the same way: each shares its view and every
 // rank compares all of them (one small all-gather), so a difference is an error on every rank.
 void check_agreement(const gpt2::GPT2Config& c, dist::ProcessGroup& group, const TpOptions& o) {
@@ -278,7 +257,7 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
     if (y.dtype() == DType::kBFloat16 && p.bias.dtype() == DType::kFloat32) {
       return add_bias_bf16(y, p.bias);
     }
-    return as_dtype(add(as_dtype(y, p.bias.dtype()), p.bias), y.dtype());
+    return to_dtype(add(to_dtype(y, p.bias.dtype()), p.bias), y.dtype());
   };
   ops.linear_gelu = [plan, base_linear_gelu = base.linear_gelu](const Tensor& x,
                                                                 nn::Linear& layer) {
@@ -307,7 +286,7 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
                                const Tensor& targets) {
     dist::ProcessGroup& group = *plan->group;
     Tensor h = plan->sequence_parallel ? gather_from_sequence(x, group) : copy_to_tp(x, group);
-    h = as_dtype(h, wte.dtype());
+    h = to_dtype(h, wte.dtype());
     const Tensor logits = matmul(h, transpose(wte, 0, 1));  // [B, T, Vp/tp]: this rank's columns
     return vocab_parallel_cross_entropy(view(logits, {-1, plan->vocab.size}), targets.reshape({-1}),
                                         plan->vocab, vocab_size, group);
