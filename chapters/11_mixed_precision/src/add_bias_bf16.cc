@@ -20,28 +20,6 @@ int64_t check_add_bias(const char* op, const Tensor& y, const Tensor& bias) {
   return bias.size(0);
 }
 
-void check_kernel(const char* op, const Tensor& out, const Tensor& y, const Tensor& bias) {
-  check_add_bias(op, y, bias);
-  TT_CHECK(out.defined() && out.shape() == y.shape() && out.dtype() == DType::kBFloat16 &&
-               out.device() == y.device() && out.is_contiguous() && y.is_contiguous() &&
-               bias.is_contiguous(),
-           op,
-           ": expected contiguous out and y of one shape (bfloat16) and a contiguous bias, got "
-           "out ",
-           out.describe(), ", y ", y.describe(), ", bias ", bias.describe());
-}
-
-void check_grad_kernel(const char* op, const Tensor& dbias, const Tensor& dy) {
-  TT_CHECK(dbias.defined() && dy.defined() && dbias.dtype() == DType::kFloat32 &&
-               dy.dtype() == DType::kBFloat16 && dbias.dim() == 1 && dy.dim() >= 1 &&
-               dy.size(-1) == dbias.size(0) && dbias.is_contiguous() && dy.is_contiguous() &&
-               dbias.device() == dy.device(),
-           op,
-           ": expected a contiguous float32 dbias [N] and bfloat16 dy [..., N] on one device, "
-           "got dbias ",
-           dbias.describe(), " and dy ", dy.describe());
-}
-
 struct AddBiasBf16Fn final : autograd::Function {
   std::string name() const override { return "AddBiasBf16Backward"; }
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
@@ -65,6 +43,28 @@ struct AddBiasBf16Fn final : autograd::Function {
 
 }  // namespace
 
+void check_add_bias_bf16_kernel(const char* op, DeviceType device_type, const Tensor& out,
+                                const Tensor& y, const Tensor& bias) {
+  check_add_bias(op, y, bias);
+  TT_CHECK(out.defined() && out.shape() == y.shape() && out.dtype() == DType::kBFloat16 &&
+               out.device() == y.device() && out.device().type == device_type &&
+               out.is_contiguous() && y.is_contiguous() && bias.is_contiguous(),
+           op, ": expected contiguous out and y of one shape (bfloat16) and a contiguous bias on ",
+           device_type == DeviceType::kCPU ? "the CPU" : "a CUDA device", ", got out ",
+           out.describe(), ", y ", y.describe(), ", bias ", bias.describe());
+}
+
+void check_bias_grad_bf16_kernel(const char* op, DeviceType device_type, const Tensor& dbias,
+                                 const Tensor& dy) {
+  TT_CHECK(dbias.defined() && dy.defined() && dbias.dtype() == DType::kFloat32 &&
+               dy.dtype() == DType::kBFloat16 && dbias.dim() == 1 && dy.dim() >= 1 &&
+               dy.size(-1) == dbias.size(0) && dbias.is_contiguous() && dy.is_contiguous() &&
+               dbias.device() == dy.device() && dy.device().type == device_type,
+           op, ": expected a contiguous float32 dbias [N] and bfloat16 dy [..., N] on one ",
+           device_type == DeviceType::kCPU ? "CPU" : "CUDA", " device, got dbias ",
+           dbias.describe(), " and dy ", dy.describe());
+}
+
 Tensor add_bias_bf16(const Tensor& y, const Tensor& bias) {
   check_add_bias("add_bias_bf16", y, bias);
   return autograd::Function::apply<AddBiasBf16Fn>({y, bias})[0];
@@ -73,8 +73,7 @@ Tensor add_bias_bf16(const Tensor& y, const Tensor& bias) {
 namespace cpu {
 
 void add_bias_bf16(const Tensor& out, const Tensor& y, const Tensor& bias) {
-  check_kernel("cpu::add_bias_bf16", out, y, bias);
-  TT_CHECK(out.device().is_cpu(), "cpu::add_bias_bf16: expected CPU tensors, got ", out.describe());
+  check_add_bias_bf16_kernel("cpu::add_bias_bf16", DeviceType::kCPU, out, y, bias);
   const int64_t n = bias.numel(), rows = n == 0 ? 0 : y.numel() / n;
   const auto* in = y.data<bfloat16>();
   const float* b = bias.data<float>();
@@ -88,8 +87,7 @@ void add_bias_bf16(const Tensor& out, const Tensor& y, const Tensor& bias) {
 }
 
 void bias_grad_bf16(const Tensor& dbias, const Tensor& dy) {
-  check_grad_kernel("cpu::bias_grad_bf16", dbias, dy);
-  TT_CHECK(dy.device().is_cpu(), "cpu::bias_grad_bf16: expected CPU tensors, got ", dy.describe());
+  check_bias_grad_bf16_kernel("cpu::bias_grad_bf16", DeviceType::kCPU, dbias, dy);
   const int64_t n = dbias.numel(), rows = n == 0 ? 0 : dy.numel() / n;
   const auto* g = dy.data<bfloat16>();
   float* db = dbias.data<float>();

@@ -28,17 +28,7 @@ __global__ void add_bias_bf16_kernel(__nv_bfloat16* __restrict__ out,
 }  // namespace
 
 void add_bias_bf16(const Tensor& out, const Tensor& y, const Tensor& bias) {
-  constexpr const char* kOp = "cuda::add_bias_bf16";
-  TT_CHECK(out.defined() && y.defined() && bias.defined() && out.device().is_cuda() &&
-               y.device() == out.device() && bias.device() == out.device() &&
-               out.dtype() == DType::kBFloat16 && y.dtype() == DType::kBFloat16 &&
-               bias.dtype() == DType::kFloat32 && out.shape() == y.shape() && bias.dim() == 1 &&
-               y.dim() >= 1 && y.size(-1) == bias.size(0) && out.is_contiguous() &&
-               y.is_contiguous() && bias.is_contiguous(),
-           kOp,
-           ": expected contiguous bfloat16 out and y [..., N] and a float32 bias [N] on one CUDA "
-           "device, got out ",
-           out.describe(), ", y ", y.describe(), ", bias ", bias.describe());
+  check_add_bias_bf16_kernel("cuda::add_bias_bf16", DeviceType::kCUDA, out, y, bias);
   const int64_t total = y.numel(), n = bias.numel();
   if (total == 0) return;
   const int index = out.device().index;
@@ -50,15 +40,7 @@ void add_bias_bf16(const Tensor& out, const Tensor& y, const Tensor& bias) {
 }
 
 void bias_grad_bf16(const Tensor& dbias, const Tensor& dy) {
-  constexpr const char* kOp = "cuda::bias_grad_bf16";
-  TT_CHECK(dbias.defined() && dy.defined() && dbias.device().is_cuda() &&
-               dy.device() == dbias.device() && dbias.dtype() == DType::kFloat32 &&
-               dy.dtype() == DType::kBFloat16 && dbias.dim() == 1 && dy.dim() >= 1 &&
-               dy.size(-1) == dbias.size(0) && dbias.is_contiguous() && dy.is_contiguous(),
-           kOp,
-           ": expected a contiguous float32 dbias [N] and bfloat16 dy [..., N] on one CUDA "
-           "device, got dbias ",
-           dbias.describe(), " and dy ", dy.describe());
+  check_bias_grad_bf16_kernel("cuda::bias_grad_bf16", DeviceType::kCUDA, dbias, dy);
   const int64_t n = dbias.numel();
   if (n == 0) return;
   DeviceGuard guard(dbias.device().index);

@@ -168,5 +168,28 @@ TEST(Ch11_AddBiasBf16, WrongDtypesOrShapesNameTheOpAndTheTensors) {
   EXPECT_TT_ERROR(add_bias_bf16(y, b.narrow(0, 0, 7)), "add_bias_bf16", "[7]");
 }
 
+TEST(Ch11_AddBiasBf16, KernelsCheckTheirTensorsByOneRule) {
+  // The CPU kernels called directly: the checks the CPU and CUDA kernels share
+  // (check_add_bias_bf16_kernel, check_bias_grad_bf16_kernel) name the kernel and the tensors.
+  const std::pair<Tensor, Tensor> yb = bias_case(4, 8);
+  const Tensor y = yb.first, b = yb.second;
+  const Tensor out = empty({4, 8}, {.dtype = DType::kBFloat16});
+  EXPECT_TT_ERROR(cpu::add_bias_bf16(empty({4, 7}, {.dtype = DType::kBFloat16}), y, b),
+                  "cpu::add_bias_bf16", "[4, 7]");
+  const Tensor strided = empty({4, 16}, {.dtype = DType::kBFloat16}).narrow(1, 0, 8);
+  EXPECT_TT_ERROR(cpu::add_bias_bf16(out, strided, b), "cpu::add_bias_bf16", "contiguous");
+  EXPECT_TT_ERROR(check_add_bias_bf16_kernel("k", DeviceType::kCUDA, out, y, b), "k",
+                  "a CUDA device");
+  const Tensor dbias = empty({8}, {.dtype = DType::kFloat32});
+  EXPECT_TT_ERROR(cpu::bias_grad_bf16(dbias, y.to(DType::kFloat32)), "cpu::bias_grad_bf16",
+                  "float32");
+  EXPECT_TT_ERROR(cpu::bias_grad_bf16(empty({7}, {.dtype = DType::kFloat32}), y),
+                  "cpu::bias_grad_bf16", "[7]");
+  EXPECT_TT_ERROR(check_bias_grad_bf16_kernel("k", DeviceType::kCUDA, dbias, y), "k", "CUDA");
+  cpu::add_bias_bf16(out, y, b);  // and the right tensors pass
+  cpu::bias_grad_bf16(dbias, y);
+  EXPECT_EQ(bits(out), bits(add_bias_bf16(y, b)));
+}
+
 }  // namespace
 }  // namespace tt

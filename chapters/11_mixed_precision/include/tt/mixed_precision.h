@@ -39,6 +39,15 @@ using AddBiasBf16Kernel = void(const Tensor& out, const Tensor& y, const Tensor&
 /// Signature of the kernel "bias_grad_bf16": dbias [N] (float32) = the sum over the rows of dy
 /// [R, N] (bfloat16, contiguous), accumulated in float32 in a fixed order.
 using BiasGradBf16Kernel = void(const Tensor& dbias, const Tensor& dy);
+/// The checks every "add_bias_bf16" kernel makes (CPU and CUDA): y and out bfloat16 of one
+/// shape [..., N], bias float32 [N], all contiguous on `device_type`'s devices, one device.
+/// Throws tt::Error naming `op` and the three tensors.
+void check_add_bias_bf16_kernel(const char* op, DeviceType device_type, const Tensor& out,
+                                const Tensor& y, const Tensor& bias);
+/// The checks every "bias_grad_bf16" kernel makes: dbias float32 [N], dy bfloat16 [..., N],
+/// both contiguous on one device of `device_type`. Throws tt::Error naming `op` and both.
+void check_bias_grad_bf16_kernel(const char* op, DeviceType device_type, const Tensor& dbias,
+                                 const Tensor& dy);
 
 namespace cpu {
 /// The CPU kernel "add_bias_bf16" (see AddBiasBf16Kernel).
