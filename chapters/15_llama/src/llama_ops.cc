@@ -112,7 +112,9 @@ struct GqaFn : autograd::Function {
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor q = in[0].contiguous(), k = in[1].contiguous(), v = in[2].contiguous();
     Tensor out = empty_like(q);
-    lse_ = empty({q.size(0), q.size(1), q.size(2)}, {q.dtype(), q.device()});
+    // lse in the dtype of the softmax statistics: q's, float32 for bfloat16 (chapter 11).
+    lse_ =
+        empty({q.size(0), q.size(1), q.size(2)}, {flash_kernels(q.dtype()).lse_dtype, q.device()});
     call_kernel<GqaForwardKernel>("gqa_attention_forward", q.device(), out, lse_, q, k, v);
     return {out};
   }
