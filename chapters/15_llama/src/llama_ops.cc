@@ -147,15 +147,6 @@ void check_gqa(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
            describe(q), ", k ", describe(k), ", v ", describe(v));
 }
 
-/// k [B, NKV, T, hs] -> [B, NKV * g, T, hs], head j of the result = head j / g of k (a copy,
-/// differentiable: its backward sums the g copies).
-Tensor repeat_kv(const Tensor& k, int64_t g) {
-  if (g == 1) return k;
-  const Shape s = k.shape();
-  return reshape(expand(unsqueeze(k, 2), {s[0], s[1], g, s[2], s[3]}),
-                 {s[0], s[1] * g, s[2], s[3]});
-}
-
 // ----- given CPU kernels: SwiGLU ------------------------------------------------------------
 
 void check_swiglu(const char* op, std::initializer_list<const Tensor*> ts) {
@@ -321,6 +312,15 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
            "swiglu: expected gate and up of one shape, float dtype and device, got gate ",
            describe(gate), " and up ", describe(up));
   return autograd::Function::apply<SwigluFn>({gate, up})[0];
+}
+
+Tensor repeat_kv(const Tensor& k, int64_t g) {
+  TT_CHECK(k.defined() && k.dim() == 4 && g >= 1,
+           "repeat_kv: expected k [B, NKV, T, hs] and g >= 1, got k ", describe(k), " and g = ", g);
+  if (g == 1) return k;
+  const Shape s = k.shape();
+  return reshape(expand(unsqueeze(k, 2), {s[0], s[1], g, s[2], s[3]}),
+                 {s[0], s[1] * g, s[2], s[3]});
 }
 
 Tensor gqa_attention(const Tensor& q, const Tensor& k, const Tensor& v) {

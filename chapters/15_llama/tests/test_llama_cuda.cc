@@ -16,7 +16,6 @@
 #include "tt/functional.h"
 #include "tt/generate.h"
 #include "tt/llama_ops.h"
-#include "tt/ops_view.h"
 
 namespace tt {
 namespace {
@@ -367,14 +366,6 @@ TEST(Ch15_Bf16Cuda, CudaGraphDecodeGivesTheSameTokens) {
 
 // ----- grouped-query attention ---------------------------------------------------------------
 
-/// k [B, NKV, T, hs] repeated to [B, NKV * g, T, hs] (head j reads head j / g): the copy that
-/// gqa_attention used on CUDA before its GQA kernels, and the reference here (differentiable).
-Tensor repeat_heads(const Tensor& k, int64_t g) {
-  const Shape s = k.shape();
-  return reshape(expand(unsqueeze(k, 2), {s[0], s[1], g, s[2], s[3]}),
-                 {s[0], s[1] * g, s[2], s[3]});
-}
-
 /// Output and input gradients of attention `f` on leaves q, k, v (copies of the given tensors)
 /// with the fixed output gradient dout.
 struct AttentionRun {
@@ -436,7 +427,7 @@ TEST(Ch15_GqaCuda, MatchesRepeatKvAndTheCpuKernel) {
           return gqa_attention(a, b, c);
         };
         const auto repeated = [group](const Tensor& a, const Tensor& b, const Tensor& c) {
-          return flash_attention(a, repeat_heads(b, group), repeat_heads(c, group));
+          return flash_attention(a, repeat_kv(b, group), repeat_kv(c, group));
         };
         const AttentionRun gpu = run_attention(q, k, v, dout, gqa);
         const AttentionRun ref = run_attention(q, k, v, dout, repeated);
@@ -546,7 +537,7 @@ TEST(Ch15_GqaCuda, AllocatesNoRepeatedKv) {
   EXPECT_LE(bwd, bwd_bound) << "backward peak";
   const auto [rfwd, rbwd] = measure(
       [&](const Tensor& a, const Tensor& b, const Tensor& c) {
-        return flash_attention(a, repeat_heads(b, NH / NKV), repeat_heads(c, NH / NKV));
+        return flash_attention(a, repeat_kv(b, NH / NKV), repeat_kv(c, NH / NKV));
       },
       nullptr);
   EXPECT_GT(rfwd, fwd_bound) << "the repeat_kv path's forward peak (the bound discriminates)";

@@ -147,6 +147,11 @@ Tensor swiglu(const Tensor& gate, const Tensor& up);
 /// (flash_attention_supports) runs gqa_attention_naive.
 Tensor gqa_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 
+/// k [B, NKV, T, hs] -> [B, NKV * g, T, hs]: head j of the result is head j / g of k (a copy
+/// for g > 1, k itself for g == 1; differentiable: the backward sums the g copies). What
+/// gqa_attention does on a device without "gqa_attention_*" kernels.
+Tensor repeat_kv(const Tensor& k, int64_t g);
+
 /// The same function composed from chapter 04's ops (K and V repeated to NH heads, then
 /// causal_attention_naive): the reference of the tests.
 Tensor gqa_attention_naive(const Tensor& q, const Tensor& k, const Tensor& v);
