@@ -382,6 +382,36 @@ AttentionRun run_attention(
   return {cpu(out), cpu(lq.grad()), cpu(lk.grad()), cpu(lv.grad())};
 }
 
+/// d [B, NH, T, hs] (float32, CPU) summed over each group of `group` consecutive heads:
+/// [B, NH / group, T, hs], in double.
+Tensor sum_groups(const Tensor& d, int64_t group) {
+  const Shape s = d.shape();
+  const int64_t per_head = s[2] * s[3], heads = s[0] * s[1] / group;
+  const std::vector<float> x = d.contiguous().to_vector<float>();
+  std::vector<float> y(static_cast<std::size_t>(heads * per_head));
+  for (int64_t j = 0; j < heads; ++j) {
+    for (int64_t i = 0; i < per_head; ++i) {
+      double acc = 0;
+      for (int64_t r = 0; r < group; ++r) acc += x[(j * group + r) * per_head + i];
+      y[j * per_head + i] = static_cast<float>(acc);
+    }
+  }
+  return from_vector(y, {s[0], s[1] / group, s[2], s[3]});
+}
+
+/// The repeat_kv path: the FlashAttention kernels on K and V copied to NH heads (repeat_kv),
+/// their dK, dV [B, NH, T, hs] summed over each group here (the expand's own backward needs a
+/// CUDA sum, which bfloat16 lacks).
+AttentionRun run_repeated(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                          int64_t group) {
+  AttentionRun r = run_attention(
+      q, repeat_kv(k, group), repeat_kv(v, group), dout,
+      [](const Tensor& a, const Tensor& b, const Tensor& c) { return flash_attention(a, b, c); });
+  r.dk = sum_groups(r.dk, group);
+  r.dv = sum_groups(r.dv, group);
+  return r;
+}
+
 void expect_runs_near(const AttentionRun& a, const AttentionRun& b, double atol_out,
                       double atol_grad, double rtol, const std::string& what) {
   EXPECT_TENSOR_NEAR(a.out, b.out, atol_out, rtol) << what << ": out";
@@ -392,11 +422,12 @@ void expect_runs_near(const AttentionRun& a, const AttentionRun& b, double atol_
 
 // For NH = 4 and NH / NKV in {1, 2, 4}, T = 100 (not a multiple of the 64-row tile), B = 2,
 // inputs N(0, 1) (rounded to bf16 for bf16, the same values in float32 for the CPU kernel):
-//  - the CUDA GQA path against the CUDA repeat_kv path (same kernels on repeated K, V): the
-//    forward and dq are the same computation per query head (equal up to 1e-6); dk, dv differ
-//    in the order of the group sum: fp32 rounding (1e-5) in float32; in bf16 the repeat_kv path
-//    rounds every head's dk to bf16 before the sum (the GQA kernel sums in fp32 and rounds once),
-//    up to group * u/2 relative with u = 2^-8: 16u abs + 4u rel;
+//  - the CUDA GQA path against the CUDA repeat_kv path (same kernels on repeated K, V, the
+//    group sum of dk, dv in double on the CPU): the forward and dq are the same computation per
+//    query head (equal up to 1e-6); dk, dv differ in the rounding of the group sum: fp32
+//    rounding (1e-5) in float32; in bf16 the repeat_kv path rounds every head's dk to bf16
+//    before the sum (the GQA kernel sums in fp32 and rounds once), up to group * u/2 relative
+//    with u = 2^-8: 16u abs + 4u rel;
 //  - the CUDA GQA path against the CPU GQA kernel (float32 loops, exercise ch15.3): float32 in
 //    chapter 10's exact mode (3xTF32, as accurate as fp32 FMA): 1e-4 abs + 1e-4 rel, as chapter
 //    10's CPU/GPU test; bf16 against the CPU float32 kernel on the same values: chapter 11's
@@ -426,11 +457,8 @@ TEST(Ch15_GqaCuda, MatchesRepeatKvAndTheCpuKernel) {
         const auto gqa = [](const Tensor& a, const Tensor& b, const Tensor& c) {
           return gqa_attention(a, b, c);
         };
-        const auto repeated = [group](const Tensor& a, const Tensor& b, const Tensor& c) {
-          return flash_attention(a, repeat_kv(b, group), repeat_kv(c, group));
-        };
         const AttentionRun gpu = run_attention(q, k, v, dout, gqa);
-        const AttentionRun ref = run_attention(q, k, v, dout, repeated);
+        const AttentionRun ref = run_repeated(q, k, v, dout, group);
         expect_runs_near(gpu, ref, 1e-6, bf ? 16 * u : 1e-5, bf ? 4 * u : 1e-5, "vs repeat_kv");
         const auto f32 = [](const Tensor& t) { return t.to(DType::kFloat32).to(Device::cpu()); };
         const AttentionRun cpu = run_attention(f32(q), f32(k), f32(v), f32(dout), gqa);
