@@ -7,7 +7,10 @@
 // v, dq, dk, dv at t * in.row from the head's start (FlashLayout `in`), row t of o and dout at
 // t * out.row (`out`); lse and D are contiguous [B * NH, n]. Contiguous [B, NH, T, hs] tensors
 // have row = D; GPT-2's packed qkv [B, T, 3C] has in.row = 3C and out.row = C, so the heads are
-// read and written where c_attn and c_proj want them, without copies.
+// read and written where c_attn and c_proj want them, without copies. k, v, dk, dv have a layout
+// of their own (`kv`, the same as `in` unless grouped): with grouped-query attention they have
+// NKV = NH / kv.group heads, query head h reads head h / kv.group in place (kv.offset), and the
+// dK/dV kernel of a key/value head sums over its group's query heads in a fixed order.
 //
 // Geometry. A block of 4 warps owns a tile of kTile = 64 rows (queries in the forward and the dQ
 // kernel, keys in the dK/dV kernel); each warp owns 16 of them, the M of one mma. The other
@@ -196,15 +199,15 @@ template <int D, bool kExact>
 __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(const float* __restrict__ q, const float* __restrict__ k,
                          const float* __restrict__ v, float* __restrict__ o,
-                         float* __restrict__ lse, int n, int nh, FlashLayout in, FlashLayout out,
-                         float scale_log2) {
+                         float* __restrict__ lse, int n, int nh, FlashLayout in, FlashLayout kv,
+                         FlashLayout out, float scale_log2) {
   constexpr int kLd = D + 4;
   extern __shared__ float smem[];
   float* sq = smem;
   float* sk = sq + kTile * kLd;
   float* sv = sk + kTile * kLd;
   const int tile = gridDim.x - 1 - blockIdx.x;  // longest rows (most key tiles) start first
-  const int64_t head = in.offset(blockIdx.y, nh);
+  const int64_t head = in.offset(blockIdx.y, nh), kvhead = kv.offset(blockIdx.y, nh);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first query row
   const float* wq = sq + warp * 16 * kLd;
@@ -215,8 +218,8 @@ __global__ void __launch_bounds__(kThreads)
   float l[2] = {0.f, 0.f};              // this lane's part of their running sums
   for (int kt = 0; kt <= tile; ++kt) {  // causal: key tiles 0 .. diagonal
     __syncthreads();                    // the previous K, V tiles are no longer read
-    load_tile<D, !kExact>(sk, k + head, kt * kTile, n, in.row);
-    load_tile<D, !kExact>(sv, v + head, kt * kTile, n, in.row);
+    load_tile<D, !kExact>(sk, k + kvhead, kt * kTile, n, kv.row);
+    load_tile<D, !kExact>(sv, v + kvhead, kt * kTile, n, kv.row);
     __syncthreads();
 #if TT_SOLUTION
     float s[kTile / 8][4] = {};
@@ -310,8 +313,8 @@ __global__ void __launch_bounds__(kThreads)
     flash_backward_dq_kernel(const float* __restrict__ q, const float* __restrict__ k,
                              const float* __restrict__ v, const float* __restrict__ dout,
                              const float* __restrict__ lse, const float* __restrict__ dsum,
-                             float* __restrict__ dq, int n, int nh, FlashLayout in, FlashLayout out,
-                             float scale_log2, float scale) {
+                             float* __restrict__ dq, int n, int nh, FlashLayout in, FlashLayout kv,
+                             FlashLayout out, float scale_log2, float scale) {
   constexpr int kLd = D + 4;
   extern __shared__ float smem[];
   float* sq = smem;
@@ -337,8 +340,9 @@ __global__ void __launch_bounds__(kThreads)
   float acc[D / 8][4] = {};  // dQ * sqrt(hs) of rows g, g+8
   for (int kt = 0; kt <= tile; ++kt) {
     __syncthreads();
-    load_tile<D, !kExact>(sk, k + head, kt * kTile, n, in.row);
-    load_tile<D, !kExact>(sv, v + head, kt * kTile, n, in.row);
+    // The key/value head that query head blockIdx.y reads (recomputed: fewer live registers).
+    load_tile<D, !kExact>(sk, k + kv.offset(blockIdx.y, nh), kt * kTile, n, kv.row);
+    load_tile<D, !kExact>(sv, v + kv.offset(blockIdx.y, nh), kt * kTile, n, kv.row);
     __syncthreads();
 #if TT_SOLUTION
     float s[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
@@ -365,14 +369,17 @@ __global__ void __launch_bounds__(kThreads)
   store_rows<D>(dq + head, acc, row0, n, scale, in.row);
 }
 
-/// Grid (key tiles, B * NH): dK and dV of one key tile, looping over the query tiles that see it.
+/// Grid (key tiles, B * NKV): dK and dV of one key tile of key/value head blockIdx.y, looping over
+/// the kv.group query heads that read it (in order: a deterministic sum) and, for each, over the
+/// query tiles that see the key tile.
 template <int D, bool kExact>
 __global__ void __launch_bounds__(kThreads)
     flash_backward_dkdv_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                const float* __restrict__ v, const float* __restrict__ dout,
                                const float* __restrict__ lse, const float* __restrict__ dsum,
                                float* __restrict__ dk, float* __restrict__ dv, int n, int nh,
-                               FlashLayout in, FlashLayout out, float scale_log2, float scale) {
+                               FlashLayout in, FlashLayout kv, FlashLayout out, float scale_log2,
+                               float scale) {
   constexpr int kLd = D + 4;
   extern __shared__ float smem[];
   float* sk = smem;
@@ -382,24 +389,31 @@ __global__ void __launch_bounds__(kThreads)
   float* sl = sdo + kTile * kLd;  // lse of the query tile, base 2 (+inf beyond n: P = 0)
   float* sd = sl + kTile;         // D of the query tile
   const int tile = blockIdx.x;    // key tile; tile 0 is seen by every query tile: first
-  const int64_t head = in.offset(blockIdx.y, nh), ohead = out.offset(blockIdx.y, nh);
+  const int group = static_cast<int>(kv.group), nkv = nh / group;
+  // The group's first query head (B * NH < 2^16).
+  const int bh0 =
+      static_cast<int>(blockIdx.y) / nkv * nh + static_cast<int>(blockIdx.y) % nkv * group;
+  const int64_t kvhead = kv.offset(bh0, nh);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first key
   const float* wk = sk + warp * 16 * kLd;
   const float* wv = sv + warp * 16 * kLd;
   (void)g, (void)t;
-  load_tile<D, !kExact>(sk, k + head, tile * kTile, n, in.row);
-  load_tile<D, !kExact>(sv, v + head, tile * kTile, n, in.row);
+  load_tile<D, !kExact>(sk, k + kvhead, tile * kTile, n, kv.row);
+  load_tile<D, !kExact>(sv, v + kvhead, tile * kTile, n, kv.row);
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // keys g, g+8 of the warp
   const int tiles = (n + kTile - 1) / kTile;
-  for (int qt = tile; qt < tiles; ++qt) {
+  const int span = tiles - tile;               // query tiles that see this key tile, per query head
+  for (int it = 0; it < group * span; ++it) {  // the group's query heads in order, then tiles
+    const int bh = bh0 + it / span, qt = tile + it % span;
+    const int64_t head = in.offset(bh, nh), ohead = out.offset(bh, nh);
     __syncthreads();
     load_tile<D, !kExact>(sq, q + head, qt * kTile, n, in.row);
     load_tile<D, !kExact>(sdo, dout + ohead, qt * kTile, n, out.row);
     for (int i = threadIdx.x; i < kTile; i += kThreads) {
       const int row = qt * kTile + i;
-      sl[i] = row < n ? lse[int64_t{blockIdx.y} * n + row] * kLog2e : INFINITY;
-      sd[i] = row < n ? dsum[int64_t{blockIdx.y} * n + row] : 0.f;
+      sl[i] = row < n ? lse[int64_t{bh} * n + row] * kLog2e : INFINITY;
+      sd[i] = row < n ? dsum[int64_t{bh} * n + row] : 0.f;
     }
     __syncthreads();
 #if TT_SOLUTION
@@ -427,21 +441,22 @@ __global__ void __launch_bounds__(kThreads)
     __trap();  // unreachable: the host wrapper throws TODO ch10.6 before launching
 #endif
   }
-  store_rows<D>(dk + head, dk_acc, row0, n, scale, in.row);
-  store_rows<D>(dv + head, dv_acc, row0, n, 1.f, in.row);
+  store_rows<D>(dk + kvhead, dk_acc, row0, n, scale, kv.row);
+  store_rows<D>(dv + kvhead, dv_acc, row0, n, 1.f, kv.row);
 }
 
 // ----- host side (given) ----------------------------------------------------
 
 /// Checks the kernels' tensors: float32 on one CUDA device, hs one of 32, 64, 128, and the rest of
-/// check_flash_cuda_tensors (16-byte addresses and strides for the float4 loads). Returns their
-/// geometry.
+/// check_flash_cuda_tensors (16-byte addresses and strides for the float4 loads; k, v, dk, dv in
+/// `kv_inputs`, possibly grouped). Returns their geometry.
 FlashGeometry check_cuda_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
+                                 std::initializer_list<const Tensor*> kv_inputs,
                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
   return check_flash_cuda_tensors(
       op, DType::kFloat32,
       [](int64_t hs) { return flash_attention_supports(DeviceType::kCUDA, hs); }, "32, 64 or 128",
-      inputs, outputs, lse);
+      inputs, outputs, lse, kv_inputs);
 }
 
 /// Calls f.template operator()<D, kExact>() for the head size and the TF32 setting.
@@ -481,7 +496,8 @@ std::size_t shared_bytes(int dev, int d, int tiles, int extra = 0) {
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                              const Tensor& v) {
-  const FlashGeometry g = check_cuda_tensors("flash_attention_forward", {&q, &k, &v}, {&out}, lse);
+  const FlashGeometry g =
+      check_cuda_tensors("flash_attention_forward", {&q}, {&k, &v}, {&out}, lse);
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
@@ -500,7 +516,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
     const std::size_t smem = shared_bytes<kernel>(dev, D, 3);
     kernel<<<grid, kThreads, smem, stream(dev)>>>(q.data<float>(), k.data<float>(), v.data<float>(),
                                                   out.data<float>(), lse.data<float>(), n, nh,
-                                                  g.qkv, g.out, scale_log2);
+                                                  g.qkv, g.kv, g.out, scale_log2);
     TT_CUDA_CHECK_LAUNCH("flash_forward_kernel");
   });
 }
@@ -508,14 +524,15 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse) {
-  const FlashGeometry g = check_cuda_tensors("flash_attention_backward",
-                                             {&q, &k, &v, &dq, &dk, &dv}, {&out, &dout}, lse);
+  const FlashGeometry g = check_cuda_tensors("flash_attention_backward", {&q, &dq},
+                                             {&k, &v, &dk, &dv}, {&out, &dout}, lse);
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
   const int n = static_cast<int>(g.T), nh = static_cast<int>(g.NH);
   const int64_t rows = g.B * g.NH * n;
   const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
+  const dim3 grid_kv(grid.x, static_cast<unsigned>(g.B * (g.NH / g.kv.group)));  // kv heads
   const float scale = 1.f / std::sqrt(static_cast<float>(g.hs)), scale_log2 = kLog2e * scale;
   const Tensor dsum = empty(lse.shape(), {DType::kFloat32, q.device()});
   dispatch_kernel(g.hs, [&]<int D, bool kExact>() {
@@ -532,16 +549,16 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
     TT_CUDA_CHECK_LAUNCH("flash_backward_rowdot_kernel");
     constexpr auto dkdv = flash_backward_dkdv_kernel<D, kExact>;
     const std::size_t smem_kv = shared_bytes<dkdv>(dev, D, 4, 2 * kTile);
-    dkdv<<<grid, kThreads, smem_kv, stream(dev)>>>(
+    dkdv<<<grid_kv, kThreads, smem_kv, stream(dev)>>>(
         q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(), lse.data<float>(),
-        dsum.data<float>(), dk.data<float>(), dv.data<float>(), n, nh, g.qkv, g.out, scale_log2,
-        scale);
+        dsum.data<float>(), dk.data<float>(), dv.data<float>(), n, nh, g.qkv, g.kv, g.out,
+        scale_log2, scale);
     TT_CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
     constexpr auto dqk = flash_backward_dq_kernel<D, kExact>;
     const std::size_t smem_q = shared_bytes<dqk>(dev, D, 4);
     dqk<<<grid, kThreads, smem_q, stream(dev)>>>(
         q.data<float>(), k.data<float>(), v.data<float>(), dout.data<float>(), lse.data<float>(),
-        dsum.data<float>(), dq.data<float>(), n, nh, g.qkv, g.out, scale_log2, scale);
+        dsum.data<float>(), dq.data<float>(), n, nh, g.qkv, g.kv, g.out, scale_log2, scale);
     TT_CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
   });
 }

@@ -133,28 +133,40 @@ FlashKernels flash_kernels(DType dtype) {
 }
 
 FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
-                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
+                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse,
+                                  std::initializer_list<const Tensor*> kv_inputs) {
   const Tensor& q = **inputs.begin();
   TT_CHECK(q.defined() && q.dim() == 4 && is_floating(q.dtype()), op,
            ": expected float tensors [B, NH, T, hs], got q ",
            q.defined() ? q.describe() : std::string("(undefined)"));
-  // Every tensor of a group has the strides of the group's first one.
-  auto layout_of = [&](std::initializer_list<const Tensor*> group, const char* what) {
+  // Every tensor of a group has the strides of the group's first one, and `shape`.
+  auto layout_of = [&](std::initializer_list<const Tensor*> group, const Shape& shape,
+                       const char* what) {
     const Tensor& first = **group.begin();
     for (const Tensor* t : group) {
-      TT_CHECK(t->defined() && t->shape() == q.shape() && t->dtype() == q.dtype() &&
+      TT_CHECK(t->defined() && t->shape() == shape && t->dtype() == q.dtype() &&
                    t->device() == q.device(),
-               op, ": expected tensors of q's shape, dtype and device, got q ", q.describe(),
-               " and ", t->defined() ? t->describe() : std::string("(undefined)"));
+               op, ": expected the ", what, " of shape ", shape,
+               " and q's dtype and device, got q ", q.describe(), " and ",
+               t->defined() ? t->describe() : std::string("(undefined)"));
       TT_CHECK(t->strides() == first.strides() && (t->stride(3) == 1 || t->size(3) == 1), op,
                ": the ", what, " must share one set of strides with a unit stride along hs, got ",
                "strides ", t->strides(), " and ", first.strides());
     }
-    return FlashLayout{first.stride(0), first.stride(1), first.stride(2)};
+    return FlashLayout{first.stride(0), first.stride(1), first.stride(2), 1};
   };
-  FlashGeometry g{q.size(0), q.size(1), q.size(2), q.size(3), {}, {}};
-  g.qkv = layout_of(inputs, "inputs (q, k, v, dq, dk, dv)");
-  g.out = layout_of(outputs, "outputs (out, dout)");
+  FlashGeometry g{q.size(0), q.size(1), q.size(2), q.size(3), {}, {}, {}};
+  g.qkv = layout_of(inputs, q.shape(), "inputs (q, k, v, dq, dk, dv)");
+  g.out = layout_of(outputs, q.shape(), "outputs (out, dout)");
+  g.kv = g.qkv;
+  if (kv_inputs.size() > 0) {  // grouped-query attention: k, v with NKV heads dividing NH
+    const Tensor& k = **kv_inputs.begin();
+    TT_CHECK(k.defined() && k.dim() == 4 && k.size(1) > 0 && g.NH % k.size(1) == 0, op,
+             ": expected k [B, NKV, T, hs] with NKV dividing NH = ", g.NH, ", got q ", q.describe(),
+             " and k ", k.defined() ? k.describe() : std::string("(undefined)"));
+    g.kv = layout_of(kv_inputs, Shape{g.B, k.size(1), g.T, g.hs}, "k, v (and dk, dv)");
+    g.kv.group = g.NH / k.size(1);
+  }
   const Shape rows{g.B, g.NH, g.T};
   const DType lse_dtype = flash_kernels(q.dtype()).lse_dtype;
   TT_CHECK(lse.defined() && lse.device() == q.device() && lse.is_contiguous() &&
@@ -168,20 +180,21 @@ FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*suppo
                                        const char* head_sizes,
                                        std::initializer_list<const Tensor*> inputs,
                                        std::initializer_list<const Tensor*> outputs,
-                                       const Tensor& lse) {
+                                       const Tensor& lse,
+                                       std::initializer_list<const Tensor*> kv_inputs) {
   const Tensor& q = **inputs.begin();
   TT_CHECK(q.defined() && q.device().is_cuda() && q.dtype() == dtype, "cuda::", op, ": expected ",
            dtype_name(dtype), " CUDA tensors [B, NH, T, hs], got ",
            q.defined() ? q.describe() : std::string("(undefined)"));
-  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse);
-  for (const auto group : {inputs, outputs}) {
+  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse, kv_inputs);
+  for (const auto group : {inputs, outputs, kv_inputs}) {
     for (const Tensor* t : group) {
       TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
                ": tensor data must be 16-byte aligned (take a clone()), got ", t->describe());
     }
   }
   const int64_t per16 = 16 / static_cast<int64_t>(dtype_size(dtype));  // elements in 16 bytes
-  for (const FlashLayout& l : {g.qkv, g.out}) {
+  for (const FlashLayout& l : {g.qkv, g.out, g.kv}) {
     TT_CHECK(l.batch % per16 == 0 && l.head % per16 == 0 && l.row % per16 == 0, "cuda::", op,
              ": strides must be multiples of 16 bytes (", per16, " ", dtype_name(dtype),
              "), got batch ", l.batch, ", head ", l.head, ", row ", l.row, " for q ", q.describe());

@@ -7,6 +7,9 @@
 // Layout. As in chapter 10 the kernels take strided views (FlashLayout): each (batch, head) is n
 // rows of D bf16 values, row t of q, k, v, dq, dk, dv at t * in.row from the head's start, row t
 // of o and dout at t * out.row; lse and D = rowsum(dO o O) are contiguous fp32 [B * NH, n].
+// k, v, dk, dv have a layout of their own (`kv`, `in` unless grouped): with grouped-query
+// attention they have NKV = NH / kv.group heads, query head h reads head h / kv.group in place,
+// and the dK/dV kernel of a key/value head sums over its group's query heads in a fixed order.
 //
 // Shared tiles are [64][D + 8] bf16: a row of D = 64 values is 128 bytes, so the 8 row addresses
 // of one ldmatrix 8x8 matrix would all start in bank 0; the padding of 8 bf16 (16 bytes) moves
@@ -217,19 +220,19 @@ __global__ void __launch_bounds__(kThreads)
     flash_bf16_forward_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                               const bf16* __restrict__ v, bf16* __restrict__ o,
                               float* __restrict__ lse, int n, int nh, FlashLayout in,
-                              FlashLayout out, float scale_log2) {
+                              FlashLayout kv, FlashLayout out, float scale_log2) {
   constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);
   bf16* sk = sq + kTileElems;                   // [2][kTile][kLd]
   bf16* sv = sk + 2 * kTileElems;               // [2][kTile][kLd]
   const int tile = gridDim.x - 1 - blockIdx.x;  // longest rows (most key tiles) start first
-  const int64_t head = in.offset(blockIdx.y, nh);
+  const int64_t head = in.offset(blockIdx.y, nh), kvhead = kv.offset(blockIdx.y, nh);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first query row
   load_tile_async<D>(sq, q + head, tile * kTile, n, in.row);
-  load_tile_async<D>(sk, k + head, 0, n, in.row);
-  load_tile_async<D>(sv, v + head, 0, n, in.row);
+  load_tile_async<D>(sk, k + kvhead, 0, n, kv.row);
+  load_tile_async<D>(sv, v + kvhead, 0, n, kv.row);
   cp_async_commit();
 
   uint32_t qf[D / 16][4];               // the warp's 16 query rows, A fragments
@@ -237,7 +240,7 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (base-2 scores)
   float l[2] = {0.f, 0.f};              // this lane's part of their running sums
   for (int kt = 0; kt <= tile; ++kt) {  // causal: key tiles 0 .. diagonal
-    prefetch_kv<D>(sk, sv, k + head, v + head, kt, tile, n, in.row);
+    prefetch_kv<D>(sk, sv, k + kvhead, v + kvhead, kt, tile, n, kv.row);
     __syncthreads();
     if (kt == 0) load_a<D>(qf, sq + warp * 16 * kLd, kLd);
     const bf16* ck = sk + kt % 2 * kTileElems;
@@ -365,7 +368,8 @@ __global__ void __launch_bounds__(kThreads, 4)  // 128 registers: 4 blocks per m
                                   const bf16* __restrict__ v, const bf16* __restrict__ dout,
                                   const bf16* __restrict__ o, const float* __restrict__ lse,
                                   float* __restrict__ dsum, bf16* __restrict__ dq, int n, int nh,
-                                  FlashLayout in, FlashLayout out, float scale_log2, float scale) {
+                                  FlashLayout in, FlashLayout kv, FlashLayout out, float scale_log2,
+                                  float scale) {
   constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);
@@ -374,12 +378,14 @@ __global__ void __launch_bounds__(kThreads, 4)  // 128 registers: 4 blocks per m
   bf16* sv = sk + 2 * kTileElems;  // [2][kTile][kLd]
   const int tile = gridDim.x - 1 - blockIdx.x;
   const int64_t head = in.offset(blockIdx.y, nh), ohead = out.offset(blockIdx.y, nh);
+  const bf16* kh = k + kv.offset(blockIdx.y, nh);  // the key/value head that head reads
+  const bf16* vh = v + kv.offset(blockIdx.y, nh);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;
   load_tile_async<D>(sq, q + head, tile * kTile, n, in.row);
   load_tile_async<D>(sdo, dout + ohead, tile * kTile, n, out.row);
-  load_tile_async<D>(sk, k + head, 0, n, in.row);
-  load_tile_async<D>(sv, v + head, 0, n, in.row);
+  load_tile_async<D>(sk, kh, 0, n, kv.row);
+  load_tile_async<D>(sv, vh, 0, n, kv.row);
   cp_async_commit();
   float lse2[2], drow[2];  // rows g, g+8: log-sum-exp in base 2, and D (while the tiles load)
   warp_rowdot<D>(drow, dout + ohead, o + ohead, dsum + int64_t{blockIdx.y} * n, row0, n, out.row);
@@ -391,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 4)  // 128 registers: 4 blocks per m
   uint32_t qf[D / 16][4], dof[D / 16][4];
   float acc[D / 8][4] = {};  // dQ * sqrt(hs) of rows g, g+8
   for (int kt = 0; kt <= tile; ++kt) {
-    prefetch_kv<D>(sk, sv, k + head, v + head, kt, tile, n, in.row);
+    prefetch_kv<D>(sk, sv, kh, vh, kt, tile, n, kv.row);
     __syncthreads();
     if (kt == 0) {
       load_a<D>(qf, sq + warp * 16 * kLd, kLd);
@@ -425,16 +431,18 @@ __global__ void __launch_bounds__(kThreads, 4)  // 128 registers: 4 blocks per m
   store_rows<D>(dq + head, acc, row0, n, scale, in.row);
 }
 
-/// Grid (key tiles, B * NH): dK and dV of one key tile, looping over the query tiles that see it
-/// (Q, dO and their lse, D double-buffered, all with cp.async).
+/// Grid (key tiles, B * NKV): dK and dV of one key tile of key/value head blockIdx.y, looping
+/// over the kv.group query heads that read it (in order: a deterministic sum) and, for each, over
+/// the query tiles that see the key tile (Q, dO and their lse, D double-buffered, all with
+/// cp.async).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 3)  // 168 registers: 3 blocks per multiprocessor
     flash_bf16_backward_dkdv_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                                     const bf16* __restrict__ v, const bf16* __restrict__ dout,
                                     const float* __restrict__ lse, const float* __restrict__ dsum,
                                     bf16* __restrict__ dk, bf16* __restrict__ dv, int n, int nh,
-                                    FlashLayout in, FlashLayout out, float scale_log2,
-                                    float scale) {
+                                    FlashLayout in, FlashLayout kv, FlashLayout out,
+                                    float scale_log2, float scale) {
   static_assert(kThreads == 2 * kTile, "one thread per lse and per D value of a tile");
   constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -445,40 +453,48 @@ __global__ void __launch_bounds__(kThreads, 3)  // 168 registers: 3 blocks per m
   float* sl = reinterpret_cast<float*>(sdo + 2 * kTileElems);  // [2][kTile] lse (natural log)
   float* sd = sl + 2 * kTile;                                  // [2][kTile] D
   const int tile = blockIdx.x;  // key tile; tile 0 is seen by every query tile: first
-  const int64_t head = in.offset(blockIdx.y, nh), ohead = out.offset(blockIdx.y, nh);
+  const int group = static_cast<int>(kv.group), nkv = nh / group;
+  // The group's first query head (B * NH < 2^16).
+  const int bh0 =
+      static_cast<int>(blockIdx.y) / nkv * nh + static_cast<int>(blockIdx.y) % nkv * group;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first key
   const int tiles = (n + kTile - 1) / kTile;
-  // Starts copying query tile qt into buffer b: Q, dO, and lse, D (threads 0..63 and 64..127).
-  // Rows at or beyond n are zeros, lse and D included: there S^T = 0, so P = 1, but dO = 0 and
-  // dS = 0, so they add nothing to dV += P^T dO and dK += dS^T Q.
-  auto stage = [&](int qt, int b) {
-    load_tile_async<D>(sq + b * kTileElems, q + head, qt * kTile, n, in.row);
-    load_tile_async<D>(sdo + b * kTileElems, dout + ohead, qt * kTile, n, out.row);
+  // Step it of the loop: query head bh0 + it / span (the group's heads in order), query tile
+  // tile + it % span (those that see this key tile).
+  const int span = tiles - tile, steps = group * span;
+  // Starts copying the query tile of step it into buffer it % 2: Q, dO, and lse, D (threads
+  // 0..63 and 64..127). Rows at or beyond n are zeros, lse and D included: there S^T = 0, so
+  // P = 1, but dO = 0 and dS = 0, so they add nothing to dV += P^T dO and dK += dS^T Q.
+  auto stage = [&](int it) {
+    const int bh = bh0 + it / span, qt = tile + it % span, b = it % 2;
+    load_tile_async<D>(sq + b * kTileElems, q + in.offset(bh, nh), qt * kTile, n, in.row);
+    load_tile_async<D>(sdo + b * kTileElems, dout + out.offset(bh, nh), qt * kTile, n, out.row);
     const int i = threadIdx.x % kTile, row = qt * kTile + i;
-    const float* src = (threadIdx.x < kTile ? lse : dsum) + int64_t{blockIdx.y} * n;
+    const float* src = (threadIdx.x < kTile ? lse : dsum) + int64_t{bh} * n;
     cp_async_4((threadIdx.x < kTile ? sl : sd) + b * kTile + i, row < n ? src + row : src, row < n);
   };
-  load_tile_async<D>(sk, k + head, tile * kTile, n, in.row);
-  load_tile_async<D>(sv, v + head, tile * kTile, n, in.row);
-  stage(tile, tile % 2);
+  load_tile_async<D>(sk, k + kv.offset(bh0, nh), tile * kTile, n, kv.row);
+  load_tile_async<D>(sv, v + kv.offset(bh0, nh), tile * kTile, n, kv.row);
+  stage(0);
   cp_async_commit();
   uint32_t kf[D / 16][4], vf[D / 16][4];               // the warp's 16 keys, A fragments
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // keys g, g+8 of the warp
-  for (int qt = tile; qt < tiles; ++qt) {
-    if (qt + 1 < tiles) {
-      stage(qt + 1, (qt + 1) % 2);
+  for (int it = 0; it < steps; ++it) {
+    const int qt = tile + it % span;
+    if (it + 1 < steps) {
+      stage(it + 1);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (qt == tile) {
+    if (it == 0) {
       load_a<D>(kf, sk + warp * 16 * kLd, kLd);
       load_a<D>(vf, sv + warp * 16 * kLd, kLd);
     }
-    const int b = qt % 2;
+    const int b = it % 2;
     const bf16* cq = sq + b * kTileElems;
     const bf16* cdo = sdo + b * kTileElems;
     const float* cl = sl + b * kTile;
@@ -511,18 +527,20 @@ __global__ void __launch_bounds__(kThreads, 3)  // 168 registers: 3 blocks per m
     }
     __syncthreads();
   }
-  store_rows<D>(dk + head, dk_acc, row0, n, scale, in.row);
-  store_rows<D>(dv + head, dv_acc, row0, n, 1.f, in.row);
+  store_rows<D>(dk + kv.offset(bh0, nh), dk_acc, row0, n, scale, kv.row);
+  store_rows<D>(dv + kv.offset(bh0, nh), dv_acc, row0, n, 1.f, kv.row);
 }
 
 // ----- host side ---------------------------------------------------------------------------------
 
 /// Checks the kernels' tensors (check_flash_cuda_tensors: bfloat16, hs 32 or 64, 16-byte
-/// addresses and strides for cp.async) and returns their geometry.
+/// addresses and strides for cp.async; k, v, dk, dv in `kv_inputs`, possibly grouped) and
+/// returns their geometry.
 FlashGeometry check_bf16_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
+                                 std::initializer_list<const Tensor*> kv_inputs,
                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
   return check_flash_cuda_tensors(op, DType::kBFloat16, &flash_attention_bf16_supports, "32 or 64",
-                                  inputs, outputs, lse);
+                                  inputs, outputs, lse, kv_inputs);
 }
 
 /// Calls f.template operator()<D>() for the head size (one of flash_attention_bf16_supports).
@@ -561,7 +579,7 @@ bf16* bf16_data_mut(const Tensor& t) {
 void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                   const Tensor& k, const Tensor& v) {
   const FlashGeometry g =
-      check_bf16_tensors("flash_attention_bf16_forward", {&q, &k, &v}, {&out}, lse);
+      check_bf16_tensors("flash_attention_bf16_forward", {&q}, {&k, &v}, {&out}, lse);
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
@@ -573,7 +591,7 @@ void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Te
     const std::size_t smem = shared_bytes<kernel>(dev, D, 5);
     kernel<<<grid, kThreads, smem, stream(dev)>>>(bf16_data(q), bf16_data(k), bf16_data(v),
                                                   bf16_data_mut(out), lse.data<float>(), n, nh,
-                                                  g.qkv, g.out, scale_log2);
+                                                  g.qkv, g.kv, g.out, scale_log2);
     TT_CUDA_CHECK_LAUNCH("flash_bf16_forward_kernel");
   });
 }
@@ -581,13 +599,14 @@ void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Te
 void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                    const Tensor& dout, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const Tensor& out, const Tensor& lse) {
-  const FlashGeometry g = check_bf16_tensors("flash_attention_bf16_backward",
-                                             {&q, &k, &v, &dq, &dk, &dv}, {&out, &dout}, lse);
+  const FlashGeometry g = check_bf16_tensors("flash_attention_bf16_backward", {&q, &dq},
+                                             {&k, &v, &dk, &dv}, {&out, &dout}, lse);
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
   const int n = static_cast<int>(g.T), nh = static_cast<int>(g.NH);
   const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
+  const dim3 grid_kv(grid.x, static_cast<unsigned>(g.B * (g.NH / g.kv.group)));  // kv heads
   const float scale = 1.f / std::sqrt(static_cast<float>(g.hs)), scale_log2 = kLog2e * scale;
   const Tensor dsum = empty(lse.shape(), {DType::kFloat32, q.device()});
   dispatch_head_size(g.hs, [&]<int D>() {
@@ -597,14 +616,14 @@ void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Ten
     dqk<<<grid, kThreads, smem_q, stream(dev)>>>(bf16_data(q), bf16_data(k), bf16_data(v),
                                                  bf16_data(dout), bf16_data(out), lse.data<float>(),
                                                  dsum.data<float>(), bf16_data_mut(dq), n, nh,
-                                                 g.qkv, g.out, scale_log2, scale);
+                                                 g.qkv, g.kv, g.out, scale_log2, scale);
     TT_CUDA_CHECK_LAUNCH("flash_bf16_backward_dq_kernel");
     constexpr auto dkdv = flash_bf16_backward_dkdv_kernel<D>;
     const std::size_t smem_kv = shared_bytes<dkdv>(dev, D, 6, 4 * kTile);
-    dkdv<<<grid, kThreads, smem_kv, stream(dev)>>>(
+    dkdv<<<grid_kv, kThreads, smem_kv, stream(dev)>>>(
         bf16_data(q), bf16_data(k), bf16_data(v), bf16_data(dout), lse.data<float>(),
-        dsum.data<float>(), bf16_data_mut(dk), bf16_data_mut(dv), n, nh, g.qkv, g.out, scale_log2,
-        scale);
+        dsum.data<float>(), bf16_data_mut(dk), bf16_data_mut(dv), n, nh, g.qkv, g.kv, g.out,
+        scale_log2, scale);
     TT_CUDA_CHECK_LAUNCH("flash_bf16_backward_dkdv_kernel");
   });
 }

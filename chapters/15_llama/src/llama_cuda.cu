@@ -18,6 +18,7 @@
 #include "tt/cuda_column_sum.h"
 #include "tt/cuda_device.h"
 #include "tt/dispatcher.h"
+#include "tt/flash_attention.h"
 #include "tt/llama.h"
 #include "tt/llama_ops.h"
 
@@ -765,8 +766,30 @@ void argmax_rows(const Tensor& indices, const Tensor& values, const Tensor& logi
   TT_CUDA_CHECK_LAUNCH("argmax_rows_kernel");
 }
 
+// Grouped-query attention: chapter 10's float32 and chapter 11's bfloat16 FlashAttention kernels
+// (flash_kernels) take k, v with NKV heads dividing NH, read in place, and dk, dv summed over
+// each group in a fixed order; their checks (check_flash_cuda_tensors) cover the GQA shapes.
+
+void gqa_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                           const Tensor& v) {
+  TT_CHECK(q.defined(), "cuda::gqa_attention_forward: q is an undefined tensor");
+  call_kernel<FlashAttentionForwardKernel>(flash_kernels(q.dtype()).forward, q.device(), out, lse,
+                                           q, k, v);
+}
+
+void gqa_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                            const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& out, const Tensor& lse) {
+  TT_CHECK(q.defined(), "cuda::gqa_attention_backward: q is an undefined tensor");
+  call_kernel<FlashAttentionBackwardKernel>(flash_kernels(q.dtype()).backward, q.device(), dq, dk,
+                                            dv, dout, q, k, v, out, lse);
+}
+
 }  // namespace tt::cuda
 
+TT_REGISTER_KERNEL("gqa_attention_forward", tt::DeviceType::kCUDA, tt::cuda::gqa_attention_forward);
+TT_REGISTER_KERNEL("gqa_attention_backward", tt::DeviceType::kCUDA,
+                   tt::cuda::gqa_attention_backward);
 TT_REGISTER_KERNEL("rms_norm_forward", tt::DeviceType::kCUDA, tt::cuda::rms_norm_forward);
 TT_REGISTER_KERNEL("rms_norm_backward", tt::DeviceType::kCUDA, tt::cuda::rms_norm_backward);
 TT_REGISTER_KERNEL("rope_forward", tt::DeviceType::kCUDA, tt::cuda::rope);

@@ -112,7 +112,9 @@ struct GqaFn : autograd::Function {
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor q = in[0].contiguous(), k = in[1].contiguous(), v = in[2].contiguous();
     Tensor out = empty_like(q);
-    lse_ = empty({q.size(0), q.size(1), q.size(2)}, {q.dtype(), q.device()});
+    // lse in the dtype of the softmax statistics: q's, float32 for bfloat16 (chapter 11).
+    lse_ =
+        empty({q.size(0), q.size(1), q.size(2)}, {flash_kernels(q.dtype()).lse_dtype, q.device()});
     call_kernel<GqaForwardKernel>("gqa_attention_forward", q.device(), out, lse_, q, k, v);
     return {out};
   }
@@ -143,15 +145,6 @@ void check_gqa(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
            ": expected q [B, NH, T, hs] and k, v [B, NKV, T, hs] of one float dtype and "
            "device with NKV dividing NH, got q ",
            describe(q), ", k ", describe(k), ", v ", describe(v));
-}
-
-/// k [B, NKV, T, hs] -> [B, NKV * g, T, hs], head j of the result = head j / g of k (a copy,
-/// differentiable: its backward sums the g copies).
-Tensor repeat_kv(const Tensor& k, int64_t g) {
-  if (g == 1) return k;
-  const Shape s = k.shape();
-  return reshape(expand(unsqueeze(k, 2), {s[0], s[1], g, s[2], s[3]}),
-                 {s[0], s[1] * g, s[2], s[3]});
 }
 
 // ----- given CPU kernels: SwiGLU ------------------------------------------------------------
@@ -319,6 +312,15 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
            "swiglu: expected gate and up of one shape, float dtype and device, got gate ",
            describe(gate), " and up ", describe(up));
   return autograd::Function::apply<SwigluFn>({gate, up})[0];
+}
+
+Tensor repeat_kv(const Tensor& k, int64_t g) {
+  TT_CHECK(k.defined() && k.dim() == 4 && g >= 1,
+           "repeat_kv: expected k [B, NKV, T, hs] and g >= 1, got k ", describe(k), " and g = ", g);
+  if (g == 1) return k;
+  const Shape s = k.shape();
+  return reshape(expand(unsqueeze(k, 2), {s[0], s[1], g, s[2], s[3]}),
+                 {s[0], s[1] * g, s[2], s[3]});
 }
 
 Tensor gqa_attention(const Tensor& q, const Tensor& k, const Tensor& v) {

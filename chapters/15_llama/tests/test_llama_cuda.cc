@@ -1,14 +1,18 @@
 // Chapter 15's CUDA kernels against the CPU ones (skipped without a GPU): RMSNorm, RoPE and
 // SwiGLU forward and backward, the KV-cache step, and the tiny model's logits, loss and greedy
 // generation. Ch15_Bf16Cuda: the bfloat16 inference kernels and model against float32 on the
-// same (bfloat16-representable) values.
+// same (bfloat16-representable) values. Ch15_GqaCuda: grouped-query attention through chapter
+// 10's and 11's FlashAttention kernels (K and V read in place) against the repeat_kv path and
+// the CPU kernel.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 
 #include "ch15_test_util.h"
+#include "tt/allocation_watch.h"
 #include "tt/cuda_matmul.h"
 #include "tt/dispatcher.h"
+#include "tt/flash_attention.h"
 #include "tt/functional.h"
 #include "tt/generate.h"
 #include "tt/llama_ops.h"
@@ -358,6 +362,218 @@ TEST(Ch15_Bf16Cuda, CudaGraphDecodeGivesTheSameTokens) {
   TT_SKIP_IF_NO_CUDA();
   llama::Llama model(bf16_test_config(), 6, {DType::kBFloat16});
   expect_graph_equals_eager(model);
+}
+
+// ----- grouped-query attention ---------------------------------------------------------------
+
+/// Output and input gradients of attention `f` on leaves q, k, v (copies of the given tensors)
+/// with the fixed output gradient dout.
+struct AttentionRun {
+  Tensor out, dq, dk, dv;
+};
+AttentionRun run_attention(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+    const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& f) {
+  Tensor lq = q.detach().clone(), lk = k.detach().clone(), lv = v.detach().clone();
+  for (Tensor* t : {&lq, &lk, &lv}) t->set_requires_grad(true);
+  const Tensor out = f(lq, lk, lv);
+  autograd::backward(out, dout);
+  const auto cpu = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::kFloat32); };
+  return {cpu(out), cpu(lq.grad()), cpu(lk.grad()), cpu(lv.grad())};
+}
+
+/// d [B, NH, T, hs] (float32, CPU) summed over each group of `group` consecutive heads:
+/// [B, NH / group, T, hs], in double.
+Tensor sum_groups(const Tensor& d, int64_t group) {
+  const Shape s = d.shape();
+  const int64_t per_head = s[2] * s[3], heads = s[0] * s[1] / group;
+  const std::vector<float> x = d.contiguous().to_vector<float>();
+  std::vector<float> y(static_cast<std::size_t>(heads * per_head));
+  for (int64_t j = 0; j < heads; ++j) {
+    for (int64_t i = 0; i < per_head; ++i) {
+      double acc = 0;
+      for (int64_t r = 0; r < group; ++r) acc += x[(j * group + r) * per_head + i];
+      y[j * per_head + i] = static_cast<float>(acc);
+    }
+  }
+  return from_vector(y, {s[0], s[1] / group, s[2], s[3]});
+}
+
+/// The repeat_kv path: the FlashAttention kernels on K and V copied to NH heads (repeat_kv),
+/// their dK, dV [B, NH, T, hs] summed over each group here (the expand's own backward needs a
+/// CUDA sum, which bfloat16 lacks).
+AttentionRun run_repeated(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                          int64_t group) {
+  AttentionRun r = run_attention(
+      q, repeat_kv(k, group), repeat_kv(v, group), dout,
+      [](const Tensor& a, const Tensor& b, const Tensor& c) { return flash_attention(a, b, c); });
+  r.dk = sum_groups(r.dk, group);
+  r.dv = sum_groups(r.dv, group);
+  return r;
+}
+
+void expect_runs_near(const AttentionRun& a, const AttentionRun& b, double atol_out,
+                      double atol_grad, double rtol, const std::string& what) {
+  EXPECT_TENSOR_NEAR(a.out, b.out, atol_out, rtol) << what << ": out";
+  EXPECT_TENSOR_NEAR(a.dq, b.dq, atol_grad, rtol) << what << ": dq";
+  EXPECT_TENSOR_NEAR(a.dk, b.dk, atol_grad, rtol) << what << ": dk";
+  EXPECT_TENSOR_NEAR(a.dv, b.dv, atol_grad, rtol) << what << ": dv";
+}
+
+// For NH = 4 and NH / NKV in {1, 2, 4}, T = 100 (not a multiple of the 64-row tile), B = 2,
+// inputs N(0, 1) (rounded to bf16 for bf16, the same values in float32 for the CPU kernel):
+//  - the CUDA GQA path against the CUDA repeat_kv path (same kernels on repeated K, V, the
+//    group sum of dk, dv in double on the CPU): the forward and dq are the same computation per
+//    query head (equal up to 1e-6); dk, dv differ in the rounding of the group sum: fp32
+//    rounding (1e-5) in float32; in bf16 the repeat_kv path rounds every head's dk to bf16
+//    before the sum (the GQA kernel sums in fp32 and rounds once), up to group * u/2 relative
+//    with u = 2^-8: 16u abs + 4u rel;
+//  - the CUDA GQA path against the CPU GQA kernel (float32 loops, exercise ch15.3): float32 in
+//    chapter 10's exact mode (3xTF32, as accurate as fp32 FMA): 1e-4 abs + 1e-4 rel, as chapter
+//    10's CPU/GPU test; bf16 against the CPU float32 kernel on the same values: chapter 11's
+//    bf16 tolerances (out 2u abs + 2u rel; gradients 8u abs + 4u rel per head), the dk, dv abs
+//    bound times the group of up to 4 heads summed (16u covers 2 of the 4 on average: 32u).
+//  - dk, dv of two runs bitwise equal (no atomics: a fixed summation order).
+// hs 64 and 128 for float32; bf16 kernels take hs 32 or 64 only (tt/flash_attention_bf16.h).
+TEST(Ch15_GqaCuda, MatchesRepeatKvAndTheCpuKernel) {
+  TT_SKIP_IF_NO_CUDA();
+  const cuda::AllowTf32Guard exact(false);
+  constexpr double u = 1.0 / 256;
+  const int64_t B = 2, NH = 4, T = 100;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    const bool bf = dt == DType::kBFloat16;
+    for (int64_t hs : bf ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 128}) {
+      for (int64_t group : {1, 2, 4}) {
+        const int64_t NKV = NH / group;
+        const std::string what = std::string(dtype_name(dt)) + " hs " + std::to_string(hs) +
+                                 " NH/NKV " + std::to_string(group);
+        SCOPED_TRACE(what);
+        // Values representable in dt: rounded on the device, then the CPU float32 copies.
+        auto input = [&](const Shape& shape, uint64_t seed) {
+          return ch15::leaf(shape, seed, 1.0, DType::kFloat32, false).to(kCuda).to(dt);
+        };
+        const Tensor q = input({B, NH, T, hs}, 11), k = input({B, NKV, T, hs}, 12),
+                     v = input({B, NKV, T, hs}, 13), dout = input({B, NH, T, hs}, 14);
+        const auto gqa = [](const Tensor& a, const Tensor& b, const Tensor& c) {
+          return gqa_attention(a, b, c);
+        };
+        const AttentionRun gpu = run_attention(q, k, v, dout, gqa);
+        const AttentionRun ref = run_repeated(q, k, v, dout, group);
+        expect_runs_near(gpu, ref, 1e-6, bf ? 16 * u : 1e-5, bf ? 4 * u : 1e-5, "vs repeat_kv");
+        const auto f32 = [](const Tensor& t) { return t.to(DType::kFloat32).to(Device::cpu()); };
+        const AttentionRun cpu = run_attention(f32(q), f32(k), f32(v), f32(dout), gqa);
+        if (bf) {
+          EXPECT_TENSOR_NEAR(gpu.out, cpu.out, 2 * u, 2 * u) << what << " vs CPU: out";
+          EXPECT_TENSOR_NEAR(gpu.dq, cpu.dq, 8 * u, 4 * u) << what << " vs CPU: dq";
+          EXPECT_TENSOR_NEAR(gpu.dk, cpu.dk, 32 * u, 4 * u) << what << " vs CPU: dk";
+          EXPECT_TENSOR_NEAR(gpu.dv, cpu.dv, 32 * u, 4 * u) << what << " vs CPU: dv";
+        } else {
+          expect_runs_near(gpu, cpu, 1e-4, 1e-4, 1e-4, "vs the CPU kernel");
+        }
+        const AttentionRun again = run_attention(q, k, v, dout, gqa);
+        EXPECT_TENSOR_NEAR(again.dk, gpu.dk, 0, 0) << "dk of a second run";
+        EXPECT_TENSOR_NEAR(again.dv, gpu.dv, 0, 0) << "dv of a second run";
+      }
+    }
+  }
+}
+
+// The prefill of llama.cc: gqa_attention on the first T rows of a KV cache [B, NKV, Tmax, hs]
+// (non-contiguous slices) equals it on contiguous copies (GqaFn makes k and v contiguous at
+// NKV heads; no repeat to NH heads).
+TEST(Ch15_GqaCuda, TakesKvCacheSlices) {
+  TT_SKIP_IF_NO_CUDA();
+  const int64_t B = 2, NH = 4, NKV = 2, T = 70, Tmax = 96, hs = 64;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    const auto input = [&](const Shape& shape, uint64_t seed) {
+      return ch15::leaf(shape, seed, 1.0, DType::kFloat32, false).to(kCuda).to(dt);
+    };
+    const Tensor q = input({B, NH, T, hs}, 21);
+    const Tensor kc = input({B, NKV, Tmax, hs}, 22), vc = input({B, NKV, Tmax, hs}, 23);
+    const Tensor ks = kc.slice(2, 0, T), vs = vc.slice(2, 0, T);
+    ASSERT_FALSE(ks.is_contiguous());
+    const Tensor y = gqa_attention(q, ks, vs).to(Device::cpu()).to(DType::kFloat32);
+    const Tensor ref =
+        gqa_attention(q, ks.contiguous(), vs.contiguous()).to(Device::cpu()).to(DType::kFloat32);
+    EXPECT_TENSOR_NEAR(y, ref, 0, 0) << dtype_name(dt);
+  }
+}
+
+/// Records the k argument of every FlashAttention forward kernel call, and (AllocationWatch)
+/// the peak bytes in use.
+class GqaWatch final : public prof::AllocationWatch {
+ public:
+  GqaWatch() : AllocationWatch(kCuda) {}
+  std::vector<Shape> k_shapes;  ///< k of each "flash_attention_forward" call
+
+ protected:
+  void on_call(const KernelCall& call) override {
+    // Arguments out, lse, q, k, v: k is the fourth.
+    if (call.op == "flash_attention_forward" && call.tensors.size() == 5) {
+      k_shapes.push_back(call.tensors[3].shape);
+    }
+  }
+};
+
+// No [B, NH, T, hs] copy of K or V: the FlashAttention kernel gets k with NKV heads, and the
+// peak memory of the forward (out, lse) and of the backward (dq, dk, dv, D) stays below what
+// one more [B, NH, T, hs] tensor would add. The repeat_kv path, run under the same watch,
+// exceeds both bounds (the check can fail).
+TEST(Ch15_GqaCuda, AllocatesNoRepeatedKv) {
+  TT_SKIP_IF_NO_CUDA();
+  // Every tensor below 1 MiB and a multiple of 512 bytes: the caching allocator counts exactly
+  // the requested bytes (larger requests are rounded to 2 MiB).
+  const int64_t B = 2, NH = 8, NKV = 1, T = 200, hs = 64;
+  const auto input = [&](const Shape& shape, uint64_t seed) {
+    return ch15::leaf(shape, seed, 1.0, DType::kFloat32, false).to(kCuda);
+  };
+  const Tensor q = input({B, NH, T, hs}, 31), k = input({B, NKV, T, hs}, 32),
+               v = input({B, NKV, T, hs}, 33), dout = input({B, NH, T, hs}, 34);
+  const std::size_t head_bytes = static_cast<std::size_t>(B * NH * T * hs) * sizeof(float);
+  const std::size_t kv_bytes = static_cast<std::size_t>(B * NKV * T * hs) * sizeof(float);
+  const std::size_t lse_bytes = static_cast<std::size_t>(B * NH * T) * sizeof(float);
+  // Forward: out and lse. Backward: dq, dk, dv, D, and the leaves' first .grad (a private
+  // copy, AccumulateGrad) of dq, dk, dv. Each plus a quarter of a [B, NH, T, hs] of slack; the
+  // repeat_kv path adds two [B, NH, T, hs] copies in the forward, and dK, dV at NH heads in
+  // the backward (at least 3 [B, NH, T, hs] with dq).
+  const std::size_t fwd_bound = head_bytes + lse_bytes + head_bytes / 4;
+  const std::size_t bwd_bound = 2 * (head_bytes + 2 * kv_bytes) + lse_bytes + head_bytes / 4;
+  using Attention = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+  auto measure = [&](const Attention& f, std::vector<Shape>* k_shapes) {
+    Tensor lq = q.clone(), lk = k.clone(), lv = v.clone();  // leaves, allocated before the watch
+    for (Tensor* t : {&lq, &lk, &lv}) t->set_requires_grad(true);
+    std::size_t fwd = 0, bwd = 0;
+    Tensor y;
+    {
+      GqaWatch watch;
+      y = f(lq, lk, lv);
+      fwd = watch.peak_increase();
+      if (k_shapes) *k_shapes = watch.k_shapes;
+    }
+    {
+      GqaWatch watch;
+      autograd::backward(y, dout);
+      bwd = watch.peak_increase();
+    }
+    return std::pair{fwd, bwd};
+  };
+  std::vector<Shape> k_shapes;
+  const auto [fwd, bwd] = measure(
+      [](const Tensor& a, const Tensor& b, const Tensor& c) { return gqa_attention(a, b, c); },
+      &k_shapes);
+  ASSERT_EQ(k_shapes.size(), 1u);
+  EXPECT_EQ(k_shapes[0], (Shape{B, NKV, T, hs})) << "the kernel read k in place";
+  EXPECT_LE(fwd, fwd_bound) << "forward peak";
+  EXPECT_LE(bwd, bwd_bound) << "backward peak";
+  const auto [rfwd, rbwd] = measure(
+      [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        return flash_attention(a, repeat_kv(b, NH / NKV), repeat_kv(c, NH / NKV));
+      },
+      nullptr);
+  EXPECT_GT(rfwd, fwd_bound) << "the repeat_kv path's forward peak (the bound discriminates)";
+  EXPECT_GT(rbwd, bwd_bound) << "the repeat_kv path's backward peak";
+  std::cout << "GQA peak forward " << fwd << " B, backward " << bwd << " B; repeat_kv " << rfwd
+            << " B, " << rbwd << " B; one [B, NH, T, hs] is " << head_bytes << " B\n";
 }
 
 }  // namespace

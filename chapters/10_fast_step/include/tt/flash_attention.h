@@ -52,13 +52,19 @@ using FlashAttentionBackwardKernel = void(const Tensor& dq, const Tensor& dk, co
 
 /// Where the rows of every (batch, head) of a [B, NH, T, hs] view lie, in elements: element
 /// (b, h, t, c) is at data + b * batch + h * head + t * row + c.
+///
+/// Grouped-query attention (GQA): k and v (and dk, dv) may have NKV = NH / group heads; query
+/// head h then reads key/value head h / group in place (no copy of K or V). Their layout has
+/// that `group`; every other layout has group 1.
 struct FlashLayout {
   int64_t batch = 0;  ///< stride of dim 0 (b)
   int64_t head = 0;   ///< stride of dim 1 (h)
   int64_t row = 0;    ///< stride of dim 2 (t): the distance between two rows of one head
-  /// Offset of the first row of head bh = b * NH + h.
+  int64_t group = 1;  ///< query heads per head of this view (NH / NKV; 1 but for GQA's k, v)
+  /// Offset of the first row of the head that query head bh = b * NH + h reads: head h / group
+  /// of batch b.
   TT_HOST_DEVICE int64_t offset(int64_t bh, int64_t nh) const {
-    return bh / nh * batch + bh % nh * head;
+    return bh / nh * batch + bh % nh / group * head;
   }
 };
 
@@ -70,6 +76,9 @@ struct FlashGeometry {
   int64_t hs = 0;   ///< head size
   FlashLayout qkv;  ///< layout of q, k, v (and of dq, dk, dv)
   FlashLayout out;  ///< layout of out (and of dout)
+  /// Layout of k, v (and of dk, dv): qkv, or for grouped k, v (check_flash_tensors' kv_inputs)
+  /// their own, with group = NH / NKV.
+  FlashLayout kv;
 };
 
 /// The registered kernels that compute FlashAttention on tensors of one dtype, and the dtype of
@@ -91,19 +100,26 @@ FlashKernels flash_kernels(DType dtype);
 /// [B, NH, T, hs] with q's shape, dtype and device and a unit stride along hs; the `inputs`
 /// share one set of strides and the `outputs` another; lse a contiguous [B, NH, T] of
 /// flash_kernels(q's dtype).lse_dtype on q's device. The device and dtype rules of each backend are checked by its kernels.
+///
+/// `kv_inputs` (k, v, dk, dv of a kernel that takes grouped-query attention; empty: k and v are
+/// among `inputs`): [B, NKV, T, hs] with NKV dividing NH, q's dtype and device, one set of
+/// strides with a unit stride along hs; FlashGeometry::kv gets their layout with group NH / NKV.
 FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
-                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse);
+                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse,
+                                  std::initializer_list<const Tensor*> kv_inputs = {});
 
 /// check_flash_tensors() and what the CUDA FlashAttention kernels (chapter 10's float32 ones,
 /// chapter 11's bfloat16 ones) need: q of `dtype` on a CUDA device, a head size that
 /// `supports_hs` accepts (`head_sizes` lists them for the error, e.g. "32, 64 or 128"), every
 /// data address and stride a multiple of 16 bytes (their 16-byte loads), at most 65535 heads
-/// B * NH and 2^24 positions. Throws tt::Error naming "cuda::" `op` otherwise.
+/// B * NH and 2^24 positions. Throws tt::Error naming "cuda::" `op` otherwise. `kv_inputs`:
+/// grouped k, v, dk, dv as in check_flash_tensors(), held to the same CUDA rules.
 FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*supports_hs)(int64_t),
                                        const char* head_sizes,
                                        std::initializer_list<const Tensor*> inputs,
                                        std::initializer_list<const Tensor*> outputs,
-                                       const Tensor& lse);
+                                       const Tensor& lse,
+                                       std::initializer_list<const Tensor*> kv_inputs = {});
 
 namespace cpu {
 
@@ -173,10 +189,14 @@ namespace cuda {
 
 /// The CUDA kernel "flash_attention_forward" (CUDA builds only; exercise ch10.5): float32,
 /// hs in {32, 64, 128}, tensor cores in TF32 (3xTF32 when cuda::allow_tf32() is false); every
-/// stride and data address a multiple of 16 bytes (whole float4 loads).
+/// stride and data address a multiple of 16 bytes (whole float4 loads). k and v may have
+/// NKV heads dividing NH (grouped-query attention, read in place; chapter 15's
+/// "gqa_attention_forward" on CUDA), with strides of their own.
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                              const Tensor& v);
-/// The CUDA kernel "flash_attention_backward" (CUDA builds only; exercise ch10.6).
+/// The CUDA kernel "flash_attention_backward" (CUDA builds only; exercise ch10.6). With grouped
+/// k, v (NKV heads), dk and dv are [B, NKV, T, hs] like them: the sum over the NH / NKV query
+/// heads of each group, added in a fixed order by the block of a key tile (deterministic).
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse);

@@ -49,7 +49,9 @@ namespace cuda {
 /// The CUDA kernel "flash_attention_bf16_forward" (CUDA builds only): writes out (bfloat16
 /// [B, NH, T, hs]) and lse (float32 [B, NH, T], natural log) from bfloat16 q, k, v. Every data
 /// address and stride a multiple of 16 bytes (8 bf16); hs as flash_attention_bf16_supports().
-/// Throws tt::Error naming the op and the tensors otherwise.
+/// Throws tt::Error naming the op and the tensors otherwise. k and v may have NKV heads dividing
+/// NH (grouped-query attention, read in place; then dk, dv of the backward are [B, NKV, T, hs],
+/// each the sum over its group's query heads in a fixed order).
 void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                   const Tensor& k, const Tensor& v);
 

@@ -49,9 +49,11 @@ using SwigluForwardKernel = void(const Tensor& out, const Tensor& gate, const Te
 /// "swiglu_backward": dgate, dup from dout, gate, up.
 using SwigluBackwardKernel = void(const Tensor& dgate, const Tensor& dup, const Tensor& dout,
                                   const Tensor& gate, const Tensor& up);
-/// "gqa_attention_forward": out [B, NH, T, hs] and lse [B, NH, T] from q [B, NH, T, hs] and
-/// k, v [B, NKV, T, hs] (all contiguous, one dtype), NKV dividing NH: causal attention of
-/// query head h over key/value head h / (NH / NKV), scale 1/sqrt(hs).
+/// "gqa_attention_forward": out [B, NH, T, hs] and lse [B, NH, T] (flash_kernels(dtype).lse_dtype:
+/// q's, float32 for bfloat16) from q [B, NH, T, hs] and k, v [B, NKV, T, hs] (all contiguous,
+/// one dtype), NKV dividing NH: causal attention of query head h over key/value head
+/// h / (NH / NKV), scale 1/sqrt(hs). On CUDA (float32, bfloat16) these are chapter 10's and 11's
+/// FlashAttention kernels, which take grouped k, v.
 using GqaForwardKernel = void(const Tensor& out, const Tensor& lse, const Tensor& q,
                               const Tensor& k, const Tensor& v);
 /// "gqa_attention_backward": dq [B, NH, T, hs], dk, dv [B, NKV, T, hs] (written, dk and dv
@@ -137,10 +139,18 @@ Tensor swiglu(const Tensor& gate, const Tensor& up);
 /// Causal grouped-query attention: q [B, NH, T, hs], k and v [B, NKV, T, hs] with NKV dividing
 /// NH, scale 1/sqrt(hs). Result [B, NH, T, hs]; differentiable in q, k, v. NKV == NH is chapter
 /// 10's flash_attention(). Otherwise the "gqa_attention_*" kernels of the device run when
-/// registered (the CPU ones read K and V in place); on a device without them (CUDA, for now) K
-/// and V are expanded to NH heads (a copy) and chapter 10's kernels run. A head size the
-/// device's FlashAttention kernels lack (flash_attention_supports) runs gqa_attention_naive.
+/// registered: on the CPU exercise ch15.3's, on CUDA chapter 10's float32 and chapter 11's
+/// bfloat16 FlashAttention kernels, which read the key/value head of each query head in place
+/// (no copy of K or V to NH heads; non-contiguous k, v, e.g. slices of a KV cache, are made
+/// contiguous first, at NKV heads). On a device without them K and V are expanded to NH heads (a
+/// copy) and chapter 10's kernels run. A head size the device's FlashAttention kernels lack
+/// (flash_attention_supports) runs gqa_attention_naive.
 Tensor gqa_attention(const Tensor& q, const Tensor& k, const Tensor& v);
+
+/// k [B, NKV, T, hs] -> [B, NKV * g, T, hs]: head j of the result is head j / g of k (a copy
+/// for g > 1, k itself for g == 1; differentiable: the backward sums the g copies). What
+/// gqa_attention does on a device without "gqa_attention_*" kernels.
+Tensor repeat_kv(const Tensor& k, int64_t g);
 
 /// The same function composed from chapter 04's ops (K and V repeated to NH heads, then
 /// causal_attention_naive): the reference of the tests.
