@@ -470,7 +470,7 @@ PipelineTrainer::PipelineTrainer(gpt2::GPT2& model, dist::ProcessGroup& pp, dist
         r == place_of(shape_, 0).rank || r == place_of(shape_, shape_.virtual_stages() - 1).rank;
     tied_ = pp.split(ends ? 0 : 1, r);
   }
-  stages_.keep_only_own_parameters();  // a no-op when the strategy did it before
+  stages_.keep_only_own_parameters();            // a no-op when the strategy did it before
   connect_peers(pp_, schedule_, shape_, exec_);  // a collective of the pp group
 }
 
