@@ -235,15 +235,16 @@ Tensor project(bool bf16, nn::Linear& layer, const Tensor& x) {
 Tensor LlamaAttention::attend(const Tensor& x, const Tensor& positions, const RopeTables& tables,
                               KVCache* cache, int64_t layer, const Tensor& start) {
   const int64_t B = x.size(0), T = x.size(1);
-  // Mixed precision (no cache): bfloat16 GEMMs, each casting x itself (so that the gradients of
-  // q, k and v add up in float32: a shared bfloat16 input would sum them in bfloat16); RoPE in
-  // the stream's dtype; attention in bfloat16 where the device's bf16 FlashAttention takes hs
-  // (the CPU emulation: any).
-  const bool bf16 = mixed_bf16 && cache == nullptr;
+  // Mixed precision: bfloat16 GEMMs, each casting x itself (so that the gradients of q, k and v
+  // add up in float32: a shared bfloat16 input would sum them in bfloat16); RoPE in the
+  // stream's dtype; without a cache, attention in bfloat16 where the device's bf16
+  // FlashAttention takes hs (the CPU emulation: any), with one in the cache's dtype.
+  const bool bf16 = mixed_bf16;
   const DType stream = x.dtype();
-  const DType att = bf16 && (x.device().is_cpu() || flash_attention_bf16_supports(head_dim))
-                        ? DType::kBFloat16
-                        : stream;
+  const DType att =
+      bf16 && cache == nullptr && (x.device().is_cpu() || flash_attention_bf16_supports(head_dim))
+          ? DType::kBFloat16
+          : stream;
   // [B, T, H * hs] -> [B, H, T, hs] as a strided view: rope reads it in place.
   auto heads = [&](const Tensor& y, int64_t h) {
     return transpose(view(tt::to_dtype(y, stream), {B, T, h, head_dim}), 1, 2);

@@ -195,9 +195,9 @@ class LlamaAttention : public nn::Module {
   int64_t n_heads;                     ///< NH
   int64_t n_kv_heads;                  ///< NKV
   int64_t head_dim;                    ///< hs
-  /// Chapter 11's mixed precision without a cache (see Llama::set_mixed_precision): bfloat16
-  /// projections and attention, RoPE in x's dtype. With a cache (generation) attention runs in
-  /// the cache's dtype, as without it.
+  /// Chapter 11's mixed precision (see Llama::set_mixed_precision): bfloat16 projections, RoPE
+  /// in x's dtype, and attention in bfloat16 without a cache (with one, generation, in the
+  /// cache's dtype).
   bool mixed_bf16 = false;
 };
 
