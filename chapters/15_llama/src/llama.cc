@@ -7,9 +7,12 @@
 #include <sstream>
 
 #include "tt/autograd.h"
+#include "tt/classifier_bf16.h"
 #include "tt/dispatcher.h"
 #include "tt/flash_attention_bf16.h"
 #include "tt/functional.h"
+#include "tt/linear_bf16.h"
+#include "tt/mixed_precision.h"
 #include "tt/ops_matmul.h"
 #include "tt/ops_nn.h"
 
@@ -212,16 +215,46 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator& gen, TensorOptio
                            normal_linear(c.n_heads * head_dim, c.dim, c.init_std, gen, options));
 }
 
+namespace {
+
+/// Checks that idx is int64 token ids [B, T] on `device`; tt::Error naming `op` otherwise.
+void check_ids(const char* op, const Tensor& idx, Device device) {
+  TT_CHECK(
+      idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64 && idx.device() == device, op,
+      ": expected int64 token ids [B, T] on ", device.str(), ", got ", describe(idx));
+}
+
+/// x W^T of `layer`: chapter 11's linear_bf16 (bfloat16 output, x cast first) when `bf16`, else
+/// the layer's own forward.
+Tensor project(bool bf16, nn::Linear& layer, const Tensor& x) {
+  return bf16 ? linear_bf16(x, layer) : layer.forward(x);
+}
+
+}  // namespace
+
 Tensor LlamaAttention::attend(const Tensor& x, const Tensor& positions, const RopeTables& tables,
                               KVCache* cache, int64_t layer, const Tensor& start) {
   const int64_t B = x.size(0), T = x.size(1);
+  // Mixed precision: bfloat16 GEMMs, each casting x itself (so that the gradients of q, k and v
+  // add up in float32: a shared bfloat16 input would sum them in bfloat16); RoPE in the
+  // stream's dtype; without a cache, attention in bfloat16 where the device's bf16
+  // FlashAttention takes hs (the CPU emulation: any), with one in the cache's dtype.
+  const bool bf16 = mixed_bf16;
+  const DType stream = x.dtype();
+  const DType att =
+      bf16 && cache == nullptr && (x.device().is_cpu() || flash_attention_bf16_supports(head_dim))
+          ? DType::kBFloat16
+          : stream;
   // [B, T, H * hs] -> [B, H, T, hs] as a strided view: rope reads it in place.
   auto heads = [&](const Tensor& y, int64_t h) {
-    return transpose(view(y, {B, T, h, head_dim}), 1, 2);
+    return transpose(view(tt::to_dtype(y, stream), {B, T, h, head_dim}), 1, 2);
   };
-  const Tensor q = rope(heads(q_proj->forward(x), n_heads), tables, positions);
-  const Tensor k = rope(heads(k_proj->forward(x), n_kv_heads), tables, positions);
-  const Tensor v = contiguous(heads(v_proj->forward(x), n_kv_heads));
+  auto rotated = [&](nn::Linear& proj, int64_t h) {
+    return tt::to_dtype(rope(heads(project(bf16, proj, x), h), tables, positions), att);
+  };
+  const Tensor q = rotated(*q_proj, n_heads);
+  const Tensor k = rotated(*k_proj, n_kv_heads);
+  const Tensor v = tt::to_dtype(contiguous(heads(project(bf16, *v_proj, x), n_kv_heads)), att);
   Tensor y;
   if (cache != nullptr) {
     y = kv_cache_attend(q, k, v, cache->k[layer], cache->v[layer], start);
@@ -229,7 +262,7 @@ Tensor LlamaAttention::attend(const Tensor& x, const Tensor& positions, const Ro
     y = gqa_attention(q, k, v);
   }
   y = reshape(transpose(y, 1, 2), {B, T, n_heads * head_dim});
-  return o_proj->forward(y);
+  return tt::to_dtype(project(bf16, *o_proj, y), stream);
 }
 
 LlamaMLP::LlamaMLP(const LlamaConfig& c, Generator& gen, TensorOptions options)
@@ -242,7 +275,11 @@ LlamaMLP::LlamaMLP(const LlamaConfig& c, Generator& gen, TensorOptions options)
 }
 
 Tensor LlamaMLP::forward(const Tensor& x) {
-  return down_proj->forward(swiglu(gate_proj->forward(x), up_proj->forward(x)));
+  // Mixed precision: bfloat16 GEMMs (each casting x, as in attend), SwiGLU in x's dtype.
+  const DType stream = x.dtype();
+  auto up = [&](nn::Linear& proj) { return tt::to_dtype(project(mixed_bf16, proj, x), stream); };
+  const Tensor h = swiglu(up(*gate_proj), up(*up_proj));
+  return tt::to_dtype(project(mixed_bf16, *down_proj, h), stream);
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator& gen, TensorOptions options)
@@ -378,22 +415,37 @@ Tensor Llama::positions_for(int64_t B, int64_t T, const std::vector<int64_t>& st
   return from_vector(p, {B, T}).to(device());
 }
 
-Tensor Llama::run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start) {
+Tensor Llama::hidden(const Tensor& idx, const Tensor& positions, KVCache* cache,
+                     const Tensor& start) {
   Tensor x = model->embed_tokens->forward(idx);
   const RopeTables& tables = rope_for(x);
   for (std::size_t l = 0; l < model->layers->size(); ++l) {
     x = model->layers->at<LlamaDecoderLayer>(l).run(x, positions, tables, cache,
                                                     static_cast<int64_t>(l), start);
   }
-  x = model->norm->forward(x);
-  return matmul(x, transpose(head_weight(), 0, 1));
+  return model->norm->forward(x);
+}
+
+Tensor Llama::run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start) {
+  return matmul(hidden(idx, positions, cache, start), transpose(head_weight(), 0, 1));
+}
+
+Llama& Llama::set_mixed_precision(bool on) {
+  TT_CHECK(!on || dtype() == DType::kFloat32,
+           "Llama::set_mixed_precision: bfloat16 mixed precision trains float32 parameters (the "
+           "master weights), got ",
+           dtype_name(dtype()), " parameters");
+  mixed_bf16_ = on;
+  for (std::size_t l = 0; l < model->layers->size(); ++l) {
+    LlamaDecoderLayer& layer = model->layers->at<LlamaDecoderLayer>(l);
+    layer.self_attn->mixed_bf16 = on;
+    layer.mlp->mixed_bf16 = on;
+  }
+  return *this;
 }
 
 Tensor Llama::forward(const Tensor& idx) {
-  TT_CHECK(
-      idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64 && idx.device() == device(),
-      "Llama::forward: expected int64 token ids [B, T] on ", device().str(), ", got ",
-      describe(idx));
+  check_ids("Llama::forward", idx, device());
   if (dtype() == DType::kBFloat16) {  // inference: a cache of T positions, filled from 0
     KVCache cache = make_cache(idx.size(0), idx.size(1));
     return forward_cached(idx, cache, std::vector<int64_t>(static_cast<std::size_t>(idx.size(0))));
@@ -409,16 +461,19 @@ Tensor Llama::loss(const Tensor& idx, const Tensor& targets) {
   TT_CHECK(targets.defined() && targets.shape() == idx.shape(),
            "Llama::loss: targets must have the shape of idx ", idx.describe(), ", got ",
            describe(targets));
+  if (mixed_bf16_) {
+    check_ids("Llama::loss", idx, device());
+    const Tensor x = hidden(idx, positions_for(idx.size(0), idx.size(1), {}), nullptr, Tensor());
+    return classifier_loss_bf16(tt::to_dtype(x, DType::kBFloat16), head_weight(),
+                                config_.vocab_size, targets);
+  }
   const Tensor logits = forward(idx);
   const int64_t n = idx.size(0) * idx.size(1);
   return cross_entropy(reshape(logits, {n, config_.vocab_size}), reshape(targets, {n}));
 }
 
 Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start) {
-  TT_CHECK(
-      idx.defined() && idx.dim() == 2 && idx.dtype() == DType::kInt64 && idx.device() == device(),
-      "Llama::forward_cached: expected int64 token ids [B, T] on ", device().str(), ", got ",
-      describe(idx));
+  check_ids("Llama::forward_cached", idx, device());
   TT_CHECK(static_cast<int64_t>(cache.k.size()) == config_.n_layers &&
                cache.batch() == idx.size(0) && static_cast<int64_t>(start.size()) == idx.size(0),
            "Llama::forward_cached: a cache of ", cache.k.size(), " layers and batch ",

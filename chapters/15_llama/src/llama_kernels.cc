@@ -181,5 +181,5 @@ void gqa_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv
 TT_REGISTER_KERNEL("rms_norm_forward", tt::DeviceType::kCPU, tt::cpu::rms_norm_forward);
 TT_REGISTER_KERNEL("rms_norm_backward", tt::DeviceType::kCPU, tt::cpu::rms_norm_backward);
 TT_REGISTER_KERNEL("rope_forward", tt::DeviceType::kCPU, tt::cpu::rope);
-TT_REGISTER_KERNEL("gqa_attention_forward", tt::DeviceType::kCPU, tt::cpu::gqa_attention_forward);
-TT_REGISTER_KERNEL("gqa_attention_backward", tt::DeviceType::kCPU, tt::cpu::gqa_attention_backward);
+// "gqa_attention_forward" and "gqa_attention_backward" are registered by gqa_cpu_kernels.cc,
+// whose kernels also take bfloat16 (widened to float32 for these).

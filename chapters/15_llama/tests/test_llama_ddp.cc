@@ -7,12 +7,14 @@
 // The learning rate is 1e-3: AdamW divides by sqrt(v), so a gradient element whose contributions
 // cancel to rounding level (an embedding row of a rare token) moves by up to lr per step on
 // rounding noise alone; at 1e-2 one such element of embed_tokens drifted 2e-5 between the
-// layouts after 3 steps (chapter 12's GPT-2 test meets the same with the key bias).
+// layouts after 3 steps (chapter 12's GPT-2 test meets the same with the key bias). The same
+// holds in bf16 mixed precision (DDP against one process).
 #include <memory>
 #include <vector>
 
 #include "../../12_data_parallel/tests/ch12_test_util.h"
 #include "ch15_test_util.h"
+#include "tt/master_weights.h"
 #include "tt/train.h"
 #include "tt/train_parallel.h"
 
@@ -38,13 +40,18 @@ struct LlamaRun {
 };
 
 /// kSteps AdamW steps of the tiny LLaMA (seeded with `seed`: the strategy broadcasts rank 0's
-/// start) under `par` on `device`, this rank on rows [rank * 8/N, (rank + 1) * 8/N).
-LlamaRun trained(gpt2::ParallelStrategy& par, uint64_t seed, Device device) {
+/// start) under `par` on `device`, this rank on rows [rank * 8/N, (rank + 1) * 8/N); with
+/// `bf16`, chapter 11's mixed precision and its MasterWeightAdamW, as train_llama --precision
+/// bf16.
+LlamaRun trained(gpt2::ParallelStrategy& par, uint64_t seed, Device device, bool bf16 = false) {
   LlamaRun run;
   run.model = std::make_unique<llama::Llama>(ch15::tiny_config(), seed);
   run.model->to(device);
-  run.optimizer = par.make_optimizer(*run.model, gpt2::param_groups(*run.model, 0.1),
-                                     optim::AdamWOptions{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95});
+  run.model->set_mixed_precision(bf16);
+  run.optimizer = par.make_optimizer(
+      *run.model, gpt2::param_groups(*run.model, 0.1),
+      optim::AdamWOptions{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95},
+      bf16 ? gpt2::AdamWFactory(make_master_weight_adamw) : gpt2::AdamWFactory());
   gpt2::TrainStepOptions so;
   so.max_grad_norm = 1.0;
   so.parallel = &par;
@@ -94,6 +101,21 @@ void check_data_parallel(Device device) {
 
 TEST(Ch15_TrainLlamaMpi, DdpAndZero1EqualOneProcessOnTheGlobalBatch) {
   check_data_parallel(Device::cpu());
+}
+
+// bf16 mixed precision under DDP: the ranks hold identical masters, and the run equals one
+// process on the global batch within the float32 test's tolerances (measured at np 2: losses
+// 2.4e-7 apart). Each rank's forward on its rows rounds its GEMM operands as one process does;
+// only the float32 gradient sums are added in another order.
+TEST(Ch15_TrainLlamaMpi, Bf16DdpEqualsOneProcessOnTheGlobalBatch) {
+  dist::ProcessGroup& g = dist::world();
+  auto ddp = gpt2::make_parallel_strategy("ddp");
+  const LlamaRun dp =
+      trained(*ddp, 11 + 100 * static_cast<uint64_t>(g.rank()), Device::cpu(), /*bf16=*/true);
+  std::vector<Tensor> params;
+  for (const Tensor& p : dp.model->parameters()) params.push_back(p.detach());
+  ch12_test::expect_identical_across_ranks(g, params);
+  expect_runs_near(dp, trained(gpt2::single_process(), 11, Device::cpu(), /*bf16=*/true));
 }
 
 TEST(Ch15_TrainLlamaCudaMpi, DdpAndZero1OnGpusEqualOneProcessOnAGpu) {

@@ -30,6 +30,15 @@
 /// bfloat16 residual stream in their GEMM's epilogue (beta = 1), RMSNorm, RoPE, SwiGLU and the KV
 /// cache (bfloat16) compute in float32, and the logits come out of the last GEMM in float32. There
 /// is no autograd graph: loss() refuses bfloat16, and the CPU has no bfloat16 kernels.
+///
+/// **bfloat16 mixed-precision training.** A float32 Llama with set_mixed_precision(true) trains
+/// under chapter 11's policy (tt/mixed_precision.h), on the CPU (emulated) and on CUDA: the
+/// parameters stay float32 (the masters, which a MasterWeightAdamW updates, writing the bfloat16
+/// copies the GEMMs read: tt/master_weights.h); the residual stream, the embedding, RMSNorm,
+/// RoPE, SwiGLU and the loss's softmax are float32; the q/k/v/o and gate/up/down projections are
+/// linear_bf16 (bfloat16 inputs and outputs, float32 accumulation, float32 weight gradients),
+/// attention is gqa_attention on bfloat16 q, k, v, and the head and loss are
+/// classifier_loss_bf16. Each dtype change is chapter 11's differentiable tt::to_dtype.
 #pragma once
 
 #include <cstdint>
@@ -186,6 +195,10 @@ class LlamaAttention : public nn::Module {
   int64_t n_heads;                     ///< NH
   int64_t n_kv_heads;                  ///< NKV
   int64_t head_dim;                    ///< hs
+  /// Chapter 11's mixed precision (see Llama::set_mixed_precision): bfloat16 projections, RoPE
+  /// in x's dtype, and attention in bfloat16 without a cache (with one, generation, in the
+  /// cache's dtype).
+  bool mixed_bf16 = false;
 };
 
 /// The SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -198,6 +211,9 @@ class LlamaMLP : public nn::Module {
   std::shared_ptr<nn::Linear> gate_proj;  ///< [F, C]
   std::shared_ptr<nn::Linear> up_proj;    ///< [F, C]
   std::shared_ptr<nn::Linear> down_proj;  ///< [C, F]
+  /// Chapter 11's mixed precision (see Llama::set_mixed_precision): bfloat16 projections,
+  /// SwiGLU in x's dtype.
+  bool mixed_bf16 = false;
 };
 
 /// One pre-norm block.
@@ -245,7 +261,8 @@ class Llama : public nn::Module {
   /// logits from the cached path with a cache of T positions, no autograd graph).
   Tensor forward(const Tensor& idx) override;
   /// Mean cross-entropy of forward(idx) against targets [B, T] (kIgnoreIndex skipped). Throws
-  /// tt::Error for bfloat16 parameters (inference only).
+  /// tt::Error for bfloat16 parameters (inference only). Under mixed precision: the head and the
+  /// loss of chapter 11's classifier_loss_bf16 (float32 loss, targets in [0, V)).
   Tensor loss(const Tensor& idx, const Tensor& targets);
   /// logits [B, Tq, V] of idx [B, Tq] where row b's tokens are at positions start[b] to
   /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph). The
@@ -263,18 +280,27 @@ class Llama : public nn::Module {
   KVCache make_cache(int64_t batch, int64_t max_len) const;
   /// The output projection's weight [V, C] (embed_tokens' when tied).
   Tensor head_weight() const;
+  /// Turns chapter 11's bfloat16 mixed-precision training on or off (see the file comment) for
+  /// float32 parameters (tt::Error naming the dtype otherwise): forward and loss run bfloat16
+  /// GEMMs and attention; train with a MasterWeightAdamW (make_master_weight_adamw) so that the
+  /// GEMMs read the copies its step writes. Returns *this.
+  Llama& set_mixed_precision(bool on);
+  /// Whether set_mixed_precision(true) is in effect.
+  bool mixed_precision() const { return mixed_bf16_; }
 
   std::shared_ptr<LlamaModel> model;    ///< the decoder ("model.*")
   std::shared_ptr<nn::Linear> lm_head;  ///< null when tied ("lm_head.weight")
 
  private:
   Tensor run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start);
+  Tensor hidden(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& start);
   Tensor run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cache, const Tensor& start,
                   bool fresh);
   Tensor positions_for(int64_t B, int64_t T, const std::vector<int64_t>& start) const;
   const RopeTables& rope_for(const Tensor& like);
   LlamaConfig config_;
   RopeTables rope_;
+  bool mixed_bf16_ = false;
 };
 
 // ----- Hugging Face files ---------------------------------------------------------------------

@@ -12,8 +12,11 @@
 ///   family.print_plan();
 ///   trainer.run();
 /// @endcode
-/// For now float32 only: --precision bf16, --cuda-graph, --init-llmc, --attention and --fused
-/// (GPT-2's operation sets) are refused with a message.
+/// Precision: float32 (tf32 GEMMs on CUDA with --precision tf32) unless --precision bf16 is
+/// given (it is never the default here): then chapter 11's mixed precision
+/// (Llama::set_mixed_precision, a MasterWeightAdamW), on the CPU (emulated) and on CUDA.
+/// --recompute, --cuda-graph, --init-llmc, --attention and --fused (GPT-2's operation sets) are
+/// refused with a message.
 #pragma once
 
 #include <cstdint>

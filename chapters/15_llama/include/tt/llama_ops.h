@@ -74,14 +74,27 @@ void rms_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& do
 void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
           const Tensor& positions, bool inverse);
 /// CPU "gqa_attention_forward" (exercise ch15.3): chapter 10's flash_attention_forward_head on
-/// every query head, reading its key/value head in place (no copy of K or V).
+/// every query head, reading its key/value head in place (no copy of K or V). Float32 and
+/// float64; the registered kernel is gqa_attention_forward_any.
 void gqa_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                            const Tensor& v);
 /// CPU "gqa_attention_backward" (exercise ch15.3): chapter 10's flash_attention_backward_head
 /// per query head, into a per-head scratch for dk, dv that is added into its key/value head.
+/// Float32 and float64; the registered kernel is gqa_attention_backward_any.
 void gqa_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                             const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                             const Tensor& out, const Tensor& lse);
+/// The CPU kernel registered as "gqa_attention_forward": gqa_attention_forward for float32 and
+/// float64; bfloat16 q, k, v (lse float32) as chapter 11's CPU FlashAttention emulation does
+/// (cpu::flash_attention_bf16_forward): gqa_attention_forward on their exact float32 values,
+/// out rounded to bfloat16 once. What bf16 mixed-precision training runs on the CPU.
+void gqa_attention_forward_any(const Tensor& out, const Tensor& lse, const Tensor& q,
+                               const Tensor& k, const Tensor& v);
+/// The CPU kernel registered as "gqa_attention_backward": gqa_attention_backward for float32
+/// and float64; for bfloat16, on the float32 values, dq, dk, dv rounded to bfloat16 once.
+void gqa_attention_backward_any(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                const Tensor& dout, const Tensor& q, const Tensor& k,
+                                const Tensor& v, const Tensor& out, const Tensor& lse);
 }  // namespace cpu
 
 /// The key/value head read by query head `h` of `n_heads` when there are `n_kv_heads`
