@@ -249,11 +249,9 @@ train::TrainerParts Gpt2Family::parts() {
   parts.title = "GPT-2 training";
   parts.profiler = profiler_.get();
   parts.flops_per_token = flops_per_token(model_->config(), num_parameters_, o.T);
-  // H100 SXM dense peaks: FP32 67, TF32 495, BF16 989 TFLOP/s.
-  const double gpu_peak = o.precision == "bf16" ? 989.0 : o.tf32 ? 495.0 : 67.0;
-  const double peak = o.peak_tflops > 0 ? o.peak_tflops : (device_.is_cuda() ? gpu_peak : 0.0);
   // MFU over every rank's device.
-  parts.peak_flops = peak * 1e12 * static_cast<double>(parallel_.world_size());
+  parts.peak_flops =
+      o.device_peak_tflops(device_.is_cuda()) * 1e12 * static_cast<double>(parallel_.world_size());
   return parts;
 }
 

@@ -86,6 +86,18 @@ TEST(Ch09_TrainConfig, ParsesStrictlyAndValidatesEveryFlagUpFront) {
   }
 }
 
+TEST(Ch09_TrainConfig, DevicePeakFollowsThePrecisionOrTheFlag) {
+  // One rule for every model family's MFU: the H100's dense peak of the precision on a GPU,
+  // none on a CPU, --peak-tflops over both.
+  EXPECT_EQ(TrainConfig::parse_args({"--precision", "bf16"}).device_peak_tflops(true), 989.0);
+  EXPECT_EQ(TrainConfig::parse_args({"--precision", "tf32"}).device_peak_tflops(true), 495.0);
+  EXPECT_EQ(TrainConfig::parse_args({"--precision", "fp32"}).device_peak_tflops(true), 67.0);
+  EXPECT_EQ(TrainConfig::parse_args({"--precision", "bf16"}).device_peak_tflops(false), 0.0);
+  const TrainConfig given = TrainConfig::parse_args({"--peak-tflops", "312"});
+  EXPECT_EQ(given.device_peak_tflops(true), 312.0);
+  EXPECT_EQ(given.device_peak_tflops(false), 312.0);
+}
+
 TEST(Ch09_TrainConfig, RecordHashAndResumeConflicts) {
   TrainConfig a = TrainConfig::parse_args({"--B", "4", "--steps", "40"});
   const std::string recorded = record_text(a.record(1));

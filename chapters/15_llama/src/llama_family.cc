@@ -98,13 +98,8 @@ train::TrainerParts LlamaFamily::parts() {
   // backward, causal half of 12 L T C).
   parts.flops_per_token = 6.0 * static_cast<double>(model_->num_parameters()) +
                           6.0 * static_cast<double>(c.n_layers * config_.T * c.dim);
-  // H100 SXM dense peaks: FP32 67, TF32 495, BF16 989 TFLOP/s.
-  const double gpu_peak = config_.precision == "bf16"                   ? 989.0
-                          : config_.tf32 || config_.precision == "tf32" ? 495.0
-                                                                        : 67.0;
-  const double peak =
-      config_.peak_tflops > 0 ? config_.peak_tflops : (device_.is_cuda() ? gpu_peak : 0.0);
-  parts.peak_flops = peak * 1e12 * static_cast<double>(parallel_.world_size());
+  parts.peak_flops = config_.device_peak_tflops(device_.is_cuda()) * 1e12 *
+                     static_cast<double>(parallel_.world_size());
   return parts;
 }
 

@@ -130,6 +130,14 @@ struct TrainConfig {
   /// bf16, where the GEMMs left in float32 (e.g. --tp's vocab-parallel logits) stay finer than
   /// the bf16 operands of the others. Call after validate() (precision decided).
   bool allow_tf32() const { return tf32 || precision == "tf32" || precision == "bf16"; }
+  /// The peak TFLOP/s of one device that MFU divides by: --peak-tflops when given, else on a
+  /// GPU (`cuda`) the H100 SXM's dense peak of the run's precision (bf16 989, tf32 495, float32
+  /// 67), and 0 on a CPU (no MFU). Call after validate() (precision decided).
+  double device_peak_tflops(bool cuda) const {
+    if (peak_tflops > 0) return peak_tflops;
+    if (!cuda) return 0.0;
+    return precision == "bf16" ? 989.0 : (tf32 || precision == "tf32") ? 495.0 : 67.0;
+  }
 
   /// The run's record for `ranks` processes, in a fixed order: every flag, with derived
   /// layout-independent quantities ("--B x ranks", "tokens per step") in place of the per-rank
