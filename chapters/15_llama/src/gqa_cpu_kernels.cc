@@ -2,17 +2,10 @@
 // kernels, and bfloat16 through them as chapter 11's CPU FlashAttention emulation does.
 #include "tt/dispatcher.h"
 #include "tt/flash_attention.h"
+#include "tt/flash_attention_bf16.h"
 #include "tt/llama_ops.h"
 
 namespace tt::cpu {
-
-namespace {
-
-Tensor widened(const Tensor& t) {
-  return t.to(DType::kFloat32);
-}
-
-}  // namespace
 
 void gqa_attention_forward_any(const Tensor& out, const Tensor& lse, const Tensor& q,
                                const Tensor& k, const Tensor& v) {
@@ -26,9 +19,8 @@ void gqa_attention_forward_any(const Tensor& out, const Tensor& lse, const Tenso
            "gqa_attention_forward: bfloat16 q needs bfloat16 k, v and out and a float32 lse, got ",
            "q ", q.describe(), ", k ", k.describe(), ", v ", v.describe(), ", out ",
            out.defined() ? out.describe() : std::string("undefined"));
-  const Tensor out32 = empty(out.shape(), {DType::kFloat32});
-  gqa_attention_forward(out32, lse, widened(q), widened(k), widened(v));  // checks the shapes
-  out.copy_(out32);                                                       // rounds to bf16
+  // Chapter 11's emulation; gqa_attention_forward checks the shapes.
+  emulate_bf16_attention_forward(gqa_attention_forward, out, lse, q, k, v);
 }
 
 void gqa_attention_backward_any(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -43,14 +35,7 @@ void gqa_attention_backward_any(const Tensor& dq, const Tensor& dk, const Tensor
              "gqa_attention_backward: bfloat16 q needs every tensor but lse in bfloat16, got q ",
              q.describe(), " and ", t->defined() ? t->describe() : std::string("undefined"));
   }
-  const Tensor dq32 = empty(dq.shape(), {DType::kFloat32});
-  const Tensor dk32 = empty(dk.shape(), {DType::kFloat32});
-  const Tensor dv32 = empty(dv.shape(), {DType::kFloat32});
-  gqa_attention_backward(dq32, dk32, dv32, widened(dout), widened(q), widened(k), widened(v),
-                         widened(out), lse);
-  dq.copy_(dq32);
-  dk.copy_(dk32);
-  dv.copy_(dv32);
+  emulate_bf16_attention_backward(gqa_attention_backward, dq, dk, dv, dout, q, k, v, out, lse);
 }
 
 }  // namespace tt::cpu

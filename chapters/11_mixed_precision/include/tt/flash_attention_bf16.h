@@ -31,6 +31,20 @@ bool flash_attention_bf16_supports(int64_t hs);
 
 namespace cpu {
 
+/// Runs the float32 attention kernel `forward` on bfloat16 q, k, v as the CPU emulations of
+/// bf16 attention do: the inputs widened to float32 (exact), out rounded to bfloat16 once (lse
+/// float32, written by `forward`). k and v keep their own shapes (grouped K/V when `forward`
+/// takes them, e.g. chapter 15's gqa_attention_forward).
+void emulate_bf16_attention_forward(FlashAttentionForwardKernel* forward, const Tensor& out,
+                                    const Tensor& lse, const Tensor& q, const Tensor& k,
+                                    const Tensor& v);
+/// The same for the backward: dout, q, k, v, out widened, `backward` into float32 gradients of
+/// dq's, dk's and dv's shapes, each rounded to bfloat16 once.
+void emulate_bf16_attention_backward(FlashAttentionBackwardKernel* backward, const Tensor& dq,
+                                     const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                     const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& out, const Tensor& lse);
+
 /// The CPU kernel "flash_attention_bf16_forward": an emulation for CPU-only builds and as a
 /// reference, bf16 inputs widened to fp32, chapter 10's cpu::flash_attention_forward, out rounded
 /// to bf16 (lse stays float32). Any hs.
