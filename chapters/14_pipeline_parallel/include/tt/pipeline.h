@@ -193,9 +193,10 @@ ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& sched
 /// every rank of the group calls once before its first run_schedule. NCCL connects two ranks
 /// lazily, at their first transfer, by a handshake of the two hosts; left to the middle of a
 /// schedule, that handshake can wait on a peer whose host waits on its GPU, which waits on the
-/// transfer being set up (AFAB hung so on four H100s: the last stage's first gradient send met
-/// the previous stage's batch of its last activation and first gradient receive). Here every
-/// rank connects at the same point, with nothing queued behind it. Returns the number of
+/// transfer being set up. AFAB hung on four H100s until every link was connected first; the
+/// likely cycle: the previous stage's batch of its last activation send and first gradient
+/// receive met a last stage whose host waited for that activation. Here every rank connects at
+/// the same point, with nothing queued behind it. Returns the number of
 /// transfers (0 for one stage); MPI needs no connection, the batch only costs a round trip.
 int connect_peers(dist::ProcessGroup& group, const RankSchedule& schedule,
                   const PipelineShape& shape, const ExecutorOptions& options);
