@@ -2,7 +2,8 @@
 # Where a pipeline stage's time goes (issue 25: the first stage's slow backward, 1.2x PyTorch at
 # 1.3B): train_gpt2 --pp with --trace (chapter 12's Chrome trace, CUDA events per op) for SHAPE
 # (default 1.3b: L24 H16 C2048; 774m: L36 H20 C1280) at PP = $P (default 2), bf16, B = 8,
-# T = 1024, 1F1B over 8 one-row micro-batches, 4 steps traced (trace_ops reads the last), then
+# T = 1024, 1F1B over 8 one-row micro-batches, 4 steps traced (trace_ops reads the last; the trace is written at the run's end, so the run
+# is not killed and writes its final checkpoint into /dev/shm), then
 # tools/trace_ops per rank: each rank's span, busy and idle time and its top ops. Also one GPU
 # (no --pp) at B = 1 (the micro-batch's shape) for the per-op cost without a pipeline. About
 # 2-3 minutes after the build. Writes $OUT/pptrace_*.json.gz, $OUT/pptrace_*.txt.
@@ -24,8 +25,8 @@ trace_run() {  # name np B [flags...]
   stamp "trace $name: np $np B $b $*"
   rm -rf /dev/shm/pptrace_run
   local cmd="build/bin/train_gpt2 --data $data --out /dev/shm/pptrace_run --device cuda
-    --precision bf16 --layers $L --heads $H --channels $C --T 1024 --B $b --steps 6 --warmup 1
-    --kill-after-step 4 --eval-every 0 --eval-batches 1 --sample-tokens 1 --log-every 1
+    --precision bf16 --layers $L --heads $H --channels $C --T 1024 --B $b --steps 4 --warmup 1
+    --eval-every 0 --eval-batches 1 --sample-tokens 1 --log-every 1
     --trace /dev/shm/pptrace_$name.json --trace-steps 4 $*"
   # shellcheck disable=SC2086
   if [ "$np" -gt 1 ]; then timeout 200 $MPI_APP -np "$np" $cmd; else timeout 200 $cmd; fi \
