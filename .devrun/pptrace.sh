@@ -36,5 +36,5 @@ trace_run() {  # name np B [flags...]
   gzip -c /dev/shm/pptrace_$name.json >"$OUT/pptrace_$name.json.gz"
 }
 trace_run "${SHAPE}_pp$P" "$P" 8 --pp "$P" --micro-batches 8
-trace_run "${SHAPE}_one_b1" 1 1
+[ "${ONE:-1}" = 1 ] && trace_run "${SHAPE}_one_b1" 1 1  # ONE=0: skip
 stamp done
