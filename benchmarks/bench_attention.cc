@@ -8,6 +8,7 @@
 //   attention_flash/cuda/B8_NH12_T{1024,2048}_hs64              exact mode (3xTF32), for its cost
 //   attention_{naive,flash}_fwd/cuda_tf32/...                   the forward alone (no graph)
 //   attention_flash{,_fwd}/cuda_bf16/B8_NH12_T{1024,2048,4096}_hs64  chapter 11's bf16 kernels
+//   attention_flash/cuda_bf16/B8_NH6_T{1024,2048,4096}_hs128        the same at hs 128
 //                                                               (bf16 q, k, v, out and grads)
 //
 //   build/bin/bench_attention --benchmark_filter=/cuda_tf32/
@@ -119,6 +120,9 @@ int main(int argc, char** argv) {
       register_attention("cuda_bf16", Device::cuda(), s, false, false, 20, backward,
                          DType::kBFloat16);
     }
+    // hs 128 (the 1.3B shape's and LLaMA's heads) at the same FLOPs: half the heads.
+    register_attention("cuda_bf16", Device::cuda(), AttentionShape{8, 6, T, 128}, false, false, 20,
+                       true, DType::kBFloat16);
   }
   return bench::run_main(argc, argv, "bench_attention");
 }

@@ -8,7 +8,7 @@
 namespace tt {
 
 bool flash_attention_bf16_supports(int64_t hs) {
-  return hs == 32 || hs == 64;
+  return hs == 32 || hs == 64 || hs == 128;
 }
 
 namespace cpu {

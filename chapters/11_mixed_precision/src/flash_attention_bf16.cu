@@ -56,6 +56,16 @@ constexpr int kChunk = 32;  // backward: streamed rows (keys or queries) per pro
 
 using bf16 = __nv_bfloat16;
 
+// Blocks per multiprocessor the backward kernels are compiled for (__launch_bounds__), which
+// caps their registers at 65536 / (128 threads x blocks). hs <= 64: 4 (dQ, 128 registers) and 3
+// (dK/dV, 168). hs 128 doubles the fp32 accumulators and the register fragments of the warp's
+// 16 rows (dK/dV keeps 2 x 64 accumulators and 2 x 32 fragments per thread), and its tiles take
+// 104 KB of shared memory, so only 2 blocks fit a multiprocessor anyway: 2 blocks, 255 registers.
+template <int D>
+inline constexpr int kDqBlocks = D <= 64 ? 4 : 2;
+template <int D>
+inline constexpr int kDkdvBlocks = D <= 64 ? 3 : 2;
+
 // ----- PTX wrappers --------------------------------------------------------------------------
 
 __device__ __forceinline__ uint32_t smem_address(const void* p) {
@@ -363,7 +373,7 @@ __device__ __forceinline__ void warp_rowdot(float (&drow)[2], const bf16* dout, 
 /// double-buffered), and D = rowsum(dO o O) of its rows, written to dsum for the dK/dV kernel
 /// (launched after this one).
 template <int D>
-__global__ void __launch_bounds__(kThreads, 4)  // 128 registers: 4 blocks per multiprocessor
+__global__ void __launch_bounds__(kThreads, kDqBlocks<D>)
     flash_bf16_backward_dq_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                                   const bf16* __restrict__ v, const bf16* __restrict__ dout,
                                   const bf16* __restrict__ o, const float* __restrict__ lse,
@@ -436,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 4)  // 128 registers: 4 blocks per m
 /// the query tiles that see the key tile (Q, dO and their lse, D double-buffered, all with
 /// cp.async).
 template <int D>
-__global__ void __launch_bounds__(kThreads, 3)  // 168 registers: 3 blocks per multiprocessor
+__global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>)
     flash_bf16_backward_dkdv_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                                     const bf16* __restrict__ v, const bf16* __restrict__ dout,
                                     const float* __restrict__ lse, const float* __restrict__ dsum,
@@ -533,14 +543,14 @@ __global__ void __launch_bounds__(kThreads, 3)  // 168 registers: 3 blocks per m
 
 // ----- host side ---------------------------------------------------------------------------------
 
-/// Checks the kernels' tensors (check_flash_cuda_tensors: bfloat16, hs 32 or 64, 16-byte
+/// Checks the kernels' tensors (check_flash_cuda_tensors: bfloat16, hs 32, 64 or 128, 16-byte
 /// addresses and strides for cp.async; k, v, dk, dv in `kv_inputs`, possibly grouped) and
 /// returns their geometry.
 FlashGeometry check_bf16_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                  std::initializer_list<const Tensor*> kv_inputs,
                                  std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
-  return check_flash_cuda_tensors(op, DType::kBFloat16, &flash_attention_bf16_supports, "32 or 64",
-                                  inputs, outputs, lse, kv_inputs);
+  return check_flash_cuda_tensors(op, DType::kBFloat16, &flash_attention_bf16_supports,
+                                  "32, 64 or 128", inputs, outputs, lse, kv_inputs);
 }
 
 /// Calls f.template operator()<D>() for the head size (one of flash_attention_bf16_supports).
@@ -548,6 +558,7 @@ template <typename F>
 void dispatch_head_size(int64_t hs, F&& f) {
   if (hs == 32) f.template operator()<32>();
   if (hs == 64) f.template operator()<64>();
+  if (hs == 128) f.template operator()<128>();
 }
 
 /// Dynamic shared memory of `tiles` [kTile][D + kPad] bf16 tiles plus `extra` floats for kKernel
@@ -560,7 +571,13 @@ std::size_t shared_bytes(int dev, int d, int tiles, int extra = 0) {
            " out of range [0, ", kMaxDevices, ")");
   const std::size_t bytes =
       sizeof(bf16) * std::size_t(tiles) * kTile * (d + kPad) + sizeof(float) * extra;
+  // Once per kernel and device (a throw leaves the flag unset: the next call checks again).
   std::call_once(raised[dev], [&] {
+    int limit = 0;
+    TT_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    TT_CHECK(bytes <= static_cast<std::size_t>(limit), "cuda::flash_attention_bf16: hs = ", d,
+             " needs ", bytes, " bytes of shared memory per block, device ", dev, " allows ", limit,
+             " (hs 128 needs a GPU with at least 105 KB per block: A100, H100)");
     TT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes)));
   });

@@ -43,7 +43,7 @@ Tensor bf16_attention(const Tensor& qkv, int64_t n_head) {
   const Tensor x = to_dtype(qkv, DType::kBFloat16);
   const bool packed = x.dim() == 3 && n_head > 0 && x.size(2) % (3 * n_head) == 0;
   const int64_t hs = packed ? x.size(2) / (3 * n_head) : 0;
-  // The CPU emulation takes any head size; CUDA's tensor-core kernels hs 32 and 64.
+  // The CPU emulation takes any head size; CUDA's tensor-core kernels hs 32, 64 and 128.
   if (!packed || x.device().is_cpu() || flash_attention_bf16_supports(hs)) {
     return flash_attention_qkv(x, n_head);  // its checks name the shapes of a bad qkv
   }

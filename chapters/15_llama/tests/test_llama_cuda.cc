@@ -434,7 +434,7 @@ void expect_runs_near(const AttentionRun& a, const AttentionRun& b, double atol_
 //    bf16 tolerances (out 2u abs + 2u rel; gradients 8u abs + 4u rel per head), the dk, dv abs
 //    bound times the group of up to 4 heads summed (16u covers 2 of the 4 on average: 32u).
 //  - dk, dv of two runs bitwise equal (no atomics: a fixed summation order).
-// hs 64 and 128 for float32; bf16 kernels take hs 32 or 64 only (tt/flash_attention_bf16.h).
+// hs 64 and 128, float32 and bf16 (tt/flash_attention_bf16.h).
 TEST(Ch15_GqaCuda, MatchesRepeatKvAndTheCpuKernel) {
   TT_SKIP_IF_NO_CUDA();
   const cuda::AllowTf32Guard exact(false);
@@ -442,7 +442,7 @@ TEST(Ch15_GqaCuda, MatchesRepeatKvAndTheCpuKernel) {
   const int64_t B = 2, NH = 4, T = 100;
   for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
     const bool bf = dt == DType::kBFloat16;
-    for (int64_t hs : bf ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 128}) {
+    for (int64_t hs : {64, 128}) {
       for (int64_t group : {1, 2, 4}) {
         const int64_t NKV = NH / group;
         const std::string what = std::string(dtype_name(dt)) + " hs " + std::to_string(hs) +

@@ -25,8 +25,10 @@
 
 namespace tt {
 
-/// Whether the CUDA bf16 FlashAttention kernels take head size `hs`: 32 or 64 (the register
-/// fragments of the warp's 16 rows are sized by hs; 128 would spill in the dK/dV kernel).
+/// Whether the CUDA bf16 FlashAttention kernels take head size `hs`: 32, 64 or 128 (the
+/// register fragments of the warp's 16 rows are sized by hs; at 128 the backward kernels are
+/// compiled for 2 blocks per multiprocessor, 255 registers, and the tiles take 104 KB of shared
+/// memory, which GPUs with less than that per block refuse with a tt::Error).
 bool flash_attention_bf16_supports(int64_t hs);
 
 namespace cpu {

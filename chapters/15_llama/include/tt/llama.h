@@ -268,7 +268,7 @@ class Llama : public nn::Module {
   /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph). The
   /// logits have the parameters' dtype, float32 for bfloat16 parameters. In bfloat16, a prompt
   /// into an empty cache (every start 0, Tq > 1: the prefill) attends through chapter 11's bf16
-  /// FlashAttention instead of the cache kernel (head sizes 32 and 64).
+  /// FlashAttention instead of the cache kernel (head sizes 32, 64 and 128).
   Tensor forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start);
   /// forward_cached without any host work: idx [B, Tq], positions [B, Tq] and start [B] (int64,
   /// on the model's device) are read by the kernels only, and nothing is checked against the
