@@ -60,13 +60,10 @@ int run(const Args& a) {
       tt::pp::gpt2_partition_costs(partition, world, config, device, ops, a.batch, a.seq);
   if (rank == 0) {
     const tt::pp::PipelineShape plan{p, a.micro_batches, a.chunks};
-    std::printf("partition %s: %s\n", tt::pp::partition_kind_name(partition),
+    std::printf("%s\n",
                 tt::pp::describe_partition(
-                    options.block_costs,
-                    tt::pp::gpt2_stage_layers(config, plan.virtual_stages(), options.block_costs),
-                    partition == tt::pp::PartitionKind::kMeasured ? "ms"
-                    : partition == tt::pp::PartitionKind::kFlops  ? "FLOPs/token"
-                                                                  : "units")
+                    partition, options.block_costs,
+                    tt::pp::gpt2_stage_layers(config, plan.virtual_stages(), options.block_costs))
                     .c_str());
     std::fflush(stdout);
   }

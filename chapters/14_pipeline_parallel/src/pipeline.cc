@@ -236,9 +236,13 @@ std::vector<double> gpt2_partition_costs(PartitionKind kind, dist::ProcessGroup&
   return gpt2_block_costs(config, seq_len);
 }
 
-std::string describe_partition(const std::vector<double>& costs,
-                               const std::vector<StageLayers>& layers, const std::string& unit) {
-  std::string out = "costs (" + unit + ") per block:";
+std::string describe_partition(PartitionKind kind, const std::vector<double>& costs,
+                               const std::vector<StageLayers>& layers) {
+  const char* unit = kind == PartitionKind::kMeasured ? "ms"
+                     : kind == PartitionKind::kFlops  ? "FLOPs/token"
+                                                      : "units";
+  std::string out =
+      detail::str("partition ", partition_kind_name(kind), ": costs (", unit, ") per block:");
   for (double c : costs) out += " " + train::format_number("%.4g", c);
   double total = 0, worst = 0;
   for (std::size_t s = 0; s < layers.size(); ++s) {

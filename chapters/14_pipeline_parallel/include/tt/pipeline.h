@@ -145,12 +145,12 @@ std::vector<double> gpt2_partition_costs(PartitionKind kind, dist::ProcessGroup&
                                          const gpt2::GPT2Config& config, Device device,
                                          const gpt2::ModelOps& ops, int64_t rows, int64_t seq_len);
 
-/// The plan of a cut, one line: the costs (with `unit`, e.g. "ms" or "FLOPs/token"), each
-/// stage's blocks and its cost, and the predicted largest stage cost against the mean (their
-/// ratio is the step's slowdown over perfectly balanced stages). `layers` from
-/// gpt2_stage_layers(config, ..., costs).
-std::string describe_partition(const std::vector<double>& costs,
-                               const std::vector<StageLayers>& layers, const std::string& unit);
+/// The plan of a cut, one line: "partition <kind>: costs (<unit>) per block: ...; cut: stage 0 =
+/// embedding + blocks 0-8 (cost); ...; predicted max stage X vs mean Y (max/mean R)", the unit
+/// that of `kind`'s costs (FLOPs/token, ms or units). R is the step's predicted slowdown over
+/// perfectly balanced stages. `layers` from gpt2_stage_layers(config, ..., costs).
+std::string describe_partition(PartitionKind kind, const std::vector<double>& costs,
+                               const std::vector<StageLayers>& layers);
 
 /// The blocks of each of `virtual_stages` stages cut by partition_by_cost(costs) (costs: one per
 /// block; gpt2_block_costs when empty); the first stage also holds the embedding, the last the
