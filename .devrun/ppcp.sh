@@ -15,8 +15,13 @@ BIN=${BIN:-build/bin}
 
 data=/tmp/ppcp_data
 mkdir -p "$data"
-if [ -d /usr/share/games/fortunes ]; then corpus=/usr/share/games/fortunes; else corpus=README.md; fi
-"$BIN/tt_prepare_data" --input "$corpus" --out "$data" --vocab-size 1024 --val-fraction 0.1 \
+# The corpus: fortunes where installed, else the repository's Markdown (README.md alone is too
+# small for a validation shard of B*T+1 tokens).
+if [ -d /usr/share/games/fortunes ]; then inputs=(--input /usr/share/games/fortunes); else
+  mapfile -t md < <(find . -maxdepth 3 -name '*.md' -not -path './build*' | sort)
+  inputs=(); for f in "${md[@]}"; do inputs+=(--input "$f"); done
+fi
+"$BIN/tt_prepare_data" "${inputs[@]}" --out "$data" --vocab-size 1024 --val-fraction 0.1 \
   --overwrite >"$OUT/prepare.log" 2>&1 || { tail -5 "$OUT/prepare.log"; exit 1; }
 
 DEVICE=${DEVICE:-cuda}

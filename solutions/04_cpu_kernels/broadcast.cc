@@ -44,7 +44,8 @@ Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < grad.dim(); ++d) {
     if (d < lead) {
-      dims.push_back(d);  // a dim that broadcasting added in front
+      // A dim that broadcasting added in front; one of size 1 needs no sum, only the reshape.
+      if (grad.size(d) != 1) dims.push_back(d);
       continue;
     }
     const int64_t want = shape[d - lead];
@@ -60,7 +61,7 @@ Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
 #else
   TT_TODO(
       "ch04.2",
-      "sum_to_shape: grad, of the shape of a broadcast of `shape`, summed back to exactly `shape` over the dims broadcasting added or expanded (grad itself when the shapes are equal); throws when grad is no broadcast of shape");
+      "sum_to_shape: grad, of the shape of a broadcast of `shape`, summed back to exactly `shape` over the dims broadcasting added or expanded (grad itself when the shapes are equal, a view of it when only size-1 dims were added in front); throws when grad is no broadcast of shape");
 #endif
 }
 

@@ -24,7 +24,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
   TT_TODO(
       "ch04.2",
-      "sum_to_shape: grad, of the shape of a broadcast of `shape`, summed back to exactly `shape` over the dims broadcasting added or expanded (grad itself when the shapes are equal); throws when grad is no broadcast of shape");
+      "sum_to_shape: grad, of the shape of a broadcast of `shape`, summed back to exactly `shape` over the dims broadcasting added or expanded (grad itself when the shapes are equal, a view of it when only size-1 dims were added in front); throws when grad is no broadcast of shape");
 }
 
 }  // namespace tt

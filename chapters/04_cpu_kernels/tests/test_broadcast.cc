@@ -38,6 +38,14 @@ TEST(Ch04_2_SumToShape, SameShapeIsUnchangedAndBadShapesThrow) {
   Tensor g = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_TENSOR_NEAR(sum_to_shape(g, {2, 3}), g, 0, 0);
   EXPECT_TENSOR_NEAR(sum_to_shape(g, {1, 3}), f64({5, 7, 9}, {1, 3}), 0, 0);
+  // Leading dims of size 1 added by broadcasting (a batch of one row): nothing to add, so the
+  // result is a view of grad, not a sum that copies every element (chapter 14's one-row
+  // micro-batches reduce a [1, T, C] gradient to the [T, C] position embedding this way).
+  const Tensor g1 = g.reshape({1, 1, 2, 3});
+  const Tensor r1 = sum_to_shape(g1, {2, 3});
+  EXPECT_EQ(r1.shape(), (Shape{2, 3}));
+  EXPECT_EQ(r1.data_ptr(), g1.data_ptr()) << "summed where a view would do";
+  EXPECT_TENSOR_NEAR(r1, g, 0, 0);
   EXPECT_TT_ERROR(sum_to_shape(g, {2}), "sum_to_shape", "[2, 3]", "[2]");
   EXPECT_TT_ERROR(sum_to_shape(g, {1, 2, 3, 4}), "sum_to_shape");
 }

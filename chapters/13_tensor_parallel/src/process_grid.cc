@@ -2,7 +2,9 @@
 // per dim, split from the world group.
 #include "tt/process_grid.h"
 
+#include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "tt/error.h"
@@ -59,14 +61,31 @@ ProcessGrid::ProcessGrid(dist::ProcessGroup& world, std::vector<GridDim> dims)
     }
   }
   coords_ = coordinates_of(world.rank());
-  // Group of dim d: the ranks equal on every other coordinate. Color = this rank's world rank
-  // with coordinate d set to 0 (the same for the whole group, distinct between groups);
-  // key = the coordinate along d (the rank inside the group).
-  for (std::size_t d = 0; d < dims_.size(); ++d) {
-    std::vector<int> base = coords_;
-    base[d] = 0;
-    groups_.push_back(world.split(rank_of(base), coords_[d]));
+  for (const GridDim& d : dims_) groups_.push_back(split_over({d.name}));
+}
+
+std::unique_ptr<dist::ProcessGroup> ProcessGrid::split_over(
+    const std::vector<std::string>& names) const {
+  TT_CHECK(!names.empty(), "ProcessGrid::split_over: no dimension named (", where(), ")");
+  std::vector<bool> over(dims_.size(), false);
+  for (const std::string& name : names) {
+    const int d = dim_index(name);
+    TT_CHECK(!over[d], "ProcessGrid::split_over: dimension '", name, "' named twice (", where(),
+             ")");
+    over[d] = true;
   }
+  // The group: the ranks equal on every other coordinate. Color = this rank's world rank with
+  // the named coordinates set to 0 (the same for the whole group, distinct between groups);
+  // key = this rank's place in the sub-grid of the named dims (in grid order, the last
+  // innermost), its rank inside the group.
+  std::vector<int> base = coords_;
+  int key = 0;
+  for (std::size_t d = 0; d < dims_.size(); ++d) {
+    if (!over[d]) continue;
+    key = key * dims_[d].size + coords_[d];
+    base[d] = 0;
+  }
+  return world_->split(rank_of(base), key);
 }
 
 ProcessGrid ProcessGrid::dp_tp(dist::ProcessGroup& world, int tp) {

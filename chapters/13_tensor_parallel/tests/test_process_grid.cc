@@ -77,6 +77,34 @@ TEST(Ch13_ProcessGrid, DpTwoByTpTwoMpi) {
       << grid.where();
 }
 
+TEST(Ch13_ProcessGrid, SplitOverSeveralDimsMpi) {
+  dist::ProcessGroup& world = dist::world();
+  const int n = world.world_size(), r = world.rank();
+  // dp x pp x cp with pp = 2 where the world allows: the dp x cp ranks of one pp coordinate
+  // (chapter 16's replicas of a pipeline stage) are every other world rank.
+  const int pp = n % 2 == 0 ? 2 : 1;
+  ProcessGrid grid(world, {{"dp", n / pp}, {"pp", pp}, {"cp", 1}});
+  std::vector<int64_t> same_stage;
+  for (int q = r % pp; q < n; q += pp) same_stage.push_back(q);
+  // Named in any order; numbered in grid order (dp outer), so the group rank follows the world.
+  const auto replicas = grid.split_over({"cp", "dp"});
+  EXPECT_EQ(replicas->world_size(), n / pp);
+  EXPECT_EQ(replicas->rank(), r / pp);
+  EXPECT_EQ(members(*replicas, r), same_stage) << grid.where();
+  // Every dimension named: the whole world, in world order.
+  const auto all = grid.split_over({"dp", "pp", "cp"});
+  std::vector<int64_t> everyone(n);
+  for (int q = 0; q < n; ++q) everyone[q] = q;
+  EXPECT_EQ(members(*all, r), everyone);
+  // One name: the members of group(name).
+  EXPECT_EQ(members(*grid.split_over({"pp"}), r), members(grid.group("pp"), r));
+  // Misuse, refused on every rank before any collective.
+  EXPECT_THROW((void)grid.split_over({}), tt::Error);
+  EXPECT_THROW((void)grid.split_over({"dp", "dp"}), tt::Error);
+  EXPECT_THROW((void)grid.split_over({"tp"}), tt::Error);
+  world.barrier();
+}
+
 TEST(Ch13_ProcessGrid, RejectsTpNotDividingWorldMpi) {
   dist::ProcessGroup& world = dist::world();
   const int n = world.world_size();

@@ -139,9 +139,7 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
                     {"dp", n / per_replica}, {"pp", spec.stages}, {"cp", cp_}, {"tp", tp_}});
     // The ranks that average a stage's gradients: its dp x cp ranks (one pp and tp coordinate);
     // without context parallelism the dp group itself.
-    if (cp_ > 1) {
-      replicas_ = world_.split(grid_->coordinate("pp") * tp_ + grid_->coordinate("tp"), rank());
-    }
+    if (cp_ > 1) replicas_ = grid_->split_over({"dp", "cp"});
   }
 
   void prepare_model(nn::Module& model) override {

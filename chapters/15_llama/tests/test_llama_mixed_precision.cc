@@ -1,6 +1,6 @@
 // LLaMA under chapter 11's bf16 mixed precision (Llama::set_mixed_precision, issue 26): a tiny
 // GQA LLaMA (NH 4, NKV 2, hs 32: a head size chapter 11's CUDA FlashAttention takes) trained 10
-// AdamW steps on one batch, in float32 with optim::AdamW and in bf16 with a MasterWeightAdamW,
+// AdamW steps (3 under the sanitizers) on one batch, in float32 with optim::AdamW and in bf16 with a MasterWeightAdamW,
 // from the same initial weights. The bf16 losses fall and follow the float32 ones within
 // kLossTolerance, and differ from them (the GEMMs round their operands to bfloat16: 8
 // significant bits, a relative error up to 2^-9 per operand, so the loss near ln 96 = 4.56
@@ -22,7 +22,8 @@
 namespace tt {
 namespace {
 
-constexpr int kSteps = 10;
+// 10 steps; 3 under the sanitizers (every code path of the step, at a tenth of the time there).
+constexpr int kSteps = tt::testing::steps_unless_sanitized(10, 3);
 constexpr double kLossTolerance = 0.02;  ///< |bf16 loss - float32 loss| per step
 
 llama::LlamaConfig bf16_config() {
@@ -79,7 +80,9 @@ void expect_bf16_follows_float32(Device device) {
     EXPECT_NEAR(bf16.losses[s], fp32.losses[s], kLossTolerance) << "step " << s;
     max_diff = std::max(max_diff, std::abs(bf16.losses[s] - fp32.losses[s]));
   }
-  EXPECT_LT(bf16.losses.back(), bf16.losses.front() - 0.5) << "the bf16 loss did not fall";
+  // 4.69 falls to 0.20 in 10 steps; at least 0.05 a step.
+  EXPECT_LT(bf16.losses.back(), bf16.losses.front() - 0.05 * kSteps)
+      << "the bf16 loss did not fall";
   EXPECT_GT(max_diff, 1e-6) << "the bf16 losses equal the float32 ones: nothing ran in bf16";
   std::printf("%s: max |bf16 - float32| loss over %d steps %.3g (first %.4f, last %.4f)\n",
               device.str().c_str(), kSteps, max_diff, bf16.losses.front(), bf16.losses.back());

@@ -67,6 +67,13 @@ class ProcessGrid {
   /// The group of dimension `name` (this rank and the ranks that differ from it only there).
   dist::ProcessGroup& group(const std::string& name) const { return *groups_[dim_index(name)]; }
 
+  /// A new group over several dimensions: this rank and the ranks that differ from it only
+  /// in the dimensions `names` (e.g. {"dp", "cp"}: the ranks that hold the same parameters
+  /// under data and context parallelism). Its ranks are numbered in grid order, the last named
+  /// dimension innermost; with one name it has the members of group(name). A collective of the
+  /// whole world, like the constructor. Throws tt::Error for an unknown or repeated name.
+  std::unique_ptr<dist::ProcessGroup> split_over(const std::vector<std::string>& names) const;
+
   /// Coordinates of world rank `rank` (last dim innermost).
   std::vector<int> coordinates_of(int rank) const;
   /// World rank at `coords`; throws tt::Error for coordinates outside the grid.
