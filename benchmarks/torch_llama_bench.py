@@ -25,6 +25,8 @@ Modes (--modes, comma-separated; each builds its own model and optimizer from --
            loss (default mode, not fullgraph); backward through AOTAutograd's compiled graph.
   tf32     no autocast: float32 everywhere, TF32 tensor cores for the matrix products (what
            train_llama --precision tf32 runs).
+The batch: uniform random tokens, or with --data the first B*T+1 tokens of tt_prepare_data's
+first train shard (text's skewed token counts matter to the embedding's backward).
 The first --warmup steps (compilation included) are not timed; each of the next --steps steps is
 timed alone (synchronized before and after). One JSON line per mode: ms_per_step (mean),
 ms_median, tok_s (from the mean), mfu against --peak-tflops (bf16 modes; --peak-tflops-tf32 for
@@ -38,13 +40,36 @@ backward, the causal half of 12 L T C).
 import argparse
 import gc
 import json
+import os
 import statistics
+import struct
 import time
 
 import torch
 import torch.nn.functional as F
 import transformers
 from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def data_batch(a, dev):
+    """x, y [B, T] from the first B*T+1 tokens of the first train shard of tt_prepare_data's
+    --data folder (chapter 08's shards: a 1024-byte header of int32, magic 20240520 with uint16
+    tokens or 20240801 with uint32, the token count third, then the tokens)."""
+    with open(os.path.join(a.data, "manifest.json")) as fh:
+        manifest = json.load(fh)
+    shard = next(s for s in manifest["shards"] if s["split"] == "train")
+    n = a.B * a.T + 1
+    with open(os.path.join(a.data, shard["file"]), "rb") as fh:
+        head = struct.unpack("<256i", fh.read(1024))
+        width = {20240520: 2, 20240801: 4}[head[0]]
+        if head[2] < n:
+            raise SystemExit(f"{shard['file']}: {head[2]} tokens, fewer than B*T+1 = {n}")
+        raw = bytearray(fh.read(n * width))
+    tok = torch.frombuffer(raw, dtype=torch.int16 if width == 2 else torch.int32).long()
+    tok = tok & 0xFFFF if width == 2 else tok
+    if int(tok.max()) >= a.V:
+        raise SystemExit(f"{shard['file']}: token {int(tok.max())} >= --V {a.V}")
+    return tok[:-1].view(a.B, a.T).to(dev), tok[1:].view(a.B, a.T).to(dev)
 
 
 def build(a, dev):
@@ -179,6 +204,8 @@ def main():
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="H100 SXM dense bf16")
     ap.add_argument("--peak-tflops-tf32", type=float, default=495.0, help="H100 SXM dense tf32")
+    ap.add_argument("--data", help="tt_prepare_data's folder: one batch of its first train "
+                    "shard, the same batch every step (default: uniform random tokens)")
     ap.add_argument("--profile", action="store_true",
                     help="after timing, one step of each mode under torch.profiler (stderr)")
     a = ap.parse_args()
@@ -190,9 +217,12 @@ def main():
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # a float32 product left: TF32, as ours
         torch.backends.cudnn.allow_tf32 = True
-    gen = torch.Generator(device=dev).manual_seed(a.seed)
-    x = torch.randint(0, a.V, (a.B, a.T), device=dev, generator=gen)
-    y = torch.randint(0, a.V, (a.B, a.T), device=dev, generator=gen)
+    if a.data:
+        x, y = data_batch(a, dev)
+    else:
+        gen = torch.Generator(device=dev).manual_seed(a.seed)
+        x = torch.randint(0, a.V, (a.B, a.T), device=dev, generator=gen)
+        y = torch.randint(0, a.V, (a.B, a.T), device=dev, generator=gen)
     for m in modes:
         print(json.dumps(run_mode(a, m, dev, x, y)), flush=True)
 
