@@ -158,8 +158,13 @@ std::string TrainConfig::usage(const std::string& program) {
          "  --kill-after-step N   testing: kill -9 itself right after logging step N and the\n"
          "                        memory line (a crash to try --resume on; train.csv is cut\n"
          "                        back to the checkpoint)\n"
-         "  --precision P         fp32 | tf32 | bf16 (default: bf16 on a GPU where chapter 11's\n"
-         "                        bf16 operations run, fp32 elsewhere). tf32: float32 GEMMs on the\n"
+         "  --precision P         fp32 | tf32 | bf16 (default: " +
+         std::string(program == "train_llama"
+                         ? "fp32 on every device; bf16 only\n"
+                           "                        when asked"
+                         : "bf16 on a GPU where chapter 11's\n"
+                           "                        bf16 operations run, fp32 elsewhere") +
+         "). tf32: float32 GEMMs on the\n"
          "                        GPU use TF32 tensor cores (inputs rounded to 10-bit mantissas;\n"
          "                        off by default, as in PyTorch). bf16: chapter 11's mixed\n"
          "                        precision (operation set \"bf16\": bf16 GEMMs and attention,\n"
