@@ -82,7 +82,7 @@ struct FusedClassifierFn : autograd::Function {
       // An unpadded head (LLaMA's lm_head [V, C]): the cast goes into ld rows, the extra ones
       // zero, so that the GEMMs stay aligned (see Alignment in the header).
       wte = zeros({ld, C}, opts);
-      wte.narrow(0, 0, rows_in).copy_(in[1]);
+      wte.narrow(0, 0, rows_in).copy_(in[1].to(DType::kBFloat16));  // the same rounding as below
     } else {
       wte = mixed ? in[1].to(DType::kBFloat16) : in[1].contiguous();
     }
