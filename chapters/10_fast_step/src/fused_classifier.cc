@@ -81,8 +81,10 @@ struct FusedClassifierFn : autograd::Function {
     if (mixed && rows_in < ld) {
       // An unpadded head (LLaMA's lm_head [V, C]): the cast goes into ld rows, the extra ones
       // zero, so that the GEMMs stay aligned (see Alignment in the header).
-      wte = zeros({ld, C}, opts);
-      wte.narrow(0, 0, rows_in).copy_(in[1].to(DType::kBFloat16));  // the same rounding as below
+      // copy_ rounds through chapter 11's "cast", as to() does below.
+      wte = empty({ld, C}, opts);
+      wte.narrow(0, 0, rows_in).copy_(in[1]);
+      wte.narrow(0, rows_in, ld - rows_in).fill_(0.0);
     } else {
       wte = mixed ? in[1].to(DType::kBFloat16) : in[1].contiguous();
     }
