@@ -38,22 +38,15 @@ int run(train::TrainConfig o) {
   train::TrainData data(o, *par);
   llama::LlamaFamily family(o, device, *par, data);
   train::TrainerParts parts = family.parts();
-  std::unique_ptr<trace::TraceStepObserver> tracer;  // --trace: every rank (a collective)
-  if (!o.trace.empty()) {
-    tracer = std::make_unique<trace::TraceStepObserver>(device, *par, o.trace_steps);
-    parts.observer = tracer.get();
-  }
+  const std::unique_ptr<trace::TraceStepObserver> tracer =
+      trace::trace_if_asked(o, device, *par, parts);  // --trace: every rank (a collective)
   train::Trainer trainer(o, dir, std::move(parts));
   trainer.resume();
   trainer.print_resume();
   family.print_plan();
   std::fflush(stdout);
   const train::TrainerResult r = trainer.run();
-  if (tracer) {
-    tracer->write(o.trace);  // every rank; rank 0 merges
-    std::printf("trace of %lld step(s) written to %s (open in ui.perfetto.dev)\n",
-                static_cast<long long>(tracer->recorded()), o.trace.c_str());
-  }
+  trace::write_trace(tracer.get(), o.trace);  // every rank; rank 0 merges
   trainer.print_memory(device);
   // Rank 0 saves the model in Hugging Face's format and sums up, when something was trained.
   const bool report = par->is_logging_rank() && r.start != o.steps;
