@@ -148,10 +148,9 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
     (void)gpt2_stage_layers(gpt.config(), spec_.stages * spec_.chunks);
     if (tp_ > 1) split_ = std::make_unique<tp::TensorParallelGPT2>(gpt, grid().group("tp"));
     if (partition_ == PartitionKind::kMeasured) return;  // cut in make_optimizer (see above)
-    if (partition_ == PartitionKind::kUniform) {
-      costs_ = gpt2_partition_costs(partition_, world_, gpt.config(), Device::cpu(), gpt.ops(),
-                                    spec_.micro_batch_rows, spec_.seq_len);
-    }
+    // The FLOP model at the run's T (or 1 per block): no collective, the same on every rank.
+    costs_ = gpt2_partition_costs(partition_, world_, gpt.config(), Device::cpu(), gpt.ops(),
+                                  spec_.micro_batch_rows, spec_.seq_len);
     // This rank's stages only, from here on (the model is still on the CPU).
     own_stages(gpt).keep_only_own_parameters();
   }
@@ -193,7 +192,7 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
     o.micro_batches = spec_.micro_batches * static_cast<int>(step_options.grad_accum_steps);
     o.chunks = spec_.chunks;
     o.max_grad_norm = step_options.max_grad_norm;
-    o.block_costs = costs_;  // empty (flops): gpt2_block_costs, as own_stages cut them
+    o.block_costs = costs_;  // the costs own_stages cut by
     o.tp = split_ ? &grid().group("tp") : nullptr;
     o.cp = cp_ > 1 ? &grid().group("cp") : nullptr;  // checks T % 2 cp before any collective
     trainer_ = std::make_unique<PipelineTrainer>(model, grid().group("pp"),
@@ -268,7 +267,6 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   /// "pipeline 1f1b p=2 m=4 v=1 over ... : stage 0 = embedding + blocks 0-1 ...".
   std::string describe(int64_t B, int64_t accumulation) const {
     const PipelineShape& shape = trainer_->shape();
-    const gpt2::GPT2Config& config = trainer_->stages().model().config();
     std::string stages;
     const std::vector<StageLayers>& layers = trainer_->stages().layers();
     for (std::size_t s = 0; s < layers.size(); ++s) {
@@ -288,10 +286,7 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
         cp_ > 1 ? detail::str("activations [", B / spec_.micro_batches, ", T/", cp_,
                               ", C] between the stages (each cp rank's zigzag shard); ")
                 : std::string(),
-        stages, "; ",
-        describe_partition(partition_,
-                           costs_.empty() ? gpt2_block_costs(config, config.block_size) : costs_,
-                           trainer_->stages().layers()),
+        stages, "; ", describe_partition(partition_, costs_, trainer_->stages().layers()),
         "; theoretical bubble (p-1)/(vm+p-1) = ",
         bubble_fraction(shape.stages, shape.micro_batches, shape.chunks),
         "; each rank holds its stages' parameters only (",
@@ -307,7 +302,8 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   gpt2::PipelineSpec spec_;
   ScheduleKind kind_ = ScheduleKind::kOneFOneB;
   PartitionKind partition_ = PartitionKind::kFlops;
-  std::vector<double> costs_;  // the block costs cut by partition_by_cost; empty: the FLOP model
+  std::vector<double> costs_;  // the block costs cut by partition_by_cost (prepare_model sets
+                               // them; measured: make_optimizer)
   std::unique_ptr<tp::ProcessGrid> grid_;
   std::unique_ptr<dist::ProcessGroup> replicas_;  // the dp x cp ranks of a stage (cp > 1)
   std::unique_ptr<tp::TensorParallelGPT2> split_;
