@@ -123,6 +123,9 @@ TEST_F(Ch06_3_CudaSum, FirstDimIsAStridedReduction) {
     check_sum(dt, contiguous({70001, 33}), {0});
   }
   check_sum(DType::kFloat32, contiguous({5, 7, 65}), {0});  // kept [7, 65] merges to 455
+  // A batch of one row: the "sum" over the size-1 dim adds nothing (a copy, not one block per
+  // element: chapter 14's one-row micro-batches).
+  check_sum(DType::kFloat32, contiguous({1, 1024, 1280}), {0});
 }
 
 TEST_F(Ch06_3_CudaSum, SeveralDimsAndNonContiguousInputs) {

@@ -77,11 +77,8 @@ int run(train::TrainConfig o) {
   gpt2::Gpt2Family gpt2(o, device, *par, data);
   train::TrainerParts parts = gpt2.parts();
   // --trace: chapter 12's Chrome trace of the first steps, on every rank (a collective).
-  std::unique_ptr<trace::TraceStepObserver> tracer;
-  if (!o.trace.empty()) {
-    tracer = std::make_unique<trace::TraceStepObserver>(device, *par, o.trace_steps);
-    parts.observer = tracer.get();
-  }
+  const std::unique_ptr<trace::TraceStepObserver> tracer =
+      trace::trace_if_asked(o, device, *par, parts);
   train::Trainer trainer(o, dir, std::move(parts));
   trainer.resume();
   trainer.print_resume();
@@ -90,11 +87,7 @@ int run(train::TrainConfig o) {
   std::fflush(stdout);
 
   const train::TrainerResult r = trainer.run();
-  if (tracer) {
-    tracer->write(o.trace);  // every rank; rank 0 merges
-    std::printf("trace of %lld step(s) written to %s (open in ui.perfetto.dev)\n",
-                static_cast<long long>(tracer->recorded()), o.trace.c_str());
-  }
+  trace::write_trace(tracer.get(), o.trace);  // every rank; rank 0 merges
   trainer.print_memory(device);
   if (par->is_logging_rank() && r.start != o.steps) {  // rank 0, something trained
     // A split model (--tp, --pp) has no whole copy on one rank: its checkpoint holds whole

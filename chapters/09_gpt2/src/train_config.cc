@@ -63,6 +63,7 @@ void bind(ArgParser& args, TrainConfig& c) {
   args.option("--cp", &c.cp);
   args.option("--pp", &c.pp).option("--micro-batches", &c.micro_batches);
   args.option("--schedule", &c.schedule).option("--chunks", &c.chunks);
+  args.option("--pp-partition", &c.pp_partition);
   args.option("--trace", &c.trace).option("--trace-steps", &c.trace_steps);
 }
 
@@ -157,8 +158,13 @@ std::string TrainConfig::usage(const std::string& program) {
          "  --kill-after-step N   testing: kill -9 itself right after logging step N and the\n"
          "                        memory line (a crash to try --resume on; train.csv is cut\n"
          "                        back to the checkpoint)\n"
-         "  --precision P         fp32 | tf32 | bf16 (default: bf16 on a GPU where chapter 11's\n"
-         "                        bf16 operations run, fp32 elsewhere). tf32: float32 GEMMs on the\n"
+         "  --precision P         fp32 | tf32 | bf16 (default: " +
+         std::string(program == "train_llama"
+                         ? "fp32 on every device; bf16 only\n"
+                           "                        when asked"
+                         : "bf16 on a GPU where chapter 11's\n"
+                           "                        bf16 operations run, fp32 elsewhere") +
+         "). tf32: float32 GEMMs on the\n"
          "                        GPU use TF32 tensor cores (inputs rounded to 10-bit mantissas;\n"
          "                        off by default, as in PyTorch). bf16: chapter 11's mixed\n"
          "                        precision (operation set \"bf16\": bf16 GEMMs and attention,\n"
@@ -221,6 +227,11 @@ std::string TrainConfig::usage(const std::string& program) {
          "                        multiple of P and >= 2P. Checkpoints hold whole tensors:\n"
          "                        resume at any --pp and --tp\n"
          "  --chunks V            model chunks per rank for --schedule interleaved\n"
+         "  --pp-partition K      how the blocks are weighed before the cut: flops (the FLOP\n"
+         "                        model, the default: the same cut on every run) or measured\n"
+         "                        (embedding, a block and the head timed on each rank's device\n"
+         "                        with the run's operations, the ranks' median; not with --tp\n"
+         "                        or --cp)\n"
          "tools (chapter 12's tools lab, when linked in):\n"
          "  --trace FILE          the first --trace-steps steps of the run as a Chrome trace\n"
          "                        (Perfetto, chrome://tracing): steps, kernels, DDP's all-reduces;\n"
@@ -347,6 +358,14 @@ void TrainConfig::validate() {
   TT_CHECK(schedule == "interleaved" ? chunks >= 2 : chunks == 1, "--chunks ", chunks,
            " with --schedule ", schedule,
            ": interleaved runs 2 or more model chunks per rank, afab and 1f1b one");
+  if (pp_partition.empty()) pp_partition = "flops";
+  TT_CHECK(pp_partition == "flops" || pp_partition == "measured",
+           "--pp-partition must be flops or measured, got '", pp_partition, "'");
+  TT_CHECK(pp_partition == "flops" || (pp > 1 && tp == 1 && cp == 1), "--pp-partition ",
+           pp_partition,
+           " weighs a pipeline's blocks: it needs --pp > 1, and times them unsplit (not with --tp "
+           "or --cp), got --pp ",
+           pp, " --tp ", tp, " --cp ", cp);
   TT_CHECK(B % micro_batches == 0, "--micro-batches ", micro_batches,
            " cuts each batch of --B rows into equal micro-batches: --B ", B,
            " is not a multiple of it");
@@ -432,6 +451,7 @@ std::vector<ConfigEntry> TrainConfig::record(int64_t ranks) const {
       {"--micro-batches", num(micro_batches), R::kFree},
       {"--schedule", schedule, R::kFree},
       {"--chunks", num(chunks), R::kFree},
+      {"--pp-partition", pp_partition, R::kFree},
       {"--cuda-graph", cuda_graph ? "1" : "0", R::kFree},
       {"--trace", trace, R::kFree},
       {"--trace-steps", num(trace_steps), R::kFree},

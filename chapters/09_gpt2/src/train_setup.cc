@@ -1,6 +1,7 @@
 // Before the training loop (tt/train_setup.h).
 #include "tt/train_setup.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -82,7 +83,8 @@ std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig
   strategy->set_model_parallelism(static_cast<int>(config.tp), config.sequence_parallel);
   strategy->set_context_parallelism(static_cast<int>(config.cp));
   strategy->set_pipeline({static_cast<int>(config.pp), static_cast<int>(config.micro_batches),
-                          config.schedule, static_cast<int>(config.chunks)});
+                          config.schedule, static_cast<int>(config.chunks), config.pp_partition,
+                          std::max<int64_t>(1, config.B / config.micro_batches), config.T});
   return strategy;
 }
 

@@ -76,9 +76,20 @@ struct FusedClassifierFn : autograd::Function {
     const TensorOptions opts{x_in.dtype(), x_in.device()};
     const TensorOptions acc_opts{mixed ? DType::kFloat32 : x_in.dtype(), x_in.device()};
     const Tensor x = x_in.reshape({N, C}).contiguous();
-    const Tensor wte = mixed ? in[1].to(DType::kBFloat16) : in[1].contiguous();
+    const int64_t ld = classifier_padded_stride(V), rows_in = in[1].size(0);
+    Tensor wte;
+    if (mixed && rows_in < ld) {
+      // An unpadded head (LLaMA's lm_head [V, C]): the cast goes into ld rows, the extra ones
+      // zero, so that the GEMMs stay aligned (see Alignment in the header).
+      // copy_ rounds through chapter 11's "cast", as to() does below.
+      wte = empty({ld, C}, opts);
+      wte.narrow(0, 0, rows_in).copy_(in[1]);
+      wte.narrow(0, rows_in, ld - rows_in).fill_(0.0);
+    } else {
+      wte = mixed ? in[1].to(DType::kBFloat16) : in[1].contiguous();
+    }
     // G >= V columns: all of the padded row when wte has the rows (see Alignment in the header).
-    const int64_t ld = classifier_padded_stride(V), G = std::min(wte.size(0), ld);
+    const int64_t G = std::min(wte.size(0), ld);
     const Tensor w = wte.narrow(0, 0, G);  // the rows that are multiplied (>= V predicted)
     const Tensor w_t = w.transpose(0, 1);  // [C, G], column-major: no copy
     const Tensor row_loss = empty({N}, acc_opts);
@@ -105,6 +116,7 @@ struct FusedClassifierFn : autograd::Function {
       call_kernel<GemmKernel>(gemm, dev, dx_.narrow(0, r0, rows), z, w, 1.0, 0.0);
       call_kernel<GemmKernel>(gemm, dev, dw_.narrow(0, 0, G), z.transpose(0, 1), xr, 1.0, 1.0);
     }
+    if (need_grad_ && dw_.size(0) != rows_in) dw_ = dw_.narrow(0, 0, rows_in);  // wte's rows
     return {div(sum(row_loss), static_cast<double>(N))};  // fixed-order sum; NaN for N = 0
   }
 

@@ -5,7 +5,11 @@
 // moments, "static"), its gradients, the allocator's peak, and the peak above static +
 // gradients (the activations kept for the backward, their gradients in flight, workspaces:
 // what AFAB and 1F1B differ in). Writes each rank's measured and replayed timelines (CSV, a
-// gnuplot script, a PNG when gnuplot is installed) into --timeline-dir.
+// gnuplot script, a PNG when gnuplot is installed) into --timeline-dir. --partition weighs the
+// blocks before they are cut into stages: flops (the FLOP model, the default), measured (each
+// part timed on the device with --ops, tt::pp::measure_gpt2_costs, agreed by the ranks) or
+// uniform (--uniform-costs, kept for older scripts); the plan line prints the costs, the cut and
+// the predicted largest stage against the mean.
 //
 //   mpirun -np 4 tt_pipeline_bench --schedule 1f1b --micro-batches 8 --device cuda
 #include <algorithm>
@@ -27,7 +31,8 @@ struct Args {
   int64_t batch = 4, seq = 1024;
   int micro_batches = 8, chunks = 1, steps = 6, warmup = 2;
   std::string schedule = "1f1b", device = "cpu", ops = "reference", timeline_dir;
-  bool uniform = false;
+  std::string partition = "flops";
+  bool uniform = false;  // --uniform-costs: --partition uniform
 };
 
 int run(const Args& a) {
@@ -47,7 +52,21 @@ int run(const Args& a) {
   options.micro_batches = a.micro_batches;
   options.chunks = a.chunks;
   options.timeline = true;
-  if (a.uniform) options.block_costs.assign(static_cast<std::size_t>(a.layers), 1.0);
+  // The costs on every rank alike (measured: a collective of the world, before the model).
+  const tt::pp::PartitionKind partition =
+      tt::pp::parse_partition_kind(a.uniform ? "uniform" : a.partition);
+  const tt::gpt2::ModelOps ops = tt::gpt2::model_ops(a.ops);
+  options.block_costs =
+      tt::pp::gpt2_partition_costs(partition, world, config, device, ops, a.batch, a.seq);
+  if (rank == 0) {
+    const tt::pp::PipelineShape plan{p, a.micro_batches, a.chunks};
+    std::printf("%s\n",
+                tt::pp::describe_partition(
+                    partition, options.block_costs,
+                    tt::pp::gpt2_stage_layers(config, plan.virtual_stages(), options.block_costs))
+                    .c_str());
+    std::fflush(stdout);
+  }
   tt::gpt2::GPT2 model(config, 1337);
   // This rank's stages only, before the model moves to its device (as train_gpt2 --pp does).
   const tt::pp::PipelineShape shape{p, a.micro_batches, a.chunks};
@@ -55,7 +74,7 @@ int run(const Args& a) {
                      tt::pp::gpt2_stage_layers(config, shape.virtual_stages(), options.block_costs))
       .keep_only_own_parameters();
   model.to(device);
-  model.set_ops(tt::gpt2::model_ops(a.ops));  // e.g. chapter 10's "fast" (FlashAttention)
+  model.set_ops(ops);  // e.g. chapter 10's "fast" (FlashAttention), chapter 11's "bf16"
   tt::pp::PipelineTrainer trainer(model, world, nullptr, options, a.batch, a.seq);
   tt::optim::AdamWOptions adam;
   adam.lr = 1e-4;
@@ -128,14 +147,14 @@ int run(const Args& a) {
     const double replayed = tt::pp::simulated_bubble(replay);
     const double tok_s = static_cast<double>(a.batch * a.seq * a.micro_batches) / (step_ms / 1e3);
     std::printf(
-        "pipeline %s %s (%s, B=%lld T=%lld, ops %s): bubble measured %.4f, theory %.4f, replay "
+        "pipeline %s %s (%s, B=%lld T=%lld, ops %s, partition %s): bubble measured %.4f, theory %.4f, replay "
         "%.4f; step %.2f ms, %.0f tok/s; mean peak memory %.1f MiB; activations above static + "
         "gradients: rank 0 %.1f MiB, max %.1f MiB; peak chunks in flight: rank 0 %.0f, max "
         "%.0f\n",
         a.schedule.c_str(), shape.str().c_str(), config.str().c_str(),
         static_cast<long long>(a.batch), static_cast<long long>(a.seq), a.ops.c_str(),
-        measured_bubble, theory, replayed, step_ms, tok_s, peak_sum / p, m[3], above_max, m[4],
-        in_flight_max);
+        tt::pp::partition_kind_name(partition), measured_bubble, theory, replayed, step_ms, tok_s,
+        peak_sum / p, m[3], above_max, m[4], in_flight_max);
     // The same numbers as one CSV row (.devrun/ch14b.sh collects them).
     std::printf("csv,%d,%d,%lld,%s,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f\n",
                 a.layers, a.channels, static_cast<long long>(a.batch), a.ops.c_str(),
@@ -170,8 +189,9 @@ int main(int argc, char** argv) {
       "usage: mpirun -np P tt_pipeline_bench [--schedule afab|1f1b|interleaved]\n"
       "  [--micro-batches M] [--chunks V] [--layers L] [--heads NH] [--channels C] [--vocab V]\n"
       "  [--batch B] [--seq T] [--steps N] [--warmup W] [--device cpu|cuda]\n"
-      "  [--ops reference|fast] (the blocks' attention, linear layers and loss)\n"
-      "  [--uniform-costs] [--timeline-dir DIR]\n");
+      "  [--ops reference|fast|bf16] (the blocks' attention, linear layers and loss)\n"
+      "  [--partition flops|measured|uniform] (how the blocks are weighed before the cut;\n"
+      "  --uniform-costs: --partition uniform) [--timeline-dir DIR]\n");
   args.option("--schedule", &a.schedule)
       .option("--micro-batches", &a.micro_batches)
       .option("--chunks", &a.chunks)
@@ -186,6 +206,7 @@ int main(int argc, char** argv) {
       .option("--device", &a.device)
       .option("--ops", &a.ops)
       .option("--timeline-dir", &a.timeline_dir)
+      .option("--partition", &a.partition)
       .flag("--uniform-costs", &a.uniform);
   args.parse(argc, argv);
   return tt::dist::run_on_every_rank("tt_pipeline_bench", [&] { return run(a); });

@@ -12,15 +12,41 @@
 #include <set>
 
 #include "tt/autograd.h"
+#include "tt/backend.h"
+#include "tt/cuda_probe.h"
 #include "tt/dispatcher.h"
 #include "tt/error.h"
+#include "tt/generator.h"
 #include "tt/ops_elementwise.h"
 #include "tt/tp_gpt2.h"
+#include "tt/train_setup.h"
 #if TT_WITH_CUDA
 #include "tt/cuda_ops.h"
 #endif
 
 namespace tt::pp {
+
+namespace {
+
+// A point in time: a device mark on CUDA (its compute stream), the host clock on the CPU.
+struct Stamp {
+  std::shared_ptr<dist::DeviceMark> mark;
+  std::chrono::steady_clock::time_point host;
+};
+
+double ms_between(const Stamp& from, const Stamp& to) {
+  if (to.mark && from.mark) return to.mark->ms_since(*from.mark);
+  return std::chrono::duration<double, std::milli>(to.host - from.host).count();
+}
+
+// The median of `values` (not empty): the middle one, or the mean of the two middle ones.
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
 
 // ----- stage partitioning ------------------------------------------------------------------
 
@@ -62,6 +88,180 @@ std::vector<StageLayers> gpt2_stage_layers(const gpt2::GPT2Config& config, int v
     layers.push_back({b[s], b[s + 1], s == 0, s == virtual_stages - 1});
   }
   return layers;
+}
+
+// ----- measured costs ------------------------------------------------------------------------
+
+double Gpt2MeasuredCosts::head_ms() const {
+  return std::max(0.0, last_block_ms - block_ms);
+}
+
+std::vector<double> Gpt2MeasuredCosts::block_costs(int64_t n_layer) const {
+  TT_CHECK(n_layer >= 1, "Gpt2MeasuredCosts::block_costs: a model of ", n_layer,
+           " blocks (needs at least one)");
+  std::vector<double> costs(static_cast<std::size_t>(n_layer), block_ms);
+  costs.back() = last_block_ms;
+  costs.front() += embedding_ms;
+  return costs;
+}
+
+Gpt2MeasuredCosts measure_gpt2_costs(dist::ProcessGroup& group, const gpt2::GPT2Config& config,
+                                     Device device, const gpt2::ModelOps& ops, int64_t rows,
+                                     int64_t seq_len, int repeats) {
+  config.validate();
+  const std::string what =
+      detail::str("measure_gpt2_costs (", group.where(), ", ", device.str(), ", ", config.str(),
+                  ", micro-batch [", rows, ", ", seq_len, "], ", repeats, " repeats)");
+  TT_CHECK(repeats >= 1, what, ": needs at least one timed repeat, got ", repeats);
+  TT_CHECK(rows >= 1 && seq_len >= 1 && seq_len <= config.block_size, what,
+           ": needs rows >= 1 and 1 <= seq_len <= block_size ", config.block_size);
+  if (device.is_cuda()) {
+    TT_CHECK(
+        has_backend(DeviceType::kCUDA) && device.index >= 0 && device.index < cuda_device_count(),
+        what, ": no such device (built with CUDA: ", built_with_cuda() ? "yes" : "no",
+        ", CUDA devices on this machine: ", cuda_device_count(), ")");
+  }
+  // Two blocks: the first is a middle block (its stage hands the residual stream on), the
+  // second the last (ln_f follows it; with a fused operation set its last add is fused with
+  // ln_f). Every block of a GPT-2 has this shape, whatever n_layer is.
+  gpt2::GPT2Config two = config;
+  two.n_layer = 2;
+  gpt2::GPT2 model(two, 1337);
+  model.to(device);
+  model.set_ops(ops);
+  Generator gen(4242);
+  std::vector<int64_t> ids(static_cast<std::size_t>(2 * rows * seq_len));
+  for (int64_t& id : ids) {
+    id = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(config.vocab_size));
+  }
+  const std::size_t half = ids.size() / 2;
+  const Tensor idx =
+      from_vector(std::vector<int64_t>(ids.begin(), ids.begin() + half), {rows, seq_len})
+          .to(device);
+  const Tensor targets =
+      from_vector(std::vector<int64_t>(ids.begin() + half, ids.end()), {rows, seq_len}).to(device);
+  Tensor stream;  // a residual stream of real magnitudes: the embedding of idx
+  {
+    autograd::NoGradGuard no_grad;
+    stream = model.embed(idx).contiguous();
+  }
+  const Tensor grad = full(stream.shape(), 1e-3, {.dtype = stream.dtype(), .device = device});
+  const auto leaf = [&] {
+    Tensor x = stream.detach();
+    x.set_requires_grad(true);
+    return x;
+  };
+  // The three parts, each forward and backward (the parameters' gradients accumulate, as they
+  // do over a step's micro-batches).
+  const std::vector<std::function<void()>> parts = {
+      [&] { autograd::backward(model.embed(idx), grad); },
+      [&] { autograd::backward(model.run_blocks(leaf(), 0, 1), grad); },
+      [&] { autograd::backward(model.loss_from_hidden(model.run_blocks(leaf(), 1, 2), targets)); },
+  };
+  const Tensor probe = empty({1}, {.dtype = stream.dtype(), .device = device});
+  const auto now = [&] { return Stamp{group.mark(probe), std::chrono::steady_clock::now()}; };
+  for (int round = 0; round < 2; ++round) {  // warm-up: allocator, kernels' first launches
+    for (const auto& part : parts) part();
+    if (round == 0 && ops.adamw) {
+      // One step with lr 0 gives mixed precision its bfloat16 weight copies (what every
+      // training step after the first multiplies with), without changing the weights.
+      optim::AdamWOptions zero_lr;
+      zero_lr.lr = 0;
+      ops.adamw(gpt2::param_groups(model, 0.0), zero_lr)->step();
+    }
+  }
+  std::vector<std::vector<double>> ms(parts.size());
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      const Stamp start = now();
+      parts[k]();
+      ms[k].push_back(ms_between(start, now()));
+    }
+  }
+  // Agreement: every rank's medians gathered, each part the median over the ranks.
+  std::vector<double> mine;
+  for (const std::vector<double>& m : ms) mine.push_back(median(m));
+  const int n = group.world_size();
+  const Tensor all = empty({3 * static_cast<int64_t>(n)}, {.dtype = DType::kFloat64});
+  group.all_gather(all, from_vector(mine, {3}));
+  const std::vector<double> gathered = all.to_vector<double>();
+  double agreed[3];
+  for (int k = 0; k < 3; ++k) {
+    std::vector<double> over_ranks;
+    for (int r = 0; r < n; ++r) over_ranks.push_back(gathered[static_cast<std::size_t>(3 * r + k)]);
+    agreed[k] = median(over_ranks);
+  }
+  return {agreed[0], agreed[1], agreed[2]};
+}
+
+std::vector<double> measure_gpt2_block_costs(dist::ProcessGroup& group,
+                                             const gpt2::GPT2Config& config, Device device,
+                                             const gpt2::ModelOps& ops, int64_t rows,
+                                             int64_t seq_len, int repeats) {
+  return measure_gpt2_costs(group, config, device, ops, rows, seq_len, repeats)
+      .block_costs(config.n_layer);
+}
+
+PartitionKind parse_partition_kind(const std::string& name) {
+  if (name == "flops") return PartitionKind::kFlops;
+  if (name == "measured") return PartitionKind::kMeasured;
+  if (name == "uniform") return PartitionKind::kUniform;
+  TT_THROW("parse_partition_kind: unknown partition '", name,
+           "' (flops: the FLOP model, measured: timed on the device, uniform: 1 per block)");
+}
+
+const char* partition_kind_name(PartitionKind kind) {
+  switch (kind) {
+    case PartitionKind::kFlops:
+      return "flops";
+    case PartitionKind::kMeasured:
+      return "measured";
+    case PartitionKind::kUniform:
+      return "uniform";
+  }
+  return "?";
+}
+
+std::vector<double> gpt2_partition_costs(PartitionKind kind, dist::ProcessGroup& group,
+                                         const gpt2::GPT2Config& config, Device device,
+                                         const gpt2::ModelOps& ops, int64_t rows, int64_t seq_len) {
+  switch (kind) {
+    case PartitionKind::kMeasured:
+      return measure_gpt2_block_costs(group, config, device, ops, rows, seq_len);
+    case PartitionKind::kUniform:
+      return std::vector<double>(static_cast<std::size_t>(config.n_layer), 1.0);
+    case PartitionKind::kFlops:
+      break;
+  }
+  return gpt2_block_costs(config, seq_len);
+}
+
+std::string describe_partition(PartitionKind kind, const std::vector<double>& costs,
+                               const std::vector<StageLayers>& layers) {
+  const char* unit = kind == PartitionKind::kMeasured ? "ms"
+                     : kind == PartitionKind::kFlops  ? "FLOPs/token"
+                                                      : "units";
+  std::string out =
+      detail::str("partition ", partition_kind_name(kind), ": costs (", unit, ") per block:");
+  for (double c : costs) out += " " + train::format_number("%.4g", c);
+  double total = 0, worst = 0;
+  for (std::size_t s = 0; s < layers.size(); ++s) {
+    const StageLayers& l = layers[s];
+    double sum = 0;
+    for (int64_t b = l.begin; b < l.end; ++b) sum += costs.at(static_cast<std::size_t>(b));
+    total += sum;
+    worst = std::max(worst, sum);
+    const std::string blocks = l.end - l.begin == 1
+                                   ? detail::str("block ", l.begin)
+                                   : detail::str("blocks ", l.begin, "-", l.end - 1);
+    out +=
+        detail::str(s ? "; " : "; cut: ", "stage ", s, " = ", l.embedding ? "embedding + " : "",
+                    blocks, l.head ? " + head" : "", " (", train::format_number("%.4g", sum), ")");
+  }
+  const double mean = layers.empty() ? 0.0 : total / static_cast<double>(layers.size());
+  return out + "; predicted max stage " + train::format_number("%.4g", worst) + " vs mean " +
+         train::format_number("%.4g", mean) + " (max/mean " +
+         train::format_number("%.3f", mean > 0 ? worst / mean : 0.0) + ")";
 }
 
 // ----- timeline ------------------------------------------------------------------------------
@@ -139,21 +339,6 @@ bool run_gnuplot(const std::string& script) {
 }
 
 // ----- the executor --------------------------------------------------------------------------
-
-namespace {
-
-// A point in time: a device mark on CUDA (its compute stream), the host clock on the CPU.
-struct Stamp {
-  std::shared_ptr<dist::DeviceMark> mark;
-  std::chrono::steady_clock::time_point host;
-};
-
-double ms_between(const Stamp& from, const Stamp& to) {
-  if (to.mark && from.mark) return to.mark->ms_since(*from.mark);
-  return std::chrono::duration<double, std::milli>(to.host - from.host).count();
-}
-
-}  // namespace
 
 ExecutorResult run_schedule(dist::ProcessGroup& group, const RankSchedule& schedule,
                             const PipelineShape& shape, StageModule& stage,

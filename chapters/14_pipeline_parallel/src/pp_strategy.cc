@@ -18,7 +18,12 @@
 // sent over pp), so a run resumes under any layout; loading fills each rank's own parameters.
 // No rank holds the whole model, so train_gpt2 prints no text samples and exports no llm.c
 // model under --pp (chapter 09's ParallelStrategy::splits_model): resume the checkpoint in one
-// process for those.
+// process for those. --pp-partition measured (tp = cp = 1) cannot cut before the model has its
+// device and operations: prepare_model then keeps the whole model (it moves to the device
+// whole), make_optimizer times the parts with the model's operations (measure_gpt2_costs over
+// the pp group, then data-parallel replica 0's costs broadcast over the world, so every rank
+// cuts alike) and releases the other stages' parameters there, before any gradient or moment
+// exists.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -121,6 +126,11 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
              " ranks per data-parallel replica do not divide the world of ", n,
              " ranks (dp x pp x cp x tp must equal the number of processes)");
     kind_ = parse_schedule_kind(spec.schedule);
+    partition_ = parse_partition_kind(spec.partition);
+    TT_CHECK(partition_ != PartitionKind::kMeasured || (tp_ == 1 && cp_ == 1),
+             "the pipeline strategy \"pp\": --pp-partition measured times unsplit blocks, not "
+             "with tp=",
+             tp_, " or cp=", cp_);
     // p, v and the schedule (m, which includes the accumulation, when the pipeline is made).
     PipelineShape{spec.stages, 2 * spec.stages, spec.chunks}.validate(kind_);
     spec_ = spec;
@@ -137,6 +147,10 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
     // More virtual stages than blocks (e.g. an --init-llmc model): refused before any split.
     (void)gpt2_stage_layers(gpt.config(), spec_.stages * spec_.chunks);
     if (tp_ > 1) split_ = std::make_unique<tp::TensorParallelGPT2>(gpt, grid().group("tp"));
+    if (partition_ == PartitionKind::kMeasured) return;  // cut in make_optimizer (see above)
+    // The FLOP model at the run's T (or 1 per block): no collective, the same on every rank.
+    costs_ = gpt2_partition_costs(partition_, world_, gpt.config(), Device::cpu(), gpt.ops(),
+                                  spec_.micro_batch_rows, spec_.seq_len);
     // This rank's stages only, from here on (the model is still on the CPU).
     own_stages(gpt).keep_only_own_parameters();
   }
@@ -151,11 +165,21 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
                                                    std::vector<optim::ParamGroup> groups,
                                                    const optim::AdamWOptions& options,
                                                    const gpt2::AdamWFactory& adamw = {}) override {
+    gpt2::GPT2& gpt = as_gpt2(model);
+    if (partition_ == PartitionKind::kMeasured && costs_.empty()) {
+      // The model is on its device with the run's operations: time its parts there, agree on
+      // them (the pp group's median, then dp replica 0's over the world), cut, release.
+      costs_ = measure_gpt2_block_costs(grid().group("pp"), gpt.config(), gpt.device(), gpt.ops(),
+                                        spec_.micro_batch_rows, spec_.seq_len);
+      const Tensor agreed = from_vector(costs_, {static_cast<int64_t>(costs_.size())});
+      world_.broadcast(agreed, 0);
+      costs_ = agreed.to_vector<double>();
+      own_stages(gpt).keep_only_own_parameters();
+    }
     // The parameters of this rank's stages. The ranks start equal: every rank built the model
     // from the same seed (or file).
     return ParallelStrategy::make_optimizer(
-        model, only_parameters(std::move(groups), own_stages(as_gpt2(model)).parameters()), options,
-        adamw);
+        model, only_parameters(std::move(groups), own_stages(gpt).parameters()), options, adamw);
   }
 
   std::unique_ptr<gpt2::StepRunner> make_step_runner(
@@ -168,6 +192,7 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
     o.micro_batches = spec_.micro_batches * static_cast<int>(step_options.grad_accum_steps);
     o.chunks = spec_.chunks;
     o.max_grad_norm = step_options.max_grad_norm;
+    o.block_costs = costs_;  // the costs own_stages cut by
     o.tp = split_ ? &grid().group("tp") : nullptr;
     o.cp = cp_ > 1 ? &grid().group("cp") : nullptr;  // checks T % 2 cp before any collective
     trainer_ = std::make_unique<PipelineTrainer>(model, grid().group("pp"),
@@ -230,7 +255,7 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   GPT2Stages own_stages(gpt2::GPT2& gpt) const {
     const PipelineShape shape{spec_.stages, 1, spec_.chunks};
     return GPT2Stages(gpt, shape, grid().coordinate("pp"),
-                      gpt2_stage_layers(gpt.config(), shape.virtual_stages()));
+                      gpt2_stage_layers(gpt.config(), shape.virtual_stages(), costs_));
   }
   PipelineTrainer& trainer() const {
     TT_CHECK(trainer_ != nullptr,
@@ -261,7 +286,8 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
         cp_ > 1 ? detail::str("activations [", B / spec_.micro_batches, ", T/", cp_,
                               ", C] between the stages (each cp rank's zigzag shard); ")
                 : std::string(),
-        stages, "; theoretical bubble (p-1)/(vm+p-1) = ",
+        stages, "; ", describe_partition(partition_, costs_, trainer_->stages().layers()),
+        "; theoretical bubble (p-1)/(vm+p-1) = ",
         bubble_fraction(shape.stages, shape.micro_batches, shape.chunks),
         "; each rank holds its stages' parameters only (",
         train::format_number(
@@ -275,6 +301,9 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   int cp_ = 1;
   gpt2::PipelineSpec spec_;
   ScheduleKind kind_ = ScheduleKind::kOneFOneB;
+  PartitionKind partition_ = PartitionKind::kFlops;
+  std::vector<double> costs_;  // the block costs cut by partition_by_cost (prepare_model sets
+                               // them; measured: make_optimizer)
   std::unique_ptr<tp::ProcessGrid> grid_;
   std::unique_ptr<dist::ProcessGroup> replicas_;  // the dp x cp ranks of a stage (cp > 1)
   std::unique_ptr<tp::TensorParallelGPT2> split_;

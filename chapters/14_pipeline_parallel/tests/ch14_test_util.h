@@ -97,7 +97,8 @@ struct Layout {
 /// A model trained through the strategy "pp" as Gpt2Family and the Trainer use it, set up in
 /// train_gpt2's order (set_model_parallelism, set_context_parallelism, set_pipeline,
 /// prepare_model, model_ops, make_optimizer, make_step_runner): `micro_batches` per batch of a
-/// replica, `rows` rows of T tokens per global batch, with operation set `ops`.
+/// replica, `rows` rows of T tokens per global batch, with operation set `ops`, the blocks
+/// weighed by `partition` (--pp-partition: "flops" or "measured").
 struct StrategyRun {
   std::unique_ptr<gpt2::ParallelStrategy> par = gpt2::make_parallel_strategy("pp");
   gpt2::GPT2 model;
@@ -106,11 +107,13 @@ struct StrategyRun {
   int64_t step = 0;  ///< the next global batch's step
 
   StrategyRun(const gpt2::GPT2Config& config, uint64_t seed, const Layout& l, int micro_batches,
-              int64_t rows, int64_t T, GlobalBatches batches, const std::string& ops = "reference")
+              int64_t rows, int64_t T, GlobalBatches batches, const std::string& ops = "reference",
+              const std::string& partition = "flops")
       : model(config, seed), rows_(rows), batches_(std::move(batches)) {
     par->set_model_parallelism(l.tp, false);
     par->set_context_parallelism(l.cp);
-    par->set_pipeline({l.pp, micro_batches, l.schedule, l.chunks});
+    par->set_pipeline(
+        {l.pp, micro_batches, l.schedule, l.chunks, partition, rows / l.dp / micro_batches, T});
     par->prepare_model(model);
     const gpt2::ModelOps set = gpt2::model_ops(ops);
     model.set_ops(par->model_ops(set));

@@ -63,8 +63,10 @@ std::vector<Layout> layouts(int n) {
 
 // A model trained through the strategy "pp" as Gpt2Family and the Trainer use it.
 struct StrategyRun : tt::test14::StrategyRun {
-  explicit StrategyRun(const Layout& l, const std::string& ops = "reference")
-      : tt::test14::StrategyRun(config(), kSeed, l, kMicro, kRows, kT, global_batch, ops) {}
+  explicit StrategyRun(const Layout& l, const std::string& ops = "reference",
+                       const std::string& partition = "flops")
+      : tt::test14::StrategyRun(config(), kSeed, l, kMicro, kRows, kT, global_batch, ops,
+                                partition) {}
 };
 
 // The rank holds the parameters its optimizer updates (its stages', its tp parts) and, of the
@@ -172,6 +174,39 @@ TEST(Ch14_PipelineStrategy, FusedOperationSetsEqualOneProcessMpi) {
       const auto r = run.train();
       EXPECT_NEAR(r.loss, ref.losses[s], tol) << "step " << s;
       EXPECT_NEAR(r.grad_norm, ref.norms[s], tol * std::max(1.0, ref.norms[s])) << "step " << s;
+    }
+  }
+  world.barrier();
+}
+
+TEST(Ch14_PipelineStrategy, MeasuredPartitionEqualsOneProcessMpi) {
+  // --pp-partition measured: the model stays whole until make_optimizer has timed its parts
+  // (here on the CPU) and the ranks agreed on the costs; then each rank keeps its stages only,
+  // and the steps are one process's. The cut may differ from the FLOP model's; the math does not.
+  const tt::ScopedNumThreads one(1);
+  dist::ProcessGroup& world = dist::world();
+  for (const Layout& l : layouts(world.world_size())) {
+    if (l.tp > 1) continue;  // measured costs are timed unsplit (refused with tp > 1)
+    SCOPED_TRACE(l.str());
+    const OneProcess ref(2);
+    StrategyRun run(l, "reference", "measured");
+    expect_only_own_stages(run, l);
+    tt::test14::expect_steps_of_one_process(run, ref, 2, kRows * kT);
+    // The plan names the partition, its costs in ms and the predicted balance.
+    const std::string plan = run.runner->description();
+    EXPECT_NE(plan.find("partition measured: costs (ms) per block:"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("predicted max stage"), std::string::npos) << plan;
+  }
+  // With tensor parallelism the timed blocks would not be the split ones: refused.
+  auto par = tt::gpt2::make_parallel_strategy("pp");
+  if (world.world_size() % 2 == 0) {
+    par->set_model_parallelism(2, false);
+    try {
+      par->set_pipeline({world.world_size() / 2, kMicro, "1f1b", 1, "measured", 1, kT});
+      ADD_FAILURE() << "measured with tp 2 was accepted";
+    } catch (const tt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--pp-partition measured"), std::string::npos)
+          << e.what();
     }
   }
   world.barrier();

@@ -91,6 +91,18 @@ TEST_F(Ch14_TrainGpt2Pp, PipelineLogsTheLossesOfOneProcessAndOneProcessResumesIt
   expect_same_log("pp2", "one", all);
 }
 
+TEST_F(Ch14_TrainGpt2Pp, MeasuredPartitionPrintsItsCostsAndCut) {
+  // --pp-partition measured: the parts timed on each rank's device (here the CPU) before the
+  // optimizer, the plan printed with the costs in ms, the cut and the predicted balance.
+  const JobResult r =
+      train(2, "--steps 2 --layers 4 --pp 2 --micro-batches 2 --pp-partition measured", "meas");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* line : {"partition measured: costs (ms) per block:",
+                           "cut: stage 0 = embedding + block", "predicted max stage", "step 2/"}) {
+    EXPECT_NE(r.output.find(line), std::string::npos) << "no '" << line << "' in\n" << r.output;
+  }
+}
+
 TEST_F(Ch14_TrainGpt2Pp, AnErrorAfterTheStartFailsOnEveryRank) {
   // Interleaved: m = 2 micro-batches per step on p = 2 stages (m >= 2p needed), found when the
   // pipeline is made (after the grid, the data and the model): every rank stops, none hangs.
@@ -126,6 +138,11 @@ TEST(Ch14_TrainConfigPp, PipelineFlagsAreCheckedBeforeAnythingRuns) {
   EXPECT_NE(error({"--pp", "2", "--chunks", "2"}).find("--chunks 2 with --schedule 1f1b"),
             std::string::npos);
   EXPECT_NE(error({"--pp", "2", "--zero", "1"}).find("excludes --zero 1"), std::string::npos);
+  EXPECT_NE(error({"--pp", "2", "--pp-partition", "timed"}).find("must be flops or measured"),
+            std::string::npos);
+  EXPECT_NE(error({"--pp-partition", "measured"}).find("needs --pp > 1"), std::string::npos);
+  EXPECT_NE(error({"--pp", "2", "--tp", "2", "--pp-partition", "measured"}).find("not with --tp"),
+            std::string::npos);
   // Accepted: the defaults resolved (1f1b; 2 chunks for interleaved), stable under validate().
   tt::train::TrainConfig c = tt::train::TrainConfig::parse_args(
       {"--pp", "2", "--layers", "4", "--schedule", "interleaved"});
@@ -136,6 +153,10 @@ TEST(Ch14_TrainConfigPp, PipelineFlagsAreCheckedBeforeAnythingRuns) {
   plain.validate();
   EXPECT_EQ(plain.schedule, "1f1b");
   EXPECT_EQ(plain.chunks, 1);
+  EXPECT_EQ(plain.pp_partition, "flops");  // the FLOP model unless measured is asked for
+  EXPECT_EQ(
+      tt::train::TrainConfig::parse_args({"--pp", "2", "--pp-partition", "measured"}).pp_partition,
+      "measured");
 }
 
 }  // namespace

@@ -8,7 +8,10 @@
 //
 // --n-kv-head (default: --heads) sets grouped-query attention's key/value heads; the run record
 // holds it like the other shape flags, so --resume with another value is refused by name.
-// float32 only for now.
+// --precision fp32 (the default, on every device) | tf32 | bf16: bf16 is chapter 11's mixed
+// precision on float32 master weights (LlamaFamily; --recompute and --cuda-graph are refused).
+// --trace FILE records the first --trace-steps steps as chapter 12's Chrome trace, as in
+// train_gpt2 (tools/trace_ops FILE: where a step's time went, per op).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -18,6 +21,7 @@
 #include "tt/run_dir.h"
 #include "tt/train_config.h"
 #include "tt/train_setup.h"
+#include "tt/train_trace.h"
 #include "tt/trainer.h"
 
 namespace {
@@ -33,12 +37,16 @@ int run(train::TrainConfig o) {
       o.out, {.writer = par->is_logging_rank(), .resume = o.resume, .overwrite = o.overwrite});
   train::TrainData data(o, *par);
   llama::LlamaFamily family(o, device, *par, data);
-  train::Trainer trainer(o, dir, family.parts());
+  train::TrainerParts parts = family.parts();
+  const std::unique_ptr<trace::TraceStepObserver> tracer =
+      trace::trace_if_asked(o, device, *par, parts);  // --trace: every rank (a collective)
+  train::Trainer trainer(o, dir, std::move(parts));
   trainer.resume();
   trainer.print_resume();
   family.print_plan();
   std::fflush(stdout);
   const train::TrainerResult r = trainer.run();
+  trace::write_trace(tracer.get(), o.trace);  // every rank; rank 0 merges
   trainer.print_memory(device);
   // Rank 0 saves the model in Hugging Face's format and sums up, when something was trained.
   const bool report = par->is_logging_rank() && r.start != o.steps;

@@ -36,7 +36,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 /// Sums `grad` over the dims that broadcasting added or expanded so that the result has
 /// `shape` (exercise ch04.2): the backward of `expand(shape -> grad.shape())`.
 /// \f[ \text{out}[j] = \sum_{i \,:\, i \text{ broadcasts to } j} \text{grad}[i] \f]
-/// Throws tt::Error when grad.shape() is not a broadcast of `shape`.
+/// grad itself when the shapes are equal, a view of it when broadcasting added only size-1 dims
+/// in front (nothing to add). Throws tt::Error when grad.shape() is not a broadcast of `shape`.
 Tensor sum_to_shape(const Tensor& grad, const Shape& shape);
 
 // ----- binary ops with broadcasting (differentiable) ------------------------------------------

@@ -101,7 +101,8 @@ inline constexpr int64_t kReduceChunk = 2048;
 /// and a tree over the warps), and a second kernel adds each output's chunk sums in chunk order.
 /// When the outputs are contiguous and each sums one strided column (a bias gradient: [rows, N]
 /// over the rows), the solution uses column_sum (tt/cuda_column_sum.h) instead, whose warps
-/// read neighbouring columns.
+/// read neighbouring columns. When nothing is reduced (only size-1 dims: a batch of one row),
+/// it copies (cuda::copy) instead of launching a block per element.
 /// The accumulator has the input's dtype. The order of additions depends only on the shapes, so
 /// results are bitwise reproducible on any GPU (exercise ch06.3).
 void sum(const Tensor& out, const Tensor& in);

@@ -100,6 +100,7 @@ struct TrainConfig {
   int64_t micro_batches = 1;       ///< --micro-batches M: each batch of B rows cut in M (--pp)
   std::string schedule;            ///< --schedule afab | 1f1b | interleaved ("": 1f1b, --pp)
   int64_t chunks = 0;              ///< --chunks V per rank (0: 2 for interleaved, else 1)
+  std::string pp_partition;        ///< --pp-partition flops | measured ("": flops, --pp)
   bool cuda_graph = false;         ///< --cuda-graph
   // tools (chapter 12's tools lab, when linked in)
   std::string trace;        ///< --trace FILE: the first steps as a Chrome trace ("": none)

@@ -52,6 +52,11 @@ struct PipelineSpec {
   int micro_batches = 1;          ///< micro-batches per batch of B rows (--micro-batches)
   std::string schedule = "1f1b";  ///< "afab", "1f1b" or "interleaved" (--schedule)
   int chunks = 1;                 ///< v: model chunks per rank, interleaved only (--chunks)
+  /// How the blocks are weighed before the cut (--pp-partition): "flops" or "measured" (timed
+  /// on micro-batches of micro_batch_rows x seq_len tokens).
+  std::string partition = "flops";
+  int64_t micro_batch_rows = 1;  ///< rows of one micro-batch (--B / --micro-batches)
+  int64_t seq_len = 1;           ///< tokens per row (--T)
 };
 
 /// The parts of training that depend on how many processes share it. The base class is the

@@ -7,18 +7,20 @@
 /// train::StepObserver around each step, and this observer forwards the first steps to a
 /// TraceWriter:
 /// @code
-///   tt::trace::TraceStepObserver tracer(device, *strategy, config.trace_steps);  // every rank
-///   parts.observer = &tracer;
+///   auto tracer = tt::trace::trace_if_asked(config, device, *strategy, parts);  // every rank
+///   tt::train::Trainer trainer(config, dir, std::move(parts));
 ///   trainer.run();
-///   tracer.write(config.trace);                                               // every rank
+///   tt::trace::write_trace(tracer.get(), config.trace);                      // every rank
 /// @endcode
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "tt/ddp.h"
 #include "tt/trace.h"
+#include "tt/train_config.h"
 #include "tt/train_parallel.h"
 #include "tt/trainer.h"
 
@@ -57,5 +59,16 @@ class TraceStepObserver final : public train::StepObserver {
   int64_t steps_;
   int64_t recorded_ = 0;
 };
+
+/// The tracer of `config`'s --trace: a TraceStepObserver of config.trace_steps steps, set as
+/// `parts.observer`; nullptr (and `parts` untouched) when config.trace is empty. Every rank
+/// calls it (the observer's construction is a collective of the strategy's ranks).
+std::unique_ptr<TraceStepObserver> trace_if_asked(const train::TrainConfig& config, Device device,
+                                                  gpt2::ParallelStrategy& strategy,
+                                                  train::TrainerParts& parts);
+
+/// Writes `tracer`'s trace to `path` (every rank; rank 0 merges) and says so on stdout;
+/// nothing for a null tracer.
+void write_trace(const TraceStepObserver* tracer, const std::string& path);
 
 }  // namespace tt::trace

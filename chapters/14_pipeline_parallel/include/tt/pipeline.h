@@ -76,10 +76,81 @@ struct StageLayers {
 };
 
 /// Relative training cost of each of GPT-2's blocks at sequence length T (FLOPs per token of
-/// forward + backward, as gpt2::flops_per_token counts them), with the embedding's cost added
-/// to the first block and the head's (the C x V matmul and the loss) to the last, so that a
-/// partition of the blocks also balances those.
+/// forward + backward, as gpt2::flops_per_token counts them), with the head's (the C x V matmul
+/// and the loss) added to the last block, so that a partition of the blocks also balances it.
+/// The embedding is a lookup and counts no FLOPs in this model, so the first block's cost is a
+/// block's: what the embedding really costs (its dense [V, C] gradient) only a measurement
+/// sees (measure_gpt2_costs).
 std::vector<double> gpt2_block_costs(const gpt2::GPT2Config& config, int64_t seq_len);
+
+/// What measure_gpt2_costs timed: milliseconds of forward + backward of one micro-batch, the
+/// median of the repeats, agreed by the ranks (see measure_gpt2_costs).
+struct Gpt2MeasuredCosts {
+  double embedding_ms = 0;   ///< embed(): wte lookup + wpe, and its backward into wte and wpe
+  double block_ms = 0;       ///< one block that is not the last (all blocks have one shape)
+  double last_block_ms = 0;  ///< the last block, ln_f, the tied head matmul and the loss
+
+  /// The head alone (ln_f, head matmul, loss): last_block_ms - block_ms, at least 0.
+  double head_ms() const;
+  /// One cost per block of a model of `n_layer` blocks, in gpt2_block_costs' format: block_ms
+  /// each, the embedding added to the first block, the last block last_block_ms (for one
+  /// block: embedding_ms + last_block_ms). Throws tt::Error when n_layer < 1.
+  std::vector<double> block_costs(int64_t n_layer) const;
+};
+
+/// Measures GPT-2's costs for a pipeline's partition: every rank of `group` (a collective)
+/// builds a two-block GPT-2 of `config`'s shape (its width, heads and vocabulary) on `device`
+/// with `ops` (the operation set the run trains with: float32, chapter 10's fused set, chapter
+/// 11's bf16 mixed precision as the trainer builds it) and times, on micro-batches of `rows` x
+/// `seq_len` random tokens, the forward + backward of the embedding, of the first block (a
+/// middle block: a stage that ends there hands its residual stream on) and of the last block
+/// with the head and the loss, each on its own. Two warm-up rounds come first (with `ops.adamw`
+/// one AdamW step with lr 0 after the first, so the bfloat16 weight copies exist as in
+/// training), then `repeats` timed rounds; each part's time is the median of its rounds, timed
+/// with CUDA events on the device's compute stream on a GPU (ProcessGroup::mark, as the
+/// Timeline) and by the host clock on the CPU. **How the ranks agree**: the three medians of
+/// every rank are all-gathered over `group` and each part's cost is the median over the ranks
+/// (the mean of the two middle ones for an even count), computed in the same order from the
+/// same numbers on every rank, so every rank returns identical costs and partition_by_cost
+/// (deterministic) cuts them identically. Throws tt::Error (on every rank alike, before any
+/// collective) naming the device and shape when repeats < 1, rows < 1, seq_len is not in [1,
+/// block_size], or `device` is a CUDA device this build or machine does not have.
+Gpt2MeasuredCosts measure_gpt2_costs(dist::ProcessGroup& group, const gpt2::GPT2Config& config,
+                                     Device device, const gpt2::ModelOps& ops, int64_t rows,
+                                     int64_t seq_len, int repeats = 5);
+
+/// measure_gpt2_costs(...).block_costs(config.n_layer): measured per-block costs in
+/// milliseconds, identical on every rank of `group`, for PipelineOptions::block_costs.
+std::vector<double> measure_gpt2_block_costs(dist::ProcessGroup& group,
+                                             const gpt2::GPT2Config& config, Device device,
+                                             const gpt2::ModelOps& ops, int64_t rows,
+                                             int64_t seq_len, int repeats = 5);
+
+/// How a pipeline's blocks are weighed before partition_by_cost cuts them.
+enum class PartitionKind {
+  kFlops,     ///< gpt2_block_costs (the FLOP model): the same on every run, nothing timed
+  kMeasured,  ///< measure_gpt2_block_costs on the run's device and operations
+  kUniform,   ///< 1 per block: as many blocks per stage as possible, the head ignored
+};
+
+/// "flops", "measured" or "uniform" to the kind; throws tt::Error naming the three otherwise.
+PartitionKind parse_partition_kind(const std::string& name);
+/// The kind's name ("flops", "measured", "uniform").
+const char* partition_kind_name(PartitionKind kind);
+
+/// The block costs of `kind` for a run of micro-batches [rows, seq_len] on `device` with `ops`
+/// (only kMeasured uses the device and the ops, and only it is a collective of `group`): the
+/// FLOP model at seq_len, the measured milliseconds, or 1 per block.
+std::vector<double> gpt2_partition_costs(PartitionKind kind, dist::ProcessGroup& group,
+                                         const gpt2::GPT2Config& config, Device device,
+                                         const gpt2::ModelOps& ops, int64_t rows, int64_t seq_len);
+
+/// The plan of a cut, one line: "partition <kind>: costs (<unit>) per block: ...; cut: stage 0 =
+/// embedding + blocks 0-8 (cost); ...; predicted max stage X vs mean Y (max/mean R)", the unit
+/// that of `kind`'s costs (FLOPs/token, ms or units). R is the step's predicted slowdown over
+/// perfectly balanced stages. `layers` from gpt2_stage_layers(config, ..., costs).
+std::string describe_partition(PartitionKind kind, const std::vector<double>& costs,
+                               const std::vector<StageLayers>& layers);
 
 /// The blocks of each of `virtual_stages` stages cut by partition_by_cost(costs) (costs: one per
 /// block; gpt2_block_costs when empty); the first stage also holds the embedding, the last the
@@ -276,8 +347,11 @@ struct PipelineOptions {
   int micro_batches = 1;                            ///< m per step
   int chunks = 1;                                   ///< v (interleaved only)
   double max_grad_norm = 1.0;                       ///< clipping (<= 0: none)
-  std::vector<double> block_costs;                  ///< per block; empty: gpt2_block_costs
-  bool timeline = false;                            ///< record each step's Timeline
+  /// Per block (gpt2_partition_costs: the FLOP model, measured milliseconds or uniform), cut by
+  /// partition_by_cost; empty: gpt2_block_costs at the model's block_size. Every rank of the
+  /// pipeline (and of its data-parallel replicas) must pass the same costs.
+  std::vector<double> block_costs;
+  bool timeline = false;  ///< record each step's Timeline
   /// The tensor-parallel group when the model is split by chapter 13's TensorParallelGPT2
   /// (3D: DP x PP x TP); null: no tensor parallelism. The gradient norm then sums the parts of
   /// split parameters over it and counts replicated ones once.
