@@ -5,8 +5,8 @@
 #  1. chapter 11's CUDA tests (hs 128 cases in Ch11_FlashBf16Cuda) and chapter 15's GQA and bf16
 #     tests (Ch15_GqaCuda now with bf16 hs 128);
 #  2. compute-sanitizer memcheck, racecheck and synccheck on the bf16 FlashAttention tests;
-#  3. bench_attention's bf16 rows (hs 64 and 128) next to ../shared/anchors/sdpa_bench.py when
-#     present (copy it into .devrun/anchors/ before the run: ../shared is not carried).
+#  3. bench_attention's bf16 rows (hs 64 and 128) next to PyTorch SDPA at the same shapes
+#     (.devrun/sdpa_hs.py).
 set -uo pipefail
 . .devrun/lib.sh
 status=0
@@ -35,9 +35,7 @@ text = open(sys.argv[1]).read()
 for b in json.loads(text[text.index("{"):])["benchmarks"]:
     print(f"{b['name']:60s} {b['real_time']:9.3f} {b.get('time_unit', '')}")
 PY
-if [ -f .devrun/anchors/sdpa_bench.py ]; then
-  stamp "PyTorch SDPA"
-  python3 .devrun/anchors/sdpa_bench.py --help 2>&1 | head -5
-fi
+stamp "PyTorch SDPA bf16 at the same shapes (hs 64 and 128)"
+python3 .devrun/sdpa_hs.py 2>&1 | tee "$OUT/sdpa.jsonl" || status=1
 stamp "done (status $status)"
 exit $status
