@@ -138,7 +138,10 @@ struct LinearsBf16Fn : autograd::Function {
     const Device dev = x_.device();
     const TensorOptions f32{DType::kFloat32, dev};
     std::vector<Tensor> out(grads.size() + 1);
-    Tensor dx = needs_input_grad(0) ? empty(x_.shape(), f32) : Tensor();
+    // dx in float32 when several dgrads add up (rounded once at the end for a bfloat16 x); one
+    // GEMM writes x's dtype directly (the same single rounding, no cast).
+    const DType dx_dtype = grads.size() == 1 ? x_dtype_ : DType::kFloat32;
+    Tensor dx = needs_input_grad(0) ? empty(x_.shape(), {dx_dtype, dev}) : Tensor();
     bool dx_written = false;
     for (std::size_t i = 0; i < grads.size(); ++i) {
       const Tensor dy = grads[i].to(DType::kBFloat16).contiguous();
@@ -160,7 +163,7 @@ struct LinearsBf16Fn : autograd::Function {
     }
     if (dx.defined()) {
       if (!dx_written) dx.fill_(0.0);
-      out[0] = dx.to(x_dtype_);  // rounded once when x is bfloat16
+      out[0] = dx.to(x_dtype_);  // rounded once when several dgrads summed for a bfloat16 x
     }
     return out;
   }

@@ -245,6 +245,18 @@ TEST(Ch15_Bf16Training, LinearsBf16CastsXOnceAndSumsDxInFloat32) {
   const double err_fused = max_diff(dx_fused, ref);
   const double err_each = max_diff(dx_each, ref);
   EXPECT_LT(err_fused * 10, err_each) << "one linear_bf16 per layer rounds each dgrad: farther";
+  // One layer on a bfloat16 input (o_proj, down_proj): dx is written in bfloat16 by the GEMM,
+  // linear_bf16's bit for bit.
+  std::vector<Tensor> dx_one;
+  for (const bool fused : {true, false}) {
+    Tensor xb = x0.to(DType::kBFloat16);
+    xb.set_requires_grad(true);
+    const Tensor y = fused ? linears_bf16(xb, {layers[1]})[0] : linear_bf16(xb, *layers[1]);
+    autograd::backward(sum(mul(to_dtype(y, DType::kFloat32), g[1])));
+    ASSERT_EQ(xb.grad().dtype(), DType::kBFloat16);
+    dx_one.push_back(xb.grad().to(DType::kFloat32));
+  }
+  EXPECT_TENSOR_NEAR(dx_one[0], dx_one[1], 0.0, 0.0);
   // float32 outputs: the GEMM's float32 result (no bfloat16 rounding of y).
   autograd::NoGradGuard no_grad;
   const Tensor y32 = linears_bf16(x0, {layers[0]}, DType::kFloat32)[0];

@@ -170,7 +170,8 @@ Tensor swiglu(const Tensor& gate, const Tensor& up);
 /// no-op for bfloat16 outputs), dW_i = dy_i^T x in float32 ("matmul_lt_wgrad"), and
 /// dx = sum_i dy_i W_i accumulated in ONE float32 buffer by the GEMMs themselves
 /// ("matmul_lt_gemm" with beta = 1 after the first): the dgrads are summed in float32 and never
-/// rounded to bfloat16 on their own (dx is rounded once when x is bfloat16). Throws tt::Error
+/// rounded to bfloat16 on their own (dx is rounded once when x is bfloat16; with one layer the
+/// GEMM writes dx in x's dtype directly, as linear_bf16's "matmul_lt_dgrad"). Throws tt::Error
 /// naming the shapes, dtypes and devices when `layers` is empty, a layer has a bias or another
 /// in_features, the weights are not float32 on x's device, x is not float32 or bfloat16, or
 /// out_dtype is not float32 or bfloat16.
