@@ -65,7 +65,7 @@ __device__ __forceinline__ T narrow(acc_t<T> v) {
   }
 }
 
-// dispatch_floating plus bfloat16, for the inference kernels.
+// dispatch_floating plus bfloat16, for the inference kernels and bf16 training's RoPE and SwiGLU.
 template <typename F>
 void dispatch_with_bf16(DType dtype, const char* op, F&& f) {
   if (dtype == DType::kBFloat16) {
