@@ -5,12 +5,14 @@
 #   ch15_cuda.log, ch11_cuda.log   every '*Cuda*' test of chapters 15 and 11 (no MPI ones)
 #   memcheck.log                   compute-sanitizer memcheck of the new CUDA test (no caching allocator)
 #   llama_step.txt, llama_step.csv, logs/   .devrun/llamabench.sh (ours vs torch.compile, per-op trace)
+#   casts.txt                      the traced step's "cast" ops by enclosing op, neighbours and shape
 # Steps and expected times (the whole under 8.5 minutes: each step has its own timeout):
 #  1. build (~3 min from nothing, 240 s limit);
 #  2. chapter 15's and 11's CUDA tests (~40 s, 90 + 60 s limits);
 #  3. memcheck of Ch15_Bf16Cuda.TrainingProjectionsRopeSwigluMatchTheCpu and
 #     Ch15_OpsCuda.Swiglu* (~30 s, 60 s limit);
-#  4. ROUNDS=2 llamabench.sh with TOTAL_S = what is left of 490 s (at most 300).
+#  4. ROUNDS=2 llamabench.sh with TOTAL_S = what is left of 490 s (at most 300);
+#  5. casts.txt from its trace (seconds).
 set -uo pipefail
 . .devrun/lib.sh  # $OUT, stamp, tt_build
 status=0
@@ -38,5 +40,32 @@ stamp "llamabench (ROUNDS=2)"
 left=$((490 - (SECONDS - t0)))
 [ "$left" -gt 300 ] && left=300
 ROUNDS=2 TOTAL_S=$left timeout $((left + 15)) bash .devrun/llamabench.sh || status=1
+stamp "the casts of ours' traced step, by enclosing op, neighbours and shape"
+trace="$OUT/logs/ours_bf16_trace.json"
+if [ -f "$trace" ]; then
+  python3 - "$trace" >"$OUT/casts.txt" 2>&1 <<'PY'
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+st = sorted([e for e in ev if e.get("cat") == "step"], key=lambda e: e["ts"])[-1]
+ops = sorted([e for e in ev if e.get("cat") == "op" and st["ts"] <= e["ts"] <= st["ts"] + st["dur"]],
+             key=lambda e: (e["ts"], -e["dur"]))
+stack, rows = [], collections.Counter()
+for i, e in enumerate(ops):
+    while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+        stack.pop()
+    if e["name"] == "cast":
+        parent = stack[-1]["name"] if stack else "-"
+        prev = ops[i - 1]["name"] if i else "-"
+        nxt = ops[i + 1]["name"] if i + 1 < len(ops) else "-"
+        rows[(parent, prev, e["args"].get("shapes", "?"), nxt)] += 1
+    stack.append(e)
+print(f"{st['name']}: {sum(rows.values())} casts; count, enclosing op, previous op, shapes, next op")
+for (parent, prev, shapes, nxt), n in rows.most_common():
+    print(f"{n:4d}  in {parent:24s} after {prev:28s} {shapes:36s} before {nxt}")
+PY
+  head -40 "$OUT/casts.txt"
+else
+  echo "no trace at $trace"
+fi
 stamp "done (status $status)"
 exit $status
