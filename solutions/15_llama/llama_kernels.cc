@@ -272,6 +272,6 @@ void gqa_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv
 
 TT_REGISTER_KERNEL("rms_norm_forward", tt::DeviceType::kCPU, tt::cpu::rms_norm_forward);
 TT_REGISTER_KERNEL("rms_norm_backward", tt::DeviceType::kCPU, tt::cpu::rms_norm_backward);
-TT_REGISTER_KERNEL("rope_forward", tt::DeviceType::kCPU, tt::cpu::rope);
-// "gqa_attention_forward" and "gqa_attention_backward" are registered by gqa_cpu_kernels.cc,
-// whose kernels also take bfloat16 (widened to float32 for these).
+// "rope_forward" is registered by llama_ops.cc (cpu::rope_any: also bfloat16, through rope),
+// "gqa_attention_forward" and "gqa_attention_backward" by gqa_cpu_kernels.cc, whose kernels
+// also take bfloat16 (widened to float32 for these).

@@ -11,7 +11,6 @@
 #include "tt/dispatcher.h"
 #include "tt/flash_attention_bf16.h"
 #include "tt/functional.h"
-#include "tt/linear_bf16.h"
 #include "tt/mixed_precision.h"
 #include "tt/ops_matmul.h"
 #include "tt/ops_nn.h"
@@ -224,10 +223,15 @@ void check_ids(const char* op, const Tensor& idx, Device device) {
       ": expected int64 token ids [B, T] on ", device.str(), ", got ", describe(idx));
 }
 
-/// x W^T of `layer`: chapter 11's linear_bf16 (bfloat16 output, x cast first) when `bf16`, else
-/// the layer's own forward.
-Tensor project(bool bf16, nn::Linear& layer, const Tensor& x) {
-  return bf16 ? linear_bf16(x, layer) : layer.forward(x);
+/// x W_i^T of each of `layers` (bias-free): when `bf16`, linears_bf16 (tt/llama_ops.h: x cast
+/// to bfloat16 once for all of them, their input gradients summed in float32; outputs of
+/// `bf16_out`), else each layer's own forward.
+std::vector<Tensor> project(bool bf16, const std::vector<nn::Linear*>& layers, const Tensor& x,
+                            DType bf16_out = DType::kBFloat16) {
+  if (bf16) return linears_bf16(x, layers, bf16_out);
+  std::vector<Tensor> ys;
+  for (nn::Linear* layer : layers) ys.push_back(layer->forward(x));
+  return ys;
 }
 
 }  // namespace
@@ -235,26 +239,26 @@ Tensor project(bool bf16, nn::Linear& layer, const Tensor& x) {
 Tensor LlamaAttention::attend(const Tensor& x, const Tensor& positions, const RopeTables& tables,
                               KVCache* cache, int64_t layer, const Tensor& start) {
   const int64_t B = x.size(0), T = x.size(1);
-  // Mixed precision: bfloat16 GEMMs, each casting x itself (so that the gradients of q, k and v
-  // add up in float32: a shared bfloat16 input would sum them in bfloat16); RoPE in the
-  // stream's dtype; without a cache, attention in bfloat16 where the device's bf16
-  // FlashAttention takes hs (the CPU emulation: any), with one in the cache's dtype.
+  // Mixed precision (what is rounded where): x cast to bfloat16 once for the q, k and v GEMMs
+  // (linears_bf16, whose backward sums the three input gradients in float32); their bfloat16
+  // outputs go to RoPE as they are (rotated in float32, rounded once) and, without a cache, to
+  // attention in bfloat16 where the device's bf16 FlashAttention takes hs (the CPU emulation:
+  // any); with a cache (or an hs it lacks) q, k, v are widened to the stream's dtype first.
+  // o_proj writes the float32 stream directly (its GEMM's float32 result, not rounded).
   const bool bf16 = mixed_bf16;
   const DType stream = x.dtype();
   const DType att =
       bf16 && cache == nullptr && (x.device().is_cpu() || flash_attention_bf16_supports(head_dim))
           ? DType::kBFloat16
           : stream;
-  // [B, T, H * hs] -> [B, H, T, hs] as a strided view: rope reads it in place.
+  // [B, T, H * hs] -> [B, H, T, hs] in att's dtype, as a strided view: rope reads it in place.
   auto heads = [&](const Tensor& y, int64_t h) {
-    return transpose(view(tt::to_dtype(y, stream), {B, T, h, head_dim}), 1, 2);
+    return transpose(view(tt::to_dtype(y, att), {B, T, h, head_dim}), 1, 2);
   };
-  auto rotated = [&](nn::Linear& proj, int64_t h) {
-    return tt::to_dtype(rope(heads(project(bf16, proj, x), h), tables, positions), att);
-  };
-  const Tensor q = rotated(*q_proj, n_heads);
-  const Tensor k = rotated(*k_proj, n_kv_heads);
-  const Tensor v = tt::to_dtype(contiguous(heads(project(bf16, *v_proj, x), n_kv_heads)), att);
+  const std::vector<Tensor> qkv = project(bf16, {q_proj.get(), k_proj.get(), v_proj.get()}, x);
+  const Tensor q = rope(heads(qkv[0], n_heads), tables, positions);
+  const Tensor k = rope(heads(qkv[1], n_kv_heads), tables, positions);
+  const Tensor v = contiguous(heads(qkv[2], n_kv_heads));
   Tensor y;
   if (cache != nullptr) {
     y = kv_cache_attend(q, k, v, cache->k[layer], cache->v[layer], start);
@@ -262,7 +266,7 @@ Tensor LlamaAttention::attend(const Tensor& x, const Tensor& positions, const Ro
     y = gqa_attention(q, k, v);
   }
   y = reshape(transpose(y, 1, 2), {B, T, n_heads * head_dim});
-  return tt::to_dtype(project(bf16, *o_proj, y), stream);
+  return project(bf16, {o_proj.get()}, y, stream)[0];
 }
 
 LlamaMLP::LlamaMLP(const LlamaConfig& c, Generator& gen, TensorOptions options)
@@ -275,11 +279,13 @@ LlamaMLP::LlamaMLP(const LlamaConfig& c, Generator& gen, TensorOptions options)
 }
 
 Tensor LlamaMLP::forward(const Tensor& x) {
-  // Mixed precision: bfloat16 GEMMs (each casting x, as in attend), SwiGLU in x's dtype.
+  // Mixed precision: x cast to bfloat16 once for the gate and up GEMMs (their input gradients
+  // summed in float32), SwiGLU on their bfloat16 outputs (computed in float32, rounded once),
+  // down_proj writing the float32 stream directly.
   const DType stream = x.dtype();
-  auto up = [&](nn::Linear& proj) { return tt::to_dtype(project(mixed_bf16, proj, x), stream); };
-  const Tensor h = swiglu(up(*gate_proj), up(*up_proj));
-  return tt::to_dtype(project(mixed_bf16, *down_proj, h), stream);
+  const std::vector<Tensor> gate_up = project(mixed_bf16, {gate_proj.get(), up_proj.get()}, x);
+  const Tensor h = swiglu(gate_up[0], gate_up[1]);
+  return project(mixed_bf16, {down_proj.get()}, h, stream)[0];
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, Generator& gen, TensorOptions options)

@@ -65,7 +65,7 @@ __device__ __forceinline__ T narrow(acc_t<T> v) {
   }
 }
 
-// dispatch_floating plus bfloat16, for the inference kernels.
+// dispatch_floating plus bfloat16, for the inference kernels and bf16 training's RoPE and SwiGLU.
 template <typename F>
 void dispatch_with_bf16(DType dtype, const char* op, F&& f) {
   if (dtype == DType::kBFloat16) {
@@ -170,11 +170,13 @@ __global__ void swiglu_forward_kernel(T* out, const T* a, const T* b, int64_t n,
 template <typename T>
 __global__ void swiglu_backward_kernel(T* da, T* db, const T* dy, const T* a, const T* b,
                                        int64_t n) {
+  using A = acc_t<T>;  // bfloat16: widened, computed in float32, each result rounded once
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const T s = sigmoid(a[i]);
-    da[i] = dy[i] * b[i] * s * (T(1) + a[i] * (T(1) - s));
-    db[i] = dy[i] * a[i] * s;
+    const A g = widen(a[i]), u = widen(b[i]), d = widen(dy[i]);
+    const A s = sigmoid(g);
+    da[i] = narrow<T>(d * u * s * (A(1) + g * (A(1) - s)));
+    db[i] = narrow<T>(d * g * s);
   }
 }
 
@@ -585,7 +587,7 @@ void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout,
   if (n == 0) return;
   const int dev = gate.device().index;
   DeviceGuard guard(dev);
-  dispatch_floating(gate.dtype(), "swiglu_backward", [&]<typename T>() {
+  dispatch_with_bf16(gate.dtype(), "swiglu_backward", [&]<typename T>() {
     swiglu_backward_kernel<T><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
         dgate.data<T>(), dup.data<T>(), dout.data<T>(), gate.data<T>(), up.data<T>(), n);
     TT_CUDA_CHECK_LAUNCH("swiglu_backward_kernel");

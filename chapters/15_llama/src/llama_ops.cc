@@ -1,5 +1,6 @@
 // Front-ends, autograd Functions and the given kernels of the LLaMA ops (tt/llama_ops.h). The
 // CPU kernels that are exercises (RMSNorm, RoPE, GQA) are in llama_kernels.cc.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -9,7 +10,10 @@
 #include "tt/dispatcher.h"
 #include "tt/flash_attention.h"
 #include "tt/functional.h"
+#include "tt/fused_ops.h"
 #include "tt/llama_ops.h"
+#include "tt/master_weights.h"
+#include "tt/ops_matmul.h"
 
 namespace tt {
 
@@ -105,6 +109,76 @@ struct SwigluFn : autograd::Function {
   }
 };
 
+// ----- bfloat16 projections of one input ----------------------------------------------------
+
+// Inputs {x [M, K] float32 or bfloat16, w_1 [N_1, K], ..., w_n [N_n, K] float32}; outputs
+// y_i [M, N_i] of out_dtype. Keeps the bfloat16 x (cast once) and W_i for backward.
+struct LinearsBf16Fn : autograd::Function {
+  explicit LinearsBf16Fn(DType out_dtype) : out_dtype_(out_dtype) {}
+  std::string name() const override { return "LinearsBf16Backward"; }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    x_dtype_ = in[0].dtype();
+    x_ = in[0].to(DType::kBFloat16).contiguous();  // the one cast of x
+    const Device dev = x_.device();
+    std::vector<Tensor> ys;
+    for (std::size_t i = 1; i < in.size(); ++i) {
+      w_.push_back(bf16_weight(in[i]));  // the optimizer's copy, or a cast of the master
+      Tensor y = empty({x_.size(0), w_.back().size(0)}, {out_dtype_, dev});
+      TT_CHECK(y.numel() == 0 || x_.size(1) == 0 ||
+                   call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", dev, y, x_, w_.back(),
+                                                      Tensor(), Tensor()),
+               name(), ": no GEMM algorithm for x ", x_.describe(), ", W ", w_.back().describe());
+      if (y.numel() != 0 && x_.size(1) == 0) y.fill_(0.0);
+      ys.push_back(y);
+    }
+    return ys;
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& grads) override {
+    TT_CHECK(x_.defined(), name(), ": the saved tensors were released");
+    const Device dev = x_.device();
+    const TensorOptions f32{DType::kFloat32, dev};
+    std::vector<Tensor> out(grads.size() + 1);
+    // dx in float32 when several dgrads add up (rounded once at the end for a bfloat16 x); one
+    // GEMM writes x's dtype directly (the same single rounding, no cast).
+    const DType dx_dtype = grads.size() == 1 ? x_dtype_ : DType::kFloat32;
+    Tensor dx = needs_input_grad(0) ? empty(x_.shape(), {dx_dtype, dev}) : Tensor();
+    bool dx_written = false;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const Tensor dy = grads[i].to(DType::kBFloat16).contiguous();
+      const bool empty_problem = dy.numel() == 0 || x_.size(1) == 0;
+      if (dx.defined() && !empty_problem) {  // dx (+)= dy W_i, in float32
+        call_kernel<GemmKernel>("matmul_lt_gemm", dev, dx, dy, w_[i], 1.0, dx_written ? 1.0 : 0.0);
+        dx_written = true;
+      }
+      if (needs_input_grad(i + 1)) {
+        Tensor dw = empty(w_[i].shape(), f32);
+        if (empty_problem) {
+          dw.fill_(0.0);
+        } else {
+          TT_CHECK(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", dev, dw, dy, x_, Tensor()),
+                   name(), ": no GEMM algorithm for dy ", dy.describe(), ", x ", x_.describe());
+        }
+        out[i + 1] = dw;
+      }
+    }
+    if (dx.defined()) {
+      if (!dx_written) dx.fill_(0.0);
+      out[0] = dx.to(x_dtype_);  // rounded once when several dgrads summed for a bfloat16 x
+    }
+    return out;
+  }
+  void release_saved() override {
+    Function::release_saved();
+    x_ = Tensor();
+    w_.clear();
+  }
+
+  DType out_dtype_;
+  DType x_dtype_ = DType::kFloat32;
+  Tensor x_;               // bfloat16 x: no history, no reference cycle
+  std::vector<Tensor> w_;  // bfloat16 W_i
+};
+
 // ----- GQA ----------------------------------------------------------------------------------
 
 struct GqaFn : autograd::Function {
@@ -159,8 +233,27 @@ void check_swiglu(const char* op, std::initializer_list<const Tensor*> ts) {
   }
 }
 
+// bfloat16 operands on the CPU: `kernel` on their exact float32 values, each output rounded
+// once to nearest even (what the CUDA kernels do per element in float32 registers).
+template <typename Kernel>
+void through_float32(Kernel kernel, std::initializer_list<const Tensor*> outs,
+                     std::initializer_list<const Tensor*> ins) {
+  std::vector<Tensor> wide_out, wide_in;
+  for (const Tensor* t : outs) wide_out.push_back(empty(t->shape()));
+  for (const Tensor* t : ins) wide_in.push_back(t->to(DType::kFloat32));
+  kernel(wide_out, wide_in);
+  std::size_t i = 0;
+  for (const Tensor* t : outs) t->copy_(wide_out[i++]);
+}
+
 void swiglu_forward_cpu(const Tensor& out, const Tensor& gate, const Tensor& up) {
   check_swiglu("swiglu_forward", {&out, &gate, &up});
+  if (gate.dtype() == DType::kBFloat16) {
+    through_float32([](const std::vector<Tensor>& o,
+                       const std::vector<Tensor>& i) { swiglu_forward_cpu(o[0], i[0], i[1]); },
+                    {&out}, {&gate, &up});
+    return;
+  }
   dispatch_floating(gate.dtype(), "swiglu_forward", [&]<typename T>() {
     const T* a = gate.data<T>();
     const T* b = up.data<T>();
@@ -176,6 +269,14 @@ void swiglu_forward_cpu(const Tensor& out, const Tensor& gate, const Tensor& up)
 void swiglu_backward_cpu(const Tensor& dgate, const Tensor& dup, const Tensor& dout,
                          const Tensor& gate, const Tensor& up) {
   check_swiglu("swiglu_backward", {&dgate, &dup, &dout, &gate, &up});
+  if (gate.dtype() == DType::kBFloat16) {
+    through_float32(
+        [](const std::vector<Tensor>& o, const std::vector<Tensor>& i) {
+          swiglu_backward_cpu(o[0], o[1], i[0], i[1], i[2]);
+        },
+        {&dgate, &dup}, {&dout, &gate, &up});
+    return;
+  }
   dispatch_floating(gate.dtype(), "swiglu_backward", [&]<typename T>() {
     const T* a = gate.data<T>();
     const T* b = up.data<T>();
@@ -193,6 +294,24 @@ void swiglu_backward_cpu(const Tensor& dgate, const Tensor& dup, const Tensor& d
 
 }  // namespace
 
+void cpu::rope_any(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                   const Tensor& positions, bool inverse) {
+  if (!x.defined() || x.dtype() != DType::kBFloat16) {
+    cpu::rope(out, x, cos, sin, positions, inverse);
+    return;
+  }
+  TT_CHECK(out.defined() && out.dtype() == DType::kBFloat16 && cos.defined() &&
+               cos.dtype() == DType::kFloat32 && sin.defined() && sin.dtype() == DType::kFloat32,
+           "rope_forward: bfloat16 x needs a bfloat16 out and float32 cos, sin tables, got x ",
+           x.describe(), ", out ", describe(out), ", cos ", describe(cos), ", sin ", describe(sin));
+  through_float32(
+      [&](const std::vector<Tensor>& o, const std::vector<Tensor>& i) {
+        cpu::rope(o[0], i[0], cos, sin, positions, inverse);  // checks the shapes
+      },
+      {&out}, {&x});
+}
+
+TT_REGISTER_KERNEL("rope_forward", DeviceType::kCPU, cpu::rope_any);
 TT_REGISTER_KERNEL("swiglu_forward", DeviceType::kCPU, swiglu_forward_cpu);
 TT_REGISTER_KERNEL("swiglu_backward", DeviceType::kCPU, swiglu_backward_cpu);
 
@@ -312,6 +431,35 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
            "swiglu: expected gate and up of one shape, float dtype and device, got gate ",
            describe(gate), " and up ", describe(up));
   return autograd::Function::apply<SwigluFn>({gate, up})[0];
+}
+
+std::vector<Tensor> linears_bf16(const Tensor& x, const std::vector<nn::Linear*>& layers,
+                                 DType out_dtype) {
+  TT_CHECK(x.defined() && x.dim() >= 1 &&
+               (x.dtype() == DType::kFloat32 || x.dtype() == DType::kBFloat16),
+           "linears_bf16: expected a float32 or bfloat16 input [..., in], got ", describe(x));
+  TT_CHECK(out_dtype == DType::kFloat32 || out_dtype == DType::kBFloat16,
+           "linears_bf16: out_dtype must be float32 or bfloat16, got ", dtype_name(out_dtype));
+  TT_CHECK(!layers.empty(), "linears_bf16: no layers for input ", x.describe());
+  const int64_t K = x.size(-1);
+  std::vector<Tensor> in{reshape(contiguous(x), {x.numel() / std::max<int64_t>(K, 1), K})};
+  for (nn::Linear* layer : layers) {
+    TT_CHECK(layer != nullptr && layer->in_features == K && !layer->bias.defined() &&
+                 layer->weight.dtype() == DType::kFloat32 && layer->weight.device() == x.device(),
+             "linears_bf16: expected bias-free layers of in_features ", K,
+             " with float32 weights on the input's device, got ",
+             layer == nullptr ? std::string("a null layer") : layer->extra_repr(), " with weight ",
+             layer == nullptr ? std::string("-") : describe(layer->weight), " for input ",
+             x.describe());
+    in.push_back(layer->weight);
+  }
+  std::vector<Tensor> ys = autograd::Function::apply<LinearsBf16Fn>(in, out_dtype);
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    Shape shape = x.shape();
+    shape.back() = layers[i]->out_features;
+    ys[i] = reshape(ys[i], shape);
+  }
+  return ys;
 }
 
 Tensor repeat_kv(const Tensor& k, int64_t g) {

@@ -16,6 +16,7 @@
 #include "tt/functional.h"
 #include "tt/generate.h"
 #include "tt/llama_ops.h"
+#include "tt/mixed_precision.h"
 
 namespace tt {
 namespace {
@@ -196,6 +197,47 @@ TEST(Ch15_Bf16Cuda, RmsNormRopeSwigluMatchFloat32) {
       widened(out),
       widened(swiglu(gu.f32.slice(1, 0, 129).contiguous(), gu.f32.slice(1, 129, 258).contiguous())),
       1e-3, kBf16Rel);
+}
+
+// The bfloat16 training path (Llama::set_mixed_precision) on CUDA against the CPU's: q/gate/up
+// style projections of one input through linears_bf16 (bfloat16 outputs, float32 dW and dx
+// summed by cuBLASLt with beta = 1), RoPE on one output and SwiGLU on two others, forward and
+// backward in bfloat16. The CPU emulates cuBLASLt on the same bfloat16 operands; the GEMMs'
+// summation order differs, which can move a rounding by one bfloat16 step (2^-8 relative).
+TEST(Ch15_Bf16Cuda, TrainingProjectionsRopeSwigluMatchTheCpu) {
+  TT_SKIP_IF_NO_CUDA();
+  auto run = [](Device dev) {
+    Generator gen(3);
+    std::vector<std::shared_ptr<nn::Linear>> owned;
+    std::vector<nn::Linear*> layers;
+    for (const int64_t out : {64, 48, 48}) {
+      owned.push_back(std::make_shared<nn::Linear>(96, out, false, gen));
+      owned.back()->to(dev);
+      layers.push_back(owned.back().get());
+    }
+    Tensor x = ch15::leaf({3, 5, 96}, 1, 1.0, DType::kFloat32, false).to(dev);
+    x.set_requires_grad(true);
+    const std::vector<Tensor> ys = linears_bf16(x, layers);
+    const RopeTables tables = rope_tables(16, 16, 10000.0, {}, {DType::kFloat32, dev});
+    const Tensor pos =
+        from_vector<int64_t>({0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 2, 3, 5, 8, 13}, {3, 5}).to(dev);
+    const Tensor q = rope(transpose(view(ys[0], {3, 5, 4, 16}), 1, 2), tables, pos);
+    const Tensor h = swiglu(ys[1], ys[2]);
+    EXPECT_EQ(q.dtype(), DType::kBFloat16);
+    EXPECT_EQ(h.dtype(), DType::kBFloat16);
+    const Tensor gq = ch15::leaf(q.shape(), 7, 1.0, DType::kFloat32, false).to(dev);
+    const Tensor gh = ch15::leaf(h.shape(), 8, 1.0, DType::kFloat32, false).to(dev);
+    autograd::backward(add(sum(mul(to_dtype(q, DType::kFloat32), gq)),
+                           sum(mul(to_dtype(h, DType::kFloat32), gh))));
+    std::vector<Tensor> r{widened(q), widened(h), widened(x.grad())};
+    for (nn::Linear* l : layers) r.push_back(widened(l->weight.grad()));
+    return r;
+  };
+  const std::vector<Tensor> gpu = run(kCuda), cpu = run(Device::cpu());
+  const char* names[] = {"rope(q)", "swiglu", "dx", "dW0", "dW1", "dW2"};
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    EXPECT_TENSOR_NEAR(gpu[i], cpu[i], 2e-2, 1.0 / 64) << names[i];
+  }
 }
 
 TEST(Ch15_Bf16Cuda, KvCacheStepMatchesFloat32WithGqa) {

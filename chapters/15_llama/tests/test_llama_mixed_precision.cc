@@ -12,11 +12,14 @@
 #include <vector>
 
 #include "ch15_test_util.h"
+#include "tt/linear_bf16.h"
 #include "tt/llama_ops.h"
 #include "tt/master_weights.h"
 #include "tt/mixed_precision.h"
 #include "tt/ops_elementwise.h"
+#include "tt/ops_matmul.h"
 #include "tt/ops_reduce.h"
+#include "tt/ops_view.h"
 #include "tt/train.h"
 
 namespace tt {
@@ -161,6 +164,155 @@ TEST(Ch15_Bf16Training, CpuGqaKernelTakesBf16AsTheFloat32OneRounded) {
     // Looser: the backward also reads dout and out rounded to bfloat16.
     EXPECT_TENSOR_NEAR(grads16[i], grads32[i], 2e-2, 1.0 / 64) << "gradient of input " << i;
   }
+}
+
+/// max |a - b| of two float32 tensors of one shape.
+double max_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> va = a.contiguous().to_vector<float>();
+  const std::vector<float> vb = b.contiguous().to_vector<float>();
+  double m = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    m = std::max(m, std::abs(static_cast<double>(va[i]) - vb[i]));
+  }
+  return m;
+}
+
+/// A float32 leaf whose values are bfloat16 numbers (so that rounding it to bfloat16 is exact).
+Tensor bf16_valued(const Shape& shape, uint64_t seed, double scale = 1.0) {
+  return ch15::leaf(shape, seed, scale, DType::kFloat32, false)
+      .to(DType::kBFloat16)
+      .to(DType::kFloat32);
+}
+
+// linears_bf16 (q/k/v in one call): each output is linear_bf16's (the same bfloat16 GEMM), the
+// weight gradients are linear_bf16's, and dx = sum_i dy_i W_i is accumulated in float32: within
+// float32 rounding (1e-5 relative) of the float64 sum of the same bfloat16 operands, where one
+// linear_bf16 per layer rounds each dgrad to bfloat16 (up to 2^-9 relative each; the test also
+// checks that this one IS farther, so the float32 accumulation is what it measures). With
+// float32 outputs, y is the GEMM's float32 result, not rounded.
+TEST(Ch15_Bf16Training, LinearsBf16CastsXOnceAndSumsDxInFloat32) {
+  Generator gen(3);
+  std::vector<std::shared_ptr<nn::Linear>> owned;
+  std::vector<nn::Linear*> layers;
+  for (const int64_t out : {16, 8, 8}) {
+    owned.push_back(std::make_shared<nn::Linear>(24, out, false, gen));
+    layers.push_back(owned.back().get());
+  }
+  const Tensor x0 = ch15::leaf({2, 5, 24}, 1, 1.0, DType::kFloat32, false);
+  std::vector<Tensor> g;  // bfloat16-valued output gradients
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    g.push_back(bf16_valued({2, 5, layers[i]->out_features}, 10 + i));
+  }
+  auto run = [&](bool fused, std::vector<Tensor>& ys) {
+    for (nn::Linear* l : layers) l->weight.set_grad(Tensor());
+    Tensor x = x0.detach();
+    x.set_requires_grad(true);
+    if (fused) {
+      ys = linears_bf16(x, layers);
+    } else {
+      ys.clear();
+      for (nn::Linear* l : layers) ys.push_back(linear_bf16(x, *l));
+    }
+    Tensor loss;
+    for (std::size_t i = 0; i < ys.size(); ++i) {
+      EXPECT_EQ(ys[i].dtype(), DType::kBFloat16);
+      const Tensor term = sum(mul(to_dtype(ys[i], DType::kFloat32), g[i]));
+      loss = loss.defined() ? add(loss, term) : term;
+    }
+    autograd::backward(loss);
+    return x.grad();
+  };
+  std::vector<Tensor> ys_fused, ys_each;
+  const Tensor dx_fused = run(true, ys_fused);
+  std::vector<Tensor> dw_fused;
+  for (nn::Linear* l : layers) dw_fused.push_back(l->weight.grad().clone());
+  const Tensor dx_each = run(false, ys_each);
+  ASSERT_EQ(dx_fused.dtype(), DType::kFloat32);
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    EXPECT_TENSOR_NEAR(ys_fused[i].to(DType::kFloat32), ys_each[i].to(DType::kFloat32), 0.0, 0.0)
+        << "output " << i;
+    EXPECT_TENSOR_NEAR(dw_fused[i], layers[i]->weight.grad(), 1e-6, 1e-6) << "dW " << i;
+  }
+  // The float64 reference: sum_i g_i W_i with W_i rounded to bfloat16.
+  Tensor ref;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Tensor w = layers[i]->weight.detach().to(DType::kBFloat16).to(DType::kFloat64);
+    const Tensor term = matmul(g[i].to(DType::kFloat64).reshape({10, -1}), w);
+    ref = ref.defined() ? add(ref, term) : term;
+  }
+  ref = ref.reshape({2, 5, 24}).to(DType::kFloat32);
+  EXPECT_TENSOR_NEAR(dx_fused, ref, 1e-6, 1e-5);
+  const double err_fused = max_diff(dx_fused, ref);
+  const double err_each = max_diff(dx_each, ref);
+  EXPECT_LT(err_fused * 10, err_each) << "one linear_bf16 per layer rounds each dgrad: farther";
+  // One layer on a bfloat16 input (o_proj, down_proj): dx is written in bfloat16 by the GEMM,
+  // linear_bf16's bit for bit.
+  std::vector<Tensor> dx_one;
+  for (const bool fused : {true, false}) {
+    Tensor xb = x0.to(DType::kBFloat16);
+    xb.set_requires_grad(true);
+    const Tensor y = fused ? linears_bf16(xb, {layers[1]})[0] : linear_bf16(xb, *layers[1]);
+    autograd::backward(sum(mul(to_dtype(y, DType::kFloat32), g[1])));
+    ASSERT_EQ(xb.grad().dtype(), DType::kBFloat16);
+    dx_one.push_back(xb.grad().to(DType::kFloat32));
+  }
+  EXPECT_TENSOR_NEAR(dx_one[0], dx_one[1], 0.0, 0.0);
+  // float32 outputs: the GEMM's float32 result (no bfloat16 rounding of y).
+  autograd::NoGradGuard no_grad;
+  const Tensor y32 = linears_bf16(x0, {layers[0]}, DType::kFloat32)[0];
+  ASSERT_EQ(y32.dtype(), DType::kFloat32);
+  const Tensor y64 =
+      matmul(x0.to(DType::kBFloat16).to(DType::kFloat64).reshape({10, 24}),
+             transpose(layers[0]->weight.to(DType::kBFloat16).to(DType::kFloat64), 0, 1))
+          .reshape({2, 5, 16});
+  EXPECT_TENSOR_NEAR(y32, y64.to(DType::kFloat32), 1e-6, 1e-5);
+  EXPECT_GT(max_diff(y32, ys_fused[0].to(DType::kFloat32)), 0.0)
+      << "float32 outputs are not rounded to bfloat16";
+  // Misuse throws.
+  nn::Linear biased(24, 4, true, gen);
+  EXPECT_THROW(linears_bf16(x0, {layers[0], &biased}), Error);
+  EXPECT_THROW(linears_bf16(x0, {}), Error);
+  EXPECT_THROW(linears_bf16(x0.to(DType::kFloat64), {layers[0]}), Error);
+}
+
+// The CPU RoPE and SwiGLU take bfloat16 (what mixed-precision LLaMA feeds them): forward and
+// backward equal the float32 kernels on the same values, each result rounded to bfloat16 once
+// (exactly: the bfloat16 path runs the float32 kernel).
+TEST(Ch15_Bf16Training, CpuRopeAndSwigluTakeBf16AsTheFloat32OnesRounded) {
+  auto rounded = [](const Tensor& t) { return t.to(DType::kBFloat16).to(DType::kFloat32); };
+  const RopeTables tables = rope_tables(16, 8, 10000.0, {});
+  const Tensor pos = from_vector<int64_t>({0, 1, 2, 5, 3, 4, 9, 15}, {2, 4});
+  const Tensor r = bf16_valued({2, 4, 3, 8}, 1);  // [B, T, H, hs], read transposed
+  const Tensor a = bf16_valued({3, 7}, 2, 2.0), b = bf16_valued({3, 7}, 3);
+  const Tensor gr = bf16_valued({2, 3, 4, 8}, 4), gs = bf16_valued({3, 7}, 5);
+  std::vector<Tensor> outs[2], grads[2];
+  for (const int bf : {0, 1}) {
+    const DType dt = bf ? DType::kBFloat16 : DType::kFloat32;
+    std::vector<Tensor> in{r.to(dt), a.to(dt), b.to(dt)};
+    for (Tensor& t : in) t.set_requires_grad(true);
+    const Tensor yr = rope(transpose(in[0], 1, 2), tables, pos);
+    const Tensor ys = swiglu(in[1], in[2]);
+    EXPECT_EQ(yr.dtype(), dt);
+    EXPECT_EQ(ys.dtype(), dt);
+    autograd::backward(add(sum(mul(to_dtype(yr, DType::kFloat32), gr)),
+                           sum(mul(to_dtype(ys, DType::kFloat32), gs))));
+    outs[bf] = {yr.to(DType::kFloat32), ys.to(DType::kFloat32)};
+    for (const Tensor& t : in) {
+      ASSERT_EQ(t.grad().dtype(), dt);
+      grads[bf].push_back(t.grad().to(DType::kFloat32));
+    }
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_TENSOR_NEAR(outs[1][i], rounded(outs[0][i]), 0.0, 0.0) << "output " << i;
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_TENSOR_NEAR(grads[1][i], rounded(grads[0][i]), 0.0, 0.0) << "gradient " << i;
+  }
+  EXPECT_GT(max_diff(outs[1][1], outs[0][1]), 0.0) << "nothing was rounded";
+  // bfloat16 x needs float32 tables.
+  EXPECT_THROW(rope(transpose(r.to(DType::kBFloat16), 1, 2),
+                    rope_tables(16, 8, 10000.0, {}, {DType::kFloat64}), pos),
+               Error);
 }
 
 TEST(Ch15_Bf16TrainingCuda, LossesFollowFloat32AndFall) {

@@ -195,9 +195,10 @@ class LlamaAttention : public nn::Module {
   int64_t n_heads;                     ///< NH
   int64_t n_kv_heads;                  ///< NKV
   int64_t head_dim;                    ///< hs
-  /// Chapter 11's mixed precision (see Llama::set_mixed_precision): bfloat16 projections, RoPE
-  /// in x's dtype, and attention in bfloat16 without a cache (with one, generation, in the
-  /// cache's dtype).
+  /// Chapter 11's mixed precision (see Llama::set_mixed_precision): q, k, v from one
+  /// linears_bf16 (x cast once, bfloat16 outputs), RoPE on them in bfloat16, attention in
+  /// bfloat16 without a cache (with one, generation, widened to the cache's dtype), o_proj
+  /// writing x's dtype (float32) directly.
   bool mixed_bf16 = false;
 };
 
@@ -211,8 +212,9 @@ class LlamaMLP : public nn::Module {
   std::shared_ptr<nn::Linear> gate_proj;  ///< [F, C]
   std::shared_ptr<nn::Linear> up_proj;    ///< [F, C]
   std::shared_ptr<nn::Linear> down_proj;  ///< [C, F]
-  /// Chapter 11's mixed precision (see Llama::set_mixed_precision): bfloat16 projections,
-  /// SwiGLU in x's dtype.
+  /// Chapter 11's mixed precision (see Llama::set_mixed_precision): gate and up from one
+  /// linears_bf16 (x cast once), SwiGLU in bfloat16 (computed in float32), down_proj writing
+  /// x's dtype (float32) directly.
   bool mixed_bf16 = false;
 };
 

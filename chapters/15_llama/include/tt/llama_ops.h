@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "tt/layers.h"
 #include "tt/tensor.h"
 
 namespace tt {
@@ -42,11 +43,12 @@ using RmsNormBackwardKernel = void(const Tensor& dx, const Tensor& dweight, cons
 /// angle (the backward).
 using RopeKernel = void(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
                         const Tensor& positions, bool inverse);
-/// "swiglu_forward": out = silu(gate) * up (contiguous, same shape and dtype; bfloat16 on CUDA,
-/// computed in float32). On CUDA gate and up may also be 2-D [rows, F] views with a unit column
+/// "swiglu_forward": out = silu(gate) * up (contiguous, same shape and dtype; bfloat16 computed
+/// in float32 and rounded once per element, on CUDA and the CPU). On CUDA gate and up may also be 2-D [rows, F] views with a unit column
 /// stride and one row stride: the two halves of a [rows, 2F] GEMM output, read in place.
 using SwigluForwardKernel = void(const Tensor& out, const Tensor& gate, const Tensor& up);
-/// "swiglu_backward": dgate, dup from dout, gate, up.
+/// "swiglu_backward": dgate, dup from dout, gate, up (bfloat16 as swiglu_forward: each result
+/// computed in float32 from the widened inputs and rounded once).
 using SwigluBackwardKernel = void(const Tensor& dgate, const Tensor& dup, const Tensor& dout,
                                   const Tensor& gate, const Tensor& up);
 /// "gqa_attention_forward": out [B, NH, T, hs] and lse [B, NH, T] (flash_kernels(dtype).lse_dtype:
@@ -70,9 +72,14 @@ void rms_norm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, co
 /// CPU "rms_norm_backward" (exercise ch15.1): the formulas of the table in this file's comment.
 void rms_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
                        const Tensor& weight, const Tensor& rstd);
-/// CPU "rope_forward" (exercise ch15.2).
+/// CPU "rope_forward" (exercise ch15.2): float32 and float64, tables of x's dtype.
 void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
           const Tensor& positions, bool inverse);
+/// The CPU kernel registered as "rope_forward": rope for float32 and float64; for bfloat16 x
+/// and out (float32 tables, as on CUDA), rope on x's exact float32 values, out rounded to
+/// bfloat16 once per element (what the CUDA kernel computes in float32 registers).
+void rope_any(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+              const Tensor& positions, bool inverse);
 /// CPU "gqa_attention_forward" (exercise ch15.3): chapter 10's flash_attention_forward_head on
 /// every query head, reading its key/value head in place (no copy of K or V). Float32 and
 /// float64; the registered kernel is gqa_attention_forward_any.
@@ -141,13 +148,35 @@ RopeTables rope_tables(int64_t max_positions, int64_t head_dim, double theta,
 /// Rotary position embedding of x [B, H, T, hs] (a unit stride along hs is the only layout
 /// requirement, so the [B, T, H, hs] output of a projection transposed to [B, H, T, hs] is
 /// read in place) at positions [B, T] (int64, on x's device) with `tables` (x's dtype, float32
-/// for bfloat16 x; x's device). Result contiguous [B, H, T, hs]; differentiable in x (float32,
-/// float64; bfloat16 runs forward only, on CUDA).
+/// for bfloat16 x; x's device). Result contiguous [B, H, T, hs] of x's dtype; differentiable in
+/// x. bfloat16 x (CPU and CUDA) is rotated in float32 and rounded once per element, forward and
+/// backward (the gradient of a bfloat16 x is bfloat16).
 Tensor rope(const Tensor& x, const RopeTables& tables, const Tensor& positions);
 
 /// silu(gate) * up, elementwise (same shape): the gated activation of LLaMA's MLP.
-/// Differentiable in both.
+/// Differentiable in both. bfloat16 gate and up give a bfloat16 result (and gradients), each
+/// computed in float32 and rounded once per element.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+
+/// The projections x W_i^T of several bias-free linear layers reading one input, under the
+/// bfloat16 mixed-precision policy of chapter 11's linear_bf16 (float32 master weights read as
+/// their bfloat16 copies, bf16_weight(); bfloat16 GEMM operands, float32 accumulation): LLaMA's
+/// q/k/v and gate/up projections. x [..., in] float32 or bfloat16 on the layers' device; returns
+/// y_i [..., out_i] of `out_dtype` (bfloat16: rounded once; float32: the GEMM's float32 result,
+/// not rounded, e.g. o_proj and down_proj writing the float32 residual stream).
+///
+/// Rounding: a float32 x is cast to bfloat16 ONCE for all the GEMMs (one cast where one
+/// linear_bf16 per layer casts it per layer). Backward: each dy_i is rounded to bfloat16 (a
+/// no-op for bfloat16 outputs), dW_i = dy_i^T x in float32 ("matmul_lt_wgrad"), and
+/// dx = sum_i dy_i W_i accumulated in ONE float32 buffer by the GEMMs themselves
+/// ("matmul_lt_gemm" with beta = 1 after the first): the dgrads are summed in float32 and never
+/// rounded to bfloat16 on their own (dx is rounded once when x is bfloat16; with one layer the
+/// GEMM writes dx in x's dtype directly, as linear_bf16's "matmul_lt_dgrad"). Throws tt::Error
+/// naming the shapes, dtypes and devices when `layers` is empty, a layer has a bias or another
+/// in_features, the weights are not float32 on x's device, x is not float32 or bfloat16, or
+/// out_dtype is not float32 or bfloat16.
+std::vector<Tensor> linears_bf16(const Tensor& x, const std::vector<nn::Linear*>& layers,
+                                 DType out_dtype = DType::kBFloat16);
 
 /// Causal grouped-query attention: q [B, NH, T, hs], k and v [B, NKV, T, hs] with NKV dividing
 /// NH, scale 1/sqrt(hs). Result [B, NH, T, hs]; differentiable in q, k, v. NKV == NH is chapter
