@@ -228,9 +228,10 @@ bool matmul_lt_forward(const Tensor& y, const Tensor& x, const Tensor& w, const 
   return run_lt(lt_linear_forward_gemm(y, x, w, b, pre), x.device().index);
 }
 
-bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db) {
+bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db,
+                     double beta) {
   check_cuda("matmul_lt_wgrad", x);
-  return run_lt(lt_linear_wgrad_gemm(dw, dy, x, db), x.device().index);
+  return run_lt(lt_linear_wgrad_gemm(dw, dy, x, db, beta), x.device().index);
 }
 
 void matmul_lt_gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "accum_fusion_test_util.h"
 #include "ch10_test_util.h"
 #include "tt/cuda_matmul.h"
 #include "tt/fused_ops.h"
@@ -255,7 +256,7 @@ TEST(Ch10_FusedLinearCuda, EpiloguesRunAtGpt2Shapes) {
   EXPECT_TENSOR_NEAR(cpu64(y), cpu64(gelu(h)), 1e-4, 1e-4) << "GELU_AUX_BIAS output";
 
   Tensor dw = full({N, K}, NAN, opts), db = full({N}, NAN, opts);
-  ASSERT_TRUE(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", gpu, dw, dy, x, db));
+  ASSERT_TRUE(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", gpu, dw, dy, x, db, 0.0));
   EXPECT_TENSOR_NEAR(cpu64(dw), cpu64(matmul(dy.transpose(0, 1), x)), 1e-3, 1e-4) << "dW";
   EXPECT_TENSOR_NEAR(cpu64(db), cpu64(sum(dy, {0})), 1e-3, 1e-4) << "BGRADB";
 }
@@ -289,6 +290,27 @@ TEST(Ch10_FusedLinearCuda, GeluEpilogueIsTheTanhApproximation) {
     max_diff = std::max(max_diff, std::abs(erf_gelu - tanh_gelu.data<double>()[i]));
   }
   EXPECT_GT(max_diff, 1e-4);
+}
+
+// Gradient-accumulation fusion (tt/autograd.h, accumulation_target): from the second backward
+// on, the weight-gradient GEMM adds into W.grad (beta = 1) instead of the engine adding a new
+// gradient; the result is the same bit for bit, with TF32 off and on, at small shapes and at
+// GPT-2 124M's (one 1024-token row; a long k = M for the split-K algorithms).
+TEST(Ch10_FusedLinearCuda, GradientAccumulationFusionIsBitExact) {
+  TT_SKIP_IF_NO_CUDA();
+  const Device gpu = Device::cuda();
+  for (const bool tf32 : {false, true}) {
+    SCOPED_TRACE(tf32 ? "TF32" : "float32");
+    cuda::AllowTf32Guard guard(tf32);
+    for (const bool gelu : {false, true}) {
+      const test10::LinearForward fwd = [gelu](const Tensor& x, nn::Linear& layer) {
+        return gelu ? linear_gelu_lt(x, layer) : linear_lt(x, layer);
+      };
+      test10::check_accumulation_fusion(fwd, gpu, 37, 24, 40, 3100);
+      test10::check_accumulation_fusion(fwd, gpu, 1024, 768, 3072, 3110);
+      test10::check_accumulation_fusion(fwd, gpu, 8192, 3072, 768, 3120, 2);
+    }
+  }
 }
 
 }  // namespace

@@ -62,11 +62,16 @@ struct LtGemm {
 LtGemm lt_linear_forward_gemm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                               const Tensor& pre);
 
-/// The weight-gradient GEMM of a linear layer: dw [N, K] = dy^T x for dy [M, N], x [M, K], and
-/// with `db` defined ([N]) db = the column sums of dy in the same GEMM (kBGradB). dy and x of one
-/// dtype, dw and db of one dtype, contiguous on one device. As a column-major GEMM: D (K x N) =
-/// x^T (K x M, as stored) dy (stored N x M, transposed); BGRADB sums op(B) = dy over k = M.
-LtGemm lt_linear_wgrad_gemm(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db);
+/// The weight-gradient GEMM of a linear layer: dw [N, K] = dy^T x + beta dw for dy [M, N],
+/// x [M, K], and with `db` defined ([N]) db = the column sums of dy in the same GEMM (kBGradB;
+/// db is always overwritten). dy and x of one dtype, dw and db of one dtype, contiguous on one
+/// device. beta = 1 accumulates into an existing gradient (gradient-accumulation fusion: dw is
+/// the parameter's .grad, see Function::accumulation_target in tt/autograd.h); the epilogue adds
+/// beta dw to the float32 accumulator and rounds once, the same rounding as storing the product
+/// and adding dw afterwards. As a column-major GEMM: D (K x N) = x^T (K x M, as stored) dy
+/// (stored N x M, transposed); BGRADB sums op(B) = dy over k = M.
+LtGemm lt_linear_wgrad_gemm(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db,
+                            double beta);
 
 /// The GEMM out = a b + beta out of row-major 2-D views (chapter 07's "gemm" contract): out
 /// [M, N] with unit column stride and row stride >= N (padded rows), a [M, K] and b [K, N] each
