@@ -114,7 +114,7 @@ TEST(Ch03_2_AccumFusion, NoTargetWithoutAPlainGradOrOutsideBackward) {
   EXPECT_TENSOR_NEAR(u.grad(), f64({2, 2}), 0, 0);
 }
 
-TEST(Ch03_2_AccumFusion, TheSwitchTurnsItOff) {
+TEST(Ch03_AccumFusion, TheSwitchTurnsItOff) {
   {
     GradAccumulationFusionGuard off(false);
     EXPECT_FALSE(grad_accumulation_fusion_enabled());
