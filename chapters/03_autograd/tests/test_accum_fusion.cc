@@ -13,25 +13,17 @@ using test03::f64;
 
 // y = a * w where w's gradient (g * a) is added into w's accumulation target when there is one
 // (as chapter 10's weight-gradient GEMM does with beta = 1); counts the fused backwards.
-struct FusingMulFn : Function {
+struct FusingMulFn : test03::MulFn {
   static inline int fused = 0;
   std::string name() const override { return "FusingMulBackward"; }
-  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
-    return {binary_op("mul", in[0], in[1])};
-  }
-  void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
-    save_for_backward(in);
-  }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    const auto& s = saved_tensors();
-    Tensor da = needs_input_grad(0) ? binary_op("mul", g[0], s[1]) : Tensor();
-    Tensor dw = binary_op("mul", g[0], s[0]);
+    std::vector<Tensor> grads = MulFn::backward(g);
     if (Tensor target = accumulation_target(1); target.defined()) {
-      call_kernel<BinaryKernel>("add", target.device(), target, target, dw);
+      call_kernel<BinaryKernel>("add", target.device(), target, target, grads[1]);
+      grads[1] = Tensor();  // accumulated: the engine gets nothing to add
       ++fused;
-      return {da, Tensor()};
     }
-    return {da, dw};
+    return grads;
   }
 };
 
