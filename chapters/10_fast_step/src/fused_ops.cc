@@ -55,18 +55,15 @@ struct LinearLtFn : autograd::Function {
     if (needs_input_grad(0)) out[0] = matmul(dh, w);
     const bool need_db = has_bias_ && needs_input_grad(2);
     if (needs_input_grad(1) || need_db) {
-      // Gradient-accumulation fusion: with W's .grad as the target, the GEMM adds into it
-      // (beta = 1) and W gets no separate gradient (tt/autograd.h, accumulation_target).
-      const Tensor target = accumulation_target(1);
-      Tensor dw = target.defined() ? target : empty(w.shape(), {w.dtype(), w.device()});
+      // A new dW for the engine to accumulate: float32 GEMMs do not fuse the accumulation (see
+      // the README, "Accumulating the weight gradient in the GEMM"; chapter 11's bf16 ones do).
+      Tensor dw = empty(w.shape(), {w.dtype(), w.device()});
       Tensor db = need_db ? empty({w.size(0)}, {w.dtype(), w.device()}) : Tensor();
-      if (call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", x.device(), dw, dh, x, db,
-                                           target.defined() ? 1.0 : 0.0)) {
-        out[1] = target.defined() ? Tensor() : dw;
-      } else {  // no algorithm (nothing written): the composition, accumulated by the engine
-        out[1] = matmul(dh.transpose(0, 1), x);
+      if (!call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", x.device(), dw, dh, x, db, 0.0)) {
+        dw = matmul(dh.transpose(0, 1), x);
         if (need_db) db = sum(dh, {0});
       }
+      out[1] = dw;
       if (need_db) out[2] = db;
     }
     return out;

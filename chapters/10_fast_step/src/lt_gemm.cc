@@ -146,7 +146,8 @@ LtGemm lt_linear_wgrad_gemm(const Tensor& dw, const Tensor& dy, const Tensor& x,
                 .ldd = K,
                 .beta = static_cast<float>(beta),
                 .epilogue = db.defined() ? LtEpilogue::kBGradB : LtEpilogue::kDefault,
-                .bias = db.defined() ? db.data_ptr() : nullptr};
+                .bias = db.defined() ? db.data_ptr() : nullptr,
+                .one_pass_only = beta != 0.0};
 }
 
 }  // namespace tt

@@ -112,18 +112,20 @@ struct LinearBf16Fn : autograd::Function {
       const TensorOptions f32{DType::kFloat32, dev};
       // Gradient-accumulation fusion: with W's float32 .grad as the target, the GEMM adds into
       // it (beta = 1) and W gets no separate gradient (tt/autograd.h, accumulation_target).
+      // Declined (false, nothing written) when the GEMM would not run in one pass: then a new dW.
       const Tensor target = empty_problem ? Tensor() : accumulation_target(1);
-      Tensor dw = target.defined() ? target : empty(w_.shape(), f32);
       Tensor db = need_db ? empty({w_.size(0)}, f32) : Tensor();
+      const bool fused = target.defined() && call_kernel<MatmulLtWgradKernel>(
+                                                 "matmul_lt_wgrad", dev, target, dh, x_, db, 1.0);
+      Tensor dw = fused ? Tensor() : empty(w_.shape(), f32);
       if (empty_problem) {
         dw.fill_(0.0);
         if (need_db) db.fill_(0.0);
-      } else {
-        TT_CHECK(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", dev, dw, dh, x_, db,
-                                                  target.defined() ? 1.0 : 0.0),
+      } else if (!fused) {
+        TT_CHECK(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", dev, dw, dh, x_, db, 0.0),
                  name(), ": no GEMM algorithm for dy ", dh.describe(), ", x ", x_.describe());
       }
-      out[1] = target.defined() ? Tensor() : dw;
+      out[1] = dw;
       if (need_db) out[2] = db;
     }
     return out;

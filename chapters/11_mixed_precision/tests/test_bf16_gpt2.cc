@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "../../09_gpt2/tests/ch09_test_util.h"
-#include "../../10_fast_step/tests/accum_fusion_test_util.h"
+#include "accum_fusion_test_util.h"
 #include "tt/autograd.h"
 #include "tt/checkpoint.h"
 #include "tt/functional.h"
@@ -108,7 +108,7 @@ void expect_fusion_changes_nothing(const gpt2::GPT2Config& config, Device device
     gpt2::GPT2 model(config, 7);
     model.to(device);
     model.set_ops(gpt2::model_ops("bf16"));
-    test10::AddCounter counter({config.n_embd, 4 * config.n_embd});  // c_proj of the MLP
+    test11::AddCounter counter({config.n_embd, 4 * config.n_embd});  // c_proj of the MLP
     for (int m = 0; m < micro; ++m) {
       const Batch batch = test09::fixed_batch(2, 12, config.vocab_size, 40 + m);
       autograd::backward(model.loss(batch.inputs.to(device), batch.targets.to(device)));
@@ -124,7 +124,7 @@ void expect_fusion_changes_nothing(const gpt2::GPT2Config& config, Device device
   EXPECT_EQ(adds_on, 0);
   ASSERT_EQ(off.size(), on.size());
   for (std::size_t i = 0; i < off.size(); ++i) {
-    EXPECT_TRUE(test10::same_bits(on[i], off[i])) << "parameter " << i;
+    EXPECT_TRUE(test11::same_bits(on[i], off[i])) << "parameter " << i;
   }
 }
 

@@ -1,6 +1,6 @@
 // The bfloat16 linear layers on the CPU (the cuBLASLt emulation), against float64 on the
 // bfloat16-rounded values; the tolerances are derived in linear_bf16_test_util.h.
-#include "../../10_fast_step/tests/accum_fusion_test_util.h"
+#include "accum_fusion_test_util.h"
 #include "linear_bf16_test_util.h"
 
 namespace tt {
@@ -108,10 +108,10 @@ TEST(Ch11_LinearBf16, NoRowsGivesEmptyOutputAndZeroGradients) {
 // float32, one rounding), so the fused accumulation equals the engine's add bit for bit.
 TEST(Ch11_LinearBf16, GradientAccumulationFusionIsBitExact) {
   for (const bool gelu : {false, true}) {
-    const test10::LinearForward fwd = [gelu](const Tensor& x, nn::Linear& layer) {
+    const test11::LinearForward fwd = [gelu](const Tensor& x, nn::Linear& layer) {
       return gelu ? linear_gelu_bf16(x, layer) : linear_bf16(x, layer);
     };
-    test10::check_accumulation_fusion(fwd, Device::cpu(), 37, 24, 40, 2700);
+    test11::check_accumulation_fusion(fwd, Device::cpu(), 37, 24, 40, 2700);
   }
 }
 

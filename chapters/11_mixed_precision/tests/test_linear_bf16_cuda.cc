@@ -1,6 +1,6 @@
 // The bfloat16 linear layers on CUDA (cuBLASLt: bfloat16 A/B, float32 accumulation), with the
 // same cases and tolerances as the CPU tests (linear_bf16_test_util.h). Skip without a GPU.
-#include "../../10_fast_step/tests/accum_fusion_test_util.h"
+#include "accum_fusion_test_util.h"
 #include "linear_bf16_test_util.h"
 
 namespace tt {
@@ -38,12 +38,13 @@ TEST(Ch11_LinearBf16Cuda, GeluBackwardKernelMatchesFloat64) {
 TEST(Ch11_LinearBf16Cuda, GradientAccumulationFusionIsBitExact) {
   TT_SKIP_IF_NO_CUDA();
   for (const bool gelu : {false, true}) {
-    const test10::LinearForward fwd = [gelu](const Tensor& x, nn::Linear& layer) {
+    const test11::LinearForward fwd = [gelu](const Tensor& x, nn::Linear& layer) {
       return gelu ? linear_gelu_bf16(x, layer) : linear_bf16(x, layer);
     };
-    test10::check_accumulation_fusion(fwd, Device::cuda(), 37, 24, 40, 2800);
-    test10::check_accumulation_fusion(fwd, Device::cuda(), 1024, 2048, 8192, 2810);
-    test10::check_accumulation_fusion(fwd, Device::cuda(), 8192, 8192, 2048, 2820, 2);
+    test11::check_accumulation_fusion(fwd, Device::cuda(), 37, 24, 40, 2800);
+    // Large k (= M) may make cuBLASLt split k: then the GEMM declines and the engine adds.
+    test11::check_accumulation_fusion(fwd, Device::cuda(), 1024, 2048, 8192, 2810, false);
+    test11::check_accumulation_fusion(fwd, Device::cuda(), 8192, 8192, 2048, 2820, false, 2);
   }
 }
 

@@ -111,7 +111,8 @@ using MatmulLtForwardKernel = bool(const Tensor& y, const Tensor& x, const Tenso
 /// `db` defined ([N]) db = the column sums of dy in the same GEMM (lt_linear_wgrad_gemm). beta =
 /// 1 accumulates into dw (the parameter's .grad under gradient-accumulation fusion), 0 ignores
 /// dw's contents. float32 here; dy and x may also be bfloat16 with dw and db float32 (chapter
-/// 11). Returns false, without writing anything, when cuBLASLt offers no algorithm.
+/// 11). Returns false, without writing anything, when cuBLASLt offers no algorithm (with beta !=
+/// 0: no algorithm that forms each element in one pass, LtGemm::one_pass_only).
 using MatmulLtWgradKernel = bool(const Tensor& dw, const Tensor& dy, const Tensor& x,
                                  const Tensor& db, double beta);
 
