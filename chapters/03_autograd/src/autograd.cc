@@ -2,6 +2,8 @@
 // Function (saved tensors, gradient checks around backward()). The exercises are in
 // function.cc (recording, AccumulateGrad), engine.cc (the backward pass) and gradcheck.cc.
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "tt/autograd.h"
@@ -13,6 +15,11 @@ namespace tt::autograd {
 namespace {
 std::atomic<int64_t> g_live_nodes{0};
 thread_local bool g_grad_enabled = true;
+// Gradient-accumulation fusion: on unless TT_GRAD_ACCUM_FUSION=0 (read once, at start-up).
+std::atomic<bool> g_accum_fusion{[] {
+  const char* env = std::getenv("TT_GRAD_ACCUM_FUSION");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}()};
 
 // "[2, 3] float64 on cpu": the geometry named in gradient errors.
 std::string meta_str(const Shape& shape, DType dtype, Device device) {
@@ -57,6 +64,13 @@ void set_grad_enabled(bool enabled) {
   g_grad_enabled = enabled;
 }
 
+bool grad_accumulation_fusion_enabled() {
+  return g_accum_fusion.load(std::memory_order_relaxed);
+}
+void set_grad_accumulation_fusion_enabled(bool enabled) {
+  g_accum_fusion.store(enabled, std::memory_order_relaxed);
+}
+
 // ----- AccumulateGrad --------------------------------------------------------------------------
 
 AccumulateGrad::AccumulateGrad(const Tensor& leaf) : leaf_(leaf.impl()) {
@@ -77,6 +91,19 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   const auto hooks = leaf->autograd->post_accumulate_grad_hooks->hooks;
   for (const auto& entry : hooks) entry.second(leaf->autograd->grad);
   return {};
+}
+
+Tensor AccumulateGrad::accumulation_target() const {
+  if (!grad_accumulation_fusion_enabled()) return {};
+  std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  if (!leaf || !leaf->autograd || !PostAccumulateGradScope::sole_sink(leaf.get())) return {};
+  const Tensor& grad = leaf->autograd->grad;
+  // What accumulate() would add into in place: anything else keeps the old path.
+  if (!grad.defined() || !grad.is_contiguous() || grad.shape() != leaf->shape ||
+      grad.dtype() != leaf->dtype || grad.device() != leaf->storage->device()) {
+    return {};
+  }
+  return grad;
 }
 
 // ----- post-accumulate-grad hooks --------------------------------------------------------------
@@ -132,9 +159,9 @@ PostAccumulateGradScope::PostAccumulateGradScope(
     const auto* sink = dynamic_cast<const AccumulateGrad*>(entry.first);
     if (sink == nullptr) continue;
     std::shared_ptr<TensorImpl> leaf = sink->leaf();
-    if (leaf && leaf->autograd && leaf->autograd->post_accumulate_grad_hooks) {
-      ++remaining_[leaf.get()];
-    }
+    if (!leaf) continue;
+    ++sinks_[leaf.get()];
+    if (leaf->autograd && leaf->autograd->post_accumulate_grad_hooks) ++remaining_[leaf.get()];
   }
   g_hook_scope = this;
 }
@@ -148,6 +175,12 @@ bool PostAccumulateGradScope::last_sink_ran(const TensorImpl* leaf) {
   auto it = g_hook_scope->remaining_.find(leaf);
   if (it == g_hook_scope->remaining_.end()) return true;  // hooked during this backward
   return --it->second == 0;
+}
+
+bool PostAccumulateGradScope::sole_sink(const TensorImpl* leaf) {
+  if (g_hook_scope == nullptr) return false;  // not inside backward()
+  auto it = g_hook_scope->sinks_.find(leaf);
+  return it != g_hook_scope->sinks_.end() && it->second == 1;
 }
 
 // ----- Function --------------------------------------------------------------------------------
@@ -221,6 +254,12 @@ const std::vector<Tensor>& Function::saved_tensors() const {
            ": trying to backward through the graph a second time; the saved tensors were freed "
            "after the first backward (pass retain_graph = true to the first backward)");
   return saved_;
+}
+
+Tensor Function::accumulation_target(std::size_t i) const {
+  if (i >= needs_input_grad_.size() || !needs_input_grad_[i] || i >= next_edges().size()) return {};
+  const auto* sink = dynamic_cast<const AccumulateGrad*>(next_edges()[i].node.get());
+  return sink != nullptr ? sink->accumulation_target() : Tensor();
 }
 
 bool Function::needs_input_grad(std::size_t i) const {

@@ -114,6 +114,16 @@ cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+// True when `algo` forms each output element in one pass: no split-K (whose partial sums would
+// meet beta C in another order than a separate add). Unknown counts as false.
+bool one_pass(const cublasLtMatmulAlgo_t& algo) {
+  int32_t splits = 0;
+  std::size_t written = 0;
+  return cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                              sizeof(splits), &written) == CUBLAS_STATUS_SUCCESS &&
+         splits <= 1;
+}
+
 using AlgoKey =
     std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int,
                bool, bool, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
@@ -206,6 +216,7 @@ bool run_lt(const LtGemm& g, int dev) {
     algos = &it->second;
   }
   if (algos->empty()) return false;
+  if (g.one_pass_only && !one_pass(algos->front().algo)) return false;
   const float alpha = 1.0f, beta = g.beta;
   TT_CUBLAS_CHECK(cublasLtMatmul(lt, desc.d, &alpha, g.a, la.l, g.b, lb.l, &beta, g.d, ld.l, g.d,
                                  ld.l, &algos->front().algo, workspace, kLtWorkspaceBytes,
@@ -228,9 +239,10 @@ bool matmul_lt_forward(const Tensor& y, const Tensor& x, const Tensor& w, const 
   return run_lt(lt_linear_forward_gemm(y, x, w, b, pre), x.device().index);
 }
 
-bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db) {
+bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db,
+                     double beta) {
   check_cuda("matmul_lt_wgrad", x);
-  return run_lt(lt_linear_wgrad_gemm(dw, dy, x, db), x.device().index);
+  return run_lt(lt_linear_wgrad_gemm(dw, dy, x, db, beta), x.device().index);
 }
 
 void matmul_lt_gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,

@@ -55,9 +55,11 @@ struct LinearLtFn : autograd::Function {
     if (needs_input_grad(0)) out[0] = matmul(dh, w);
     const bool need_db = has_bias_ && needs_input_grad(2);
     if (needs_input_grad(1) || need_db) {
+      // A new dW for the engine to accumulate: float32 GEMMs do not fuse the accumulation (see
+      // the README, "Accumulating the weight gradient in the GEMM"; chapter 11's bf16 ones do).
       Tensor dw = empty(w.shape(), {w.dtype(), w.device()});
       Tensor db = need_db ? empty({w.size(0)}, {w.dtype(), w.device()}) : Tensor();
-      if (!call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", x.device(), dw, dh, x, db)) {
+      if (!call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", x.device(), dw, dh, x, db, 0.0)) {
         dw = matmul(dh.transpose(0, 1), x);
         if (need_db) db = sum(dh, {0});
       }

@@ -120,7 +120,8 @@ LtGemm lt_linear_forward_gemm(const Tensor& y, const Tensor& x, const Tensor& w,
                 .aux = pre.defined() ? pre.data_ptr() : nullptr};
 }
 
-LtGemm lt_linear_wgrad_gemm(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db) {
+LtGemm lt_linear_wgrad_gemm(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db,
+                            double beta) {
   TT_CHECK(dy.defined() && dy.dim() == 2, "lt_linear_wgrad_gemm: dy must be [M, N], got ",
            dy.defined() ? dy.describe() : std::string("undefined"));
   const auto [M, N, K] = check_lt_operands("lt_linear_wgrad_gemm", x, dw, dy, db, Tensor());
@@ -143,8 +144,10 @@ LtGemm lt_linear_wgrad_gemm(const Tensor& dw, const Tensor& dy, const Tensor& x,
                 .d_type = dw.dtype(),
                 .d = dw.data_ptr(),
                 .ldd = K,
+                .beta = static_cast<float>(beta),
                 .epilogue = db.defined() ? LtEpilogue::kBGradB : LtEpilogue::kDefault,
-                .bias = db.defined() ? db.data_ptr() : nullptr};
+                .bias = db.defined() ? db.data_ptr() : nullptr,
+                .one_pass_only = beta != 0.0};
 }
 
 }  // namespace tt

@@ -10,6 +10,7 @@
 // bits (relative 2^-11 = 4.9e-4 per product, random signs): 3e-2 abs + 1e-2 rel for K <= 200.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -255,7 +256,7 @@ TEST(Ch10_FusedLinearCuda, EpiloguesRunAtGpt2Shapes) {
   EXPECT_TENSOR_NEAR(cpu64(y), cpu64(gelu(h)), 1e-4, 1e-4) << "GELU_AUX_BIAS output";
 
   Tensor dw = full({N, K}, NAN, opts), db = full({N}, NAN, opts);
-  ASSERT_TRUE(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", gpu, dw, dy, x, db));
+  ASSERT_TRUE(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", gpu, dw, dy, x, db, 0.0));
   EXPECT_TENSOR_NEAR(cpu64(dw), cpu64(matmul(dy.transpose(0, 1), x)), 1e-3, 1e-4) << "dW";
   EXPECT_TENSOR_NEAR(cpu64(db), cpu64(sum(dy, {0})), 1e-3, 1e-4) << "BGRADB";
 }
@@ -289,6 +290,56 @@ TEST(Ch10_FusedLinearCuda, GeluEpilogueIsTheTanhApproximation) {
     max_diff = std::max(max_diff, std::abs(erf_gelu - tanh_gelu.data<double>()[i]));
   }
   EXPECT_GT(max_diff, 1e-4);
+}
+
+// "matmul_lt_wgrad" with beta = 1 (chapter 11's gradient-accumulation fusion): dw = dy^T x + dw.
+// When it runs, it must equal the unfused path bit for bit: the beta = 0 GEMM (same algorithm)
+// followed by the "add" kernel; otherwise it declines and writes nothing (an algorithm that
+// splits k, LtGemm::one_pass_only). The small problem always runs in one pass. float32 with
+// TF32 off and on, and bfloat16 operands; the large k = 8192 is where a split-K algorithm differed.
+TEST(Ch10_FusedLinearCuda, WgradWithBetaOneEqualsTheGemmThenAdd) {
+  TT_SKIP_IF_NO_CUDA();
+  const Device gpu = Device::cuda();
+  struct Case {
+    int64_t M, K, N;
+    DType ab;
+    bool tf32, must_run;
+  };
+  for (const Case& c : {Case{37, 24, 40, DType::kFloat32, false, true},
+                        Case{37, 24, 40, DType::kBFloat16, false, true},
+                        Case{8192, 3072, 768, DType::kFloat32, false, false},
+                        Case{8192, 3072, 768, DType::kFloat32, true, false},
+                        Case{1024, 2048, 8192, DType::kBFloat16, false, false}}) {
+    SCOPED_TRACE(::testing::Message() << "M " << c.M << " K " << c.K << " N " << c.N << " "
+                                      << dtype_name(c.ab) << (c.tf32 ? " TF32" : ""));
+    cuda::AllowTf32Guard guard(c.tf32);
+    const TensorOptions f32{DType::kFloat32, gpu};
+    const Tensor x = randn_t({c.M, c.K}, 3200, DType::kFloat32).to(c.ab).to(gpu);
+    const Tensor dy = randn_t({c.M, c.N}, 3201, DType::kFloat32).to(c.ab).to(gpu);
+    const Tensor acc = mul(randn_t({c.N, c.K}, 3202, DType::kFloat32), 30.0).to(gpu);
+    Tensor dw = empty({c.N, c.K}, f32), db = empty({c.N}, f32);
+    ASSERT_TRUE(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", gpu, dw, dy, x, db, 0.0));
+    Tensor unfused = acc.clone();
+    call_kernel<BinaryKernel>("add", gpu, unfused, unfused, dw);
+    Tensor fused = acc.clone(), db1 = empty({c.N}, f32);
+    const bool ran =
+        call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", gpu, fused, dy, x, db1, 1.0);
+    std::printf("[ beta=1 ] M %lld K %lld N %lld %s%s: %s\n", static_cast<long long>(c.M),
+                static_cast<long long>(c.K), static_cast<long long>(c.N), dtype_name(c.ab),
+                c.tf32 ? " TF32" : "", ran ? "one pass, ran" : "declined (split k)");
+    if (c.must_run) {
+      EXPECT_TRUE(ran);
+    }
+    const Tensor expected = ran ? unfused : acc;
+    const std::vector<float> got = fused.to(Device::cpu()).to_vector<float>();
+    const std::vector<float> want = expected.to(Device::cpu()).to_vector<float>();
+    int64_t differ = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i] ? 1 : 0;
+    EXPECT_EQ(differ, 0) << "elements of dw = dy^T x + dw differing from the GEMM then add";
+    if (ran) {
+      EXPECT_TENSOR_NEAR(db1, db, 0, 0) << "db is overwritten, not accumulated";
+    }
+  }
 }
 
 }  // namespace

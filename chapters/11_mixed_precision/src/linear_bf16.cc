@@ -110,14 +110,20 @@ struct LinearBf16Fn : autograd::Function {
     const bool need_db = has_bias_ && needs_input_grad(2);
     if (needs_input_grad(1) || need_db) {
       const TensorOptions f32{DType::kFloat32, dev};
-      Tensor dw = empty(w_.shape(), f32);
+      // Gradient-accumulation fusion: with W's float32 .grad as the target, the GEMM adds into
+      // it (beta = 1) and W gets no separate gradient (tt/autograd.h, accumulation_target).
+      // Declined (false, nothing written) when the GEMM would not run in one pass: then a new dW.
+      const Tensor target = empty_problem ? Tensor() : accumulation_target(1);
       Tensor db = need_db ? empty({w_.size(0)}, f32) : Tensor();
+      const bool fused = target.defined() && call_kernel<MatmulLtWgradKernel>(
+                                                 "matmul_lt_wgrad", dev, target, dh, x_, db, 1.0);
+      Tensor dw = fused ? Tensor() : empty(w_.shape(), f32);
       if (empty_problem) {
         dw.fill_(0.0);
         if (need_db) db.fill_(0.0);
-      } else {
-        TT_CHECK(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", dev, dw, dh, x_, db), name(),
-                 ": no GEMM algorithm for dy ", dh.describe(), ", x ", x_.describe());
+      } else if (!fused) {
+        TT_CHECK(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", dev, dw, dh, x_, db, 0.0),
+                 name(), ": no GEMM algorithm for dy ", dh.describe(), ", x ", x_.describe());
       }
       out[1] = dw;
       if (need_db) out[2] = db;
@@ -241,9 +247,10 @@ bool matmul_lt_forward(const Tensor& y, const Tensor& x, const Tensor& w, const 
   return run_lt(lt_linear_forward_gemm(y, x, w, b, pre));
 }
 
-bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db) {
+bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db,
+                     double beta) {
   TT_CHECK(x.device().is_cpu(), "cpu::matmul_lt_wgrad: expected CPU tensors, got ", x.describe());
-  return run_lt(lt_linear_wgrad_gemm(dw, dy, x, db));
+  return run_lt(lt_linear_wgrad_gemm(dw, dy, x, db, beta));
 }
 
 bool matmul_lt_dgrad(const Tensor& dx, const Tensor& dy, const Tensor& w) {

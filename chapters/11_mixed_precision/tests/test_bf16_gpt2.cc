@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../../09_gpt2/tests/ch09_test_util.h"
+#include "accum_fusion_test_util.h"
 #include "tt/autograd.h"
 #include "tt/checkpoint.h"
 #include "tt/functional.h"
@@ -95,6 +96,47 @@ TEST(Ch11_Bf16Gpt2Cuda, LossAndGradientsWithinBf16ToleranceOfFloat32) {
   const Batch batch = test09::fixed_batch(2, 12, config.vocab_size, 12);
   expect_bf16_close(run_model("bf16", batch, config, Device::cuda(0)),
                     run_model("reference", batch, config));
+}
+
+// Three micro-batches accumulated with gradient-accumulation fusion on and off (tt/autograd.h,
+// accumulation_target): every parameter's .grad is the same bit for bit, and with fusion the
+// engine no longer adds the MLP's c_proj weight gradients (the GEMM accumulates them).
+void expect_fusion_changes_nothing(const gpt2::GPT2Config& config, Device device) {
+  const int micro = 3;
+  const auto run = [&](bool fusion, int* adds) {
+    autograd::GradAccumulationFusionGuard guard(fusion);
+    gpt2::GPT2 model(config, 7);
+    model.to(device);
+    model.set_ops(gpt2::model_ops("bf16"));
+    test11::AddCounter counter({config.n_embd, 4 * config.n_embd});  // c_proj of the MLP
+    for (int m = 0; m < micro; ++m) {
+      const Batch batch = test09::fixed_batch(2, 12, config.vocab_size, 40 + m);
+      autograd::backward(model.loss(batch.inputs.to(device), batch.targets.to(device)));
+    }
+    *adds = counter.count;
+    std::vector<Tensor> grads;
+    for (const auto& [name, p] : model.named_parameters()) grads.push_back(p.grad());
+    return grads;
+  };
+  int adds_off = 0, adds_on = 0;
+  const std::vector<Tensor> off = run(false, &adds_off), on = run(true, &adds_on);
+  EXPECT_EQ(adds_off, config.n_layer * (micro - 1));
+  EXPECT_EQ(adds_on, 0);
+  ASSERT_EQ(off.size(), on.size());
+  for (std::size_t i = 0; i < off.size(); ++i) {
+    EXPECT_TRUE(test11::same_bits(on[i], off[i])) << "parameter " << i;
+  }
+}
+
+TEST(Ch11_Bf16Gpt2, GradientAccumulationFusionChangesNoGradient) {
+  expect_fusion_changes_nothing(test09::tiny_config(), Device::cpu());
+}
+
+TEST(Ch11_Bf16Gpt2Cuda, GradientAccumulationFusionChangesNoGradient) {
+  TT_SKIP_IF_NO_CUDA();
+  gpt2::GPT2Config config = test09::tiny_config();
+  config.n_embd = 64;  // 2 heads of 32
+  expect_fusion_changes_nothing(config, Device::cuda(0));
 }
 
 // GPT-2 124M (12 blocks, V = 50257, hs = 64) on the GPU: bf16 against our float32 model (chapter

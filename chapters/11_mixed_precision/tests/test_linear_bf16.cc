@@ -1,5 +1,6 @@
 // The bfloat16 linear layers on the CPU (the cuBLASLt emulation), against float64 on the
 // bfloat16-rounded values; the tolerances are derived in linear_bf16_test_util.h.
+#include "accum_fusion_test_util.h"
 #include "linear_bf16_test_util.h"
 
 namespace tt {
@@ -101,6 +102,17 @@ TEST(Ch11_LinearBf16, NoRowsGivesEmptyOutputAndZeroGradients) {
   EXPECT_EQ(y.shape(), (Shape{0, 8}));
   autograd::backward(y, zeros({0, 8}, {DType::kBFloat16}));
   EXPECT_EQ(sum(layer.weight.grad().to(DType::kFloat64).reshape({-1})).item(), 0.0);
+}
+
+// Gradient-accumulation fusion on the CPU: the emulated GEMM implements beta (acc + beta D in
+// float32, one rounding), so the fused accumulation equals the engine's add bit for bit.
+TEST(Ch11_LinearBf16, GradientAccumulationFusionIsBitExact) {
+  for (const bool gelu : {false, true}) {
+    const test11::LinearForward fwd = [gelu](const Tensor& x, nn::Linear& layer) {
+      return gelu ? linear_gelu_bf16(x, layer) : linear_bf16(x, layer);
+    };
+    test11::check_accumulation_fusion(fwd, Device::cpu(), 37, 24, 40, 2700);
+  }
 }
 
 }  // namespace

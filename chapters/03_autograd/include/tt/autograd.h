@@ -86,6 +86,12 @@ class AccumulateGrad final : public Node {
   void accumulate(const Tensor& grad);
   /// The leaf (null once it no longer exists).
   std::shared_ptr<TensorImpl> leaf() const { return leaf_.lock(); }
+  /// Gradient-accumulation fusion: the leaf's .grad when the op that produces this sink's
+  /// gradient may add that gradient into .grad itself (in place, e.g. a GEMM with beta = 1) and
+  /// return an undefined gradient instead; undefined when it may not. Defined only when every
+  /// condition of Function::accumulation_target holds. apply() then receives no gradient and
+  /// still runs the leaf's hooks, which see the accumulated .grad.
+  Tensor accumulation_target() const;
 
  private:
   std::weak_ptr<TensorImpl> leaf_;
@@ -149,7 +155,7 @@ class RemovableHandle {
 class PostAccumulateGradScope {
  public:
   /// Counts the AccumulateGrad nodes among the keys of `dependencies`
-  /// (compute_dependencies' result).
+  /// (compute_dependencies' result), per leaf.
   explicit PostAccumulateGradScope(const std::unordered_map<const Node*, int>& dependencies);
   /// Restores the enclosing scope.
   ~PostAccumulateGradScope();
@@ -158,9 +164,14 @@ class PostAccumulateGradScope {
   /// Called by AccumulateGrad::apply after `leaf` accumulated: true when this was its last sink
   /// of the active scope, or when no scope knows the leaf.
   static bool last_sink_ran(const TensorImpl* leaf);
+  /// True inside a backward() (a scope is active) whose graph reaches exactly one
+  /// AccumulateGrad node of `leaf`: the condition under which gradient-accumulation fusion
+  /// leaves the order of the additions into .grad unchanged (AccumulateGrad::accumulation_target).
+  static bool sole_sink(const TensorImpl* leaf);
 
  private:
   std::unordered_map<const TensorImpl*, int> remaining_;
+  std::unordered_map<const TensorImpl*, int> sinks_;  // every leaf's sinks in this graph
   PostAccumulateGradScope* previous_;
 };
 
@@ -215,6 +226,25 @@ class Function : public Node {
   const std::vector<Tensor>& saved_tensors() const;
   /// True when input `i` requires a gradient (backward may skip the others).
   bool needs_input_grad(std::size_t i) const;
+  /// Gradient-accumulation fusion (Megatron-LM's gradient_accumulation_fusion): the tensor into
+  /// which backward() may accumulate the gradient of input `i` itself, or an undefined tensor.
+  /// When it is defined, backward() must ADD input i's gradient into it in place (e.g. the
+  /// weight-gradient GEMM with beta = 1: .grad = dy^T x + .grad) and return an undefined
+  /// gradient for input i; the engine then has nothing to add, which saves a read of the new
+  /// gradient and a read and a write of .grad per backward. Defined only when all hold:
+  /// - grad_accumulation_fusion_enabled() and a backward() is running (not a direct
+  ///   run_backward or Node::apply call);
+  /// - input i needs a gradient and is a leaf (its edge is an AccumulateGrad node), the leaf
+  ///   still exists and this graph reaches exactly one AccumulateGrad node of it (a leaf used
+  ///   twice keeps the old path, so the order of the additions never changes);
+  /// - the leaf's .grad is defined (a first gradient is still stored by AccumulateGrad as a
+  ///   private copy), contiguous, and of the leaf's shape, dtype and device: exactly the case in
+  ///   which AccumulateGrad::accumulate would add in place.
+  ///
+  /// The leaf's post-accumulate-grad hooks still run once, after its AccumulateGrad node, with
+  /// the accumulated .grad. An op that cannot fuse (another dtype, a fallback kernel) simply
+  /// returns its gradient as before.
+  Tensor accumulation_target(std::size_t i) const;
 
  private:
   /// What Function::apply checks gradients against: the geometry of one input or output.
@@ -259,6 +289,29 @@ void run_backward(const Edge& root, const Tensor& grad,
 /// `retain_graph`. Throws tt::Error when root does not require grad, is not a one-element
 /// tensor and no grad is given, or when grad's shape, dtype or device differs from root's.
 void backward(const Tensor& root, const Tensor& grad = Tensor(), bool retain_graph = false);
+
+/// Whether ops may accumulate leaf gradients straight into .grad (Function::accumulation_target).
+/// On by default; the environment variable TT_GRAD_ACCUM_FUSION=0 turns it off at start-up, to
+/// compare the fused and unfused paths (the gradients are equal, see the chapter README).
+bool grad_accumulation_fusion_enabled();
+/// Turns gradient-accumulation fusion on or off (process-wide).
+void set_grad_accumulation_fusion_enabled(bool enabled);
+
+/// RAII guard setting gradient-accumulation fusion on or off in its scope (restores the
+/// previous setting).
+class GradAccumulationFusionGuard {
+ public:
+  /// Sets fusion to `enabled` until the guard dies.
+  explicit GradAccumulationFusionGuard(bool enabled) : prev_(grad_accumulation_fusion_enabled()) {
+    set_grad_accumulation_fusion_enabled(enabled);
+  }
+  ~GradAccumulationFusionGuard() { set_grad_accumulation_fusion_enabled(prev_); }
+  GradAccumulationFusionGuard(const GradAccumulationFusionGuard&) = delete;
+  GradAccumulationFusionGuard& operator=(const GradAccumulationFusionGuard&) = delete;
+
+ private:
+  bool prev_;
+};
 
 /// Whether operations are recorded (thread-local, on by default).
 bool is_grad_enabled();

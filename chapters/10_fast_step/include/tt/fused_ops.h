@@ -107,12 +107,14 @@ using ResidualLayerNormBackwardKernel = void(const Tensor& dr, const Tensor& dw,
 using MatmulLtForwardKernel = bool(const Tensor& y, const Tensor& x, const Tensor& w,
                                    const Tensor& b, const Tensor& pre);
 
-/// CUDA kernel "matmul_lt_wgrad": dw [N, K] = dy^T x for dy [M, N], x [M, K], and with `db`
-/// defined ([N]) db = the column sums of dy in the same GEMM (lt_linear_wgrad_gemm). float32
-/// here; dy and x may also be bfloat16 with dw and db float32 (chapter 11). Returns false,
-/// without writing anything, when cuBLASLt offers no algorithm.
+/// CUDA kernel "matmul_lt_wgrad": dw [N, K] = dy^T x + beta dw for dy [M, N], x [M, K], and with
+/// `db` defined ([N]) db = the column sums of dy in the same GEMM (lt_linear_wgrad_gemm). beta =
+/// 1 accumulates into dw (the parameter's .grad under gradient-accumulation fusion), 0 ignores
+/// dw's contents. float32 here; dy and x may also be bfloat16 with dw and db float32 (chapter
+/// 11). Returns false, without writing anything, when cuBLASLt offers no algorithm (with beta !=
+/// 0: no algorithm that forms each element in one pass, LtGemm::one_pass_only).
 using MatmulLtWgradKernel = bool(const Tensor& dw, const Tensor& dy, const Tensor& x,
-                                 const Tensor& db);
+                                 const Tensor& db, double beta);
 
 namespace cpu {
 

@@ -52,6 +52,13 @@ struct LtGemm {
   LtEpilogue epilogue = LtEpilogue::kDefault;  ///< what follows the product
   void* bias = nullptr;  ///< bias (kBias, kGeluAuxBias) or bias gradient (kBGradB)
   void* aux = nullptr;   ///< the GELU pre-activation (kGeluAuxBias)
+  /// Run only with an algorithm that forms each element of D in one pass (no split-K), and
+  /// report "no algorithm" otherwise: then beta D is added to the finished product and rounded
+  /// once, exactly like storing the product and adding D afterwards. Set for the accumulation
+  /// into a .grad (lt_linear_wgrad_gemm with beta != 0), whose result must not depend on the
+  /// fusion. (A split-K algorithm adds D to partial sums: on an H100 a float32 weight-gradient
+  /// GEMM with k = 8192 then differed from the unfused result in the last bit.)
+  bool one_pass_only = false;
 };
 
 /// The forward GEMM of a linear layer: y [M, N] = x [M, K] W^T (+ b) for W [N, K], b [N], and
@@ -62,11 +69,17 @@ struct LtGemm {
 LtGemm lt_linear_forward_gemm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                               const Tensor& pre);
 
-/// The weight-gradient GEMM of a linear layer: dw [N, K] = dy^T x for dy [M, N], x [M, K], and
-/// with `db` defined ([N]) db = the column sums of dy in the same GEMM (kBGradB). dy and x of one
-/// dtype, dw and db of one dtype, contiguous on one device. As a column-major GEMM: D (K x N) =
-/// x^T (K x M, as stored) dy (stored N x M, transposed); BGRADB sums op(B) = dy over k = M.
-LtGemm lt_linear_wgrad_gemm(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db);
+/// The weight-gradient GEMM of a linear layer: dw [N, K] = dy^T x + beta dw for dy [M, N],
+/// x [M, K], and with `db` defined ([N]) db = the column sums of dy in the same GEMM (kBGradB;
+/// db is always overwritten). dy and x of one dtype, dw and db of one dtype, contiguous on one
+/// device. beta = 1 accumulates into an existing gradient (gradient-accumulation fusion: dw is
+/// the parameter's .grad, see Function::accumulation_target in tt/autograd.h); the epilogue adds
+/// beta dw to the float32 accumulator and rounds once, the same rounding as storing the product
+/// and adding dw afterwards, so with beta != 0 the GEMM runs only as one pass (one_pass_only).
+/// As a column-major GEMM: D (K x N) = x^T (K x M, as stored) dy
+/// (stored N x M, transposed); BGRADB sums op(B) = dy over k = M.
+LtGemm lt_linear_wgrad_gemm(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db,
+                            double beta);
 
 /// The GEMM out = a b + beta out of row-major 2-D views (chapter 07's "gemm" contract): out
 /// [M, N] with unit column stride and row stride >= N (padded rows), a [M, K] and b [K, N] each
@@ -92,7 +105,7 @@ void matmul_lt_gemm(const Tensor& out, const Tensor& a, const Tensor& b, double 
 
 /// Runs `g` through cuBLASLt on CUDA device `device`'s stream (CUDA builds only). Returns false,
 /// launching nothing, when cuBLASLt offers no algorithm for the problem (e.g. an aux leading
-/// dimension that is not a multiple of 8). The heuristic's answer is cached per problem.
+/// dimension that is not a multiple of 8), or with g.one_pass_only when its algorithm splits k. The heuristic's answer is cached per problem.
 bool run_lt(const LtGemm& g, int device);
 
 }  // namespace cuda

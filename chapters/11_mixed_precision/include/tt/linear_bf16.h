@@ -88,8 +88,9 @@ bool run_lt(const LtGemm& g);
 /// CPU kernel "matmul_lt_forward": run_lt(lt_linear_forward_gemm(y, x, w, b, pre)).
 bool matmul_lt_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                        const Tensor& pre);
-/// CPU kernel "matmul_lt_wgrad": run_lt(lt_linear_wgrad_gemm(dw, dy, x, db)).
-bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db);
+/// CPU kernel "matmul_lt_wgrad": run_lt(lt_linear_wgrad_gemm(dw, dy, x, db, beta)).
+bool matmul_lt_wgrad(const Tensor& dw, const Tensor& dy, const Tensor& x, const Tensor& db,
+                     double beta);
 /// CPU kernel "matmul_lt_dgrad": run_lt(checked_lt_linear_dgrad_gemm(...)).
 bool matmul_lt_dgrad(const Tensor& dx, const Tensor& dy, const Tensor& w);
 /// CPU kernel "gelu_backward_bf16": dy and pre widened to float32, chapter 04's CPU
