@@ -69,9 +69,10 @@ timing() {  # name L H C fusion: the log stays in /tmp, only the step lines come
   grep -aE "^step [0-9]+/" "$log" | tail -1 | cut -c1-200
   rm -rf /dev/shm/ppaccum_run
 }
+[ "${TIMING:-1}" = 1 ] || { stamp "done (status $status)"; exit $status; }
 timing 774m 36 20 1280 0
 timing 774m 36 20 1280 1
-if [ $((SECONDS - t0)) -lt 330 ]; then
+if [ "${BIG:-1}" = 1 ] && [ $((SECONDS - t0)) -lt 330 ]; then
   timing 1.3b 24 16 2048 0
   timing 1.3b 24 16 2048 1
 fi
