@@ -155,7 +155,7 @@ struct LinearsBf16Fn : autograd::Function {
         if (empty_problem) {
           dw.fill_(0.0);
         } else {
-          TT_CHECK(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", dev, dw, dy, x_, Tensor()),
+          TT_CHECK(call_kernel<MatmulLtWgradKernel>("matmul_lt_wgrad", dev, dw, dy, x_, Tensor(), 0.0),
                    name(), ": no GEMM algorithm for dy ", dy.describe(), ", x ", x_.describe());
         }
         out[i + 1] = dw;
