@@ -56,8 +56,8 @@ struct LtGemm {
   /// report "no algorithm" otherwise: then beta D is added to the finished product and rounded
   /// once, exactly like storing the product and adding D afterwards. Set for the accumulation
   /// into a .grad (lt_linear_wgrad_gemm with beta != 0), whose result must not depend on the
-  /// fusion. (A split-K algorithm adds D to partial sums: on an H100 a float32 weight-gradient
-  /// GEMM with k = 8192 then differed from the unfused result in the last bit.)
+  /// fusion. (A split-K algorithm adds D to partial sums, in another order: the likely cause of
+  /// the last-bit differences an H100 showed for a float32 weight-gradient GEMM with k = 8192.)
   bool one_pass_only = false;
 };
 
