@@ -2,7 +2,10 @@
 // gpt2_block_costs' format, the head outweighs a block for a large vocabulary, the cut of the
 // measured costs is partition_by_cost's, every rank gets the same costs and cut, and misuse
 // (no repeats, a device that does not exist, a bad partition name) is refused clearly. No
-// timing threshold is asserted: only orders that hold by a wide margin (a head 70 blocks wide).
+// timing threshold is asserted: only orders that hold by a wide margin (a head 70 blocks wide
+// against one block). Not the cut's shape: at C = 16 the per-operation overheads make the
+// embedding as slow as a few blocks, so whether the last of 2 stages holds fewer blocks than the
+// first depended on the timing (3 and 3 under ASan with two tests running at once).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -75,9 +78,6 @@ TEST(Ch14_MeasuredPartition, TheCutIsPartitionByCostOfTheMeasuredCosts) {
       EXPECT_NE(plan.find(part), std::string::npos) << "no '" << part << "' in " << plan;
     }
   }
-  // The head outweighs a block by far: with 2 stages the last one holds fewer blocks.
-  const auto two = tt::pp::gpt2_stage_layers(c, 2, costs);
-  EXPECT_GT(two[0].end - two[0].begin, two[1].end - two[1].begin);
   // The other kinds: the FLOP model at seq_len and one per block.
   EXPECT_EQ(tt::pp::gpt2_partition_costs(tt::pp::PartitionKind::kFlops, dist::world(), c,
                                          tt::Device::cpu(), {}, kRows, kT),
