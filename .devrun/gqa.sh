@@ -17,12 +17,7 @@ tt_build $(for ch in $chapters; do echo tt_ch${ch}_tests; done) || exit 1
 
 for ch in $chapters; do
   stamp "ch$ch CUDA tests"
-  timeout 150 build/bin/tt_ch${ch}_tests --gtest_color=no --gtest_filter="$filter" \
-    >"$OUT/ch${ch}_cuda.log" 2>&1
-  rc=$?
-  [ $rc = 0 ] || { status=1; echo "ch$ch CUDA tests FAILED (rc $rc)"; }
-  grep -aE "^\[  (PASSED|FAILED)|^\[  FAILED  \]|tests ran" "$OUT/ch${ch}_cuda.log"
-  grep -aB6 "Failure$" "$OUT/ch${ch}_cuda.log" | head -40
+  gtests "ch${ch}_cuda.log" 150 "build/bin/tt_ch${ch}_tests" "$filter" || status=1
 done
 grep -aE "^\[ +(OK|FAILED|SKIPPED) +\] Ch15_GqaCuda|GQA peak" "$OUT/ch15_cuda.log"
 

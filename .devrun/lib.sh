@@ -24,3 +24,23 @@ tt_build() {
     { tail -40 "$OUT/build.log"; echo "BUILD FAILED"; return 1; }
   tail -1 "$OUT/build.log"
 }
+# gtests LOG TIMEOUT BINARY FILTER: runs a gtest binary's FILTER into $OUT/LOG under a timeout,
+# prints its summary and the lines before each failure; returns the binary's status.
+gtests() {
+  local log=$OUT/$1 rc
+  timeout "$2" "$3" --gtest_color=no --gtest_filter="$4" >"$log" 2>&1
+  rc=$?
+  [ $rc = 0 ] || echo "$(basename "$3") '$4' FAILED (rc $rc)"
+  grep -aE "^\[  (PASSED|FAILED)|^\[  FAILED  \]|^\[  SKIPPED \]|tests ran" "$log"
+  grep -aB8 "Failure$" "$log" | head -60
+  return $rc
+}
+# sanitize TOOL LOG BINARY FILTER: compute-sanitizer --tool TOOL (caching allocator off, 200 s)
+# on FILTER of a gtest binary into $OUT/LOG; prints its summary; non-zero on an error.
+sanitize() {
+  TT_CUDA_CACHING=0 timeout 200 compute-sanitizer --tool "$1" --error-exitcode 3 "$3" \
+    --gtest_color=no --gtest_filter="$4" >"$OUT/$2" 2>&1
+  local rc=$?
+  grep -aE "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)" "$OUT/$2"
+  return $rc
+}

@@ -25,25 +25,15 @@ for ch in $CHAPTERS; do
   filter='*Cuda*'
   [ $ch = 03 ] && filter='*AccumFusion*:*Cuda*'
   stamp "ch$ch tests ($filter)"
-  timeout 150 build/bin/tt_ch${ch}_tests --gtest_color=no --gtest_filter="$filter" \
-    >"$OUT/ch${ch}_cuda.log" 2>&1
-  rc=$?
-  [ $rc = 0 ] || { status=1; echo "ch$ch tests FAILED (rc $rc)"; }
-  grep -aE "^\[  (PASSED|FAILED)|^\[  FAILED  \]|^\[  SKIPPED \]|tests ran" "$OUT/ch${ch}_cuda.log"
-  grep -aB8 "Failure$" "$OUT/ch${ch}_cuda.log" | head -60
+  gtests "ch${ch}_cuda.log" 150 "build/bin/tt_ch${ch}_tests" "$filter" || status=1
 done
 grep -aE "^\[ +(OK|FAILED) +\].*(AccumulationFusion|WgradWithBeta)|^\[ (fusion|beta=1) \]" \
   "$OUT"/ch1[01]_cuda.log
 
 stamp "compute-sanitizer memcheck (fusion tests)"
 for ch in 10 11; do
-  TT_CUDA_CACHING=0 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    build/bin/tt_ch${ch}_tests --gtest_color=no \
-    --gtest_filter='*GradientAccumulationFusion*:*WgradWithBetaOne*' \
-    >"$OUT/memcheck_ch$ch.log" 2>&1
-  rc=$?
-  [ $rc = 0 ] || { status=1; echo "memcheck ch$ch FAILED (rc $rc)"; }
-  grep -aE "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$OUT/memcheck_ch$ch.log"
+  sanitize memcheck "memcheck_ch$ch.log" "build/bin/tt_ch${ch}_tests" \
+    '*GradientAccumulationFusion*:*WgradWithBetaOne*' || status=1
 done
 
 data=/tmp/ch14b_data

@@ -29,9 +29,7 @@ timeout 200 build/bin/tt_ch15_tests --gtest_color=no --gtest_filter='*Cuda*:-*Mp
   >"$OUT/ch15_cuda_all.log" 2>&1 || status=1
 grep -aE "^\[  (PASSED|FAILED)|^\[  FAILED  \]|SKIPPED \]" "$OUT/ch15_cuda_all.log" | head -20
 stamp "memcheck Ch15_Bf16TrainingCuda"
-TT_CUDA_CACHING=0 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 \
-  build/bin/tt_ch15_tests --gtest_color=no --gtest_filter='Ch15_Bf16TrainingCuda.*' >"$OUT/bf16_memcheck.log" 2>&1 || status=1
-grep -aE "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$OUT/bf16_memcheck.log"
+sanitize memcheck bf16_memcheck.log build/bin/tt_ch15_tests 'Ch15_Bf16TrainingCuda.*' || status=1
 bash .devrun/ch15_ref.sh || status=1
 stamp "s7a done (status $status)"
 exit $status

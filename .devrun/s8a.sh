@@ -7,11 +7,8 @@ set -uo pipefail
 status=0
 tt_build tt_ch06_tests tt_ch11_tests tt_ch15_tests bench_attention || exit 1
 stamp "ch06 reductions (CUDA) + memcheck"
-timeout 120 build/bin/tt_ch06_tests --gtest_color=no --gtest_filter='Ch06_3*' >"$OUT/ch06.log" 2>&1 || status=1
-grep -aE "^\[  (PASSED|FAILED)|FAILED " "$OUT/ch06.log"
-TT_CUDA_CACHING=0 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 \
-  build/bin/tt_ch06_tests --gtest_color=no --gtest_filter='Ch06_3*Cuda*' >"$OUT/ch06_memcheck.log" 2>&1 || status=1
-grep -aE "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$OUT/ch06_memcheck.log"
+gtests ch06.log 120 build/bin/tt_ch06_tests 'Ch06_3*' || status=1
+sanitize memcheck ch06_memcheck.log build/bin/tt_ch06_tests 'Ch06_3*Cuda*' || status=1
 bash .devrun/fa128.sh || status=1
 stamp "s8a done (status $status)"
 exit $status

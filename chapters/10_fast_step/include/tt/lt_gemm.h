@@ -105,7 +105,8 @@ void matmul_lt_gemm(const Tensor& out, const Tensor& a, const Tensor& b, double 
 
 /// Runs `g` through cuBLASLt on CUDA device `device`'s stream (CUDA builds only). Returns false,
 /// launching nothing, when cuBLASLt offers no algorithm for the problem (e.g. an aux leading
-/// dimension that is not a multiple of 8), or with g.one_pass_only when its algorithm splits k. The heuristic's answer is cached per problem.
+/// dimension that is not a multiple of 8), or with g.one_pass_only when its algorithm splits k.
+/// The heuristic's answer is cached per problem.
 bool run_lt(const LtGemm& g, int device);
 
 }  // namespace cuda
