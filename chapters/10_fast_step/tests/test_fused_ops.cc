@@ -295,8 +295,10 @@ TEST(Ch10_FusedLinearCuda, GeluEpilogueIsTheTanhApproximation) {
 // "matmul_lt_wgrad" with beta = 1 (chapter 11's gradient-accumulation fusion): dw = dy^T x + dw.
 // When it runs, it must equal the unfused path bit for bit: the beta = 0 GEMM (same algorithm)
 // followed by the "add" kernel; otherwise it declines and writes nothing (an algorithm that
-// splits k, LtGemm::one_pass_only). The small problem runs in one pass (k = 37). float32 only,
-// TF32 off and on: this chapter has no bfloat16 cast (chapter 11 tests the bfloat16 GEMMs).
+// splits k, LtGemm::one_pass_only). float32 only, TF32 off and on: this chapter has no bfloat16
+// cast (chapter 11 tests the bfloat16 GEMMs). The small problem (k = 37) runs in one pass in
+// float32; with TF32 on an H100 the heuristic picked a split-k algorithm for it, so that case may
+// decline, and then must leave dw unchanged.
 TEST(Ch10_FusedLinearCuda, WgradWithBetaOneEqualsTheGemmThenAdd) {
   TT_SKIP_IF_NO_CUDA();
   const Device gpu = Device::cuda();
@@ -304,7 +306,7 @@ TEST(Ch10_FusedLinearCuda, WgradWithBetaOneEqualsTheGemmThenAdd) {
     int64_t M, K, N;
     bool tf32, must_run;
   };
-  for (const Case& c : {Case{37, 24, 40, false, true}, Case{37, 24, 40, true, true}}) {
+  for (const Case& c : {Case{37, 24, 40, false, true}, Case{37, 24, 40, true, false}}) {
     SCOPED_TRACE(::testing::Message()
                  << "M " << c.M << " K " << c.K << " N " << c.N << (c.tf32 ? " TF32" : " float32"));
     cuda::AllowTf32Guard guard(c.tf32);
