@@ -208,7 +208,8 @@ bench() {
   read -r L H C <<<"$(shape_args "$SWEEP_SHAPE")"
   [ -f "$OUT/bubble.csv" ] ||
     echo "layers,channels,B,ops,schedule,p,m,v,bubble_measured,bubble_theory,bubble_replay,\
-step_ms,tok_s,peak_mib,static_mib_rank0,act_mib_rank0,act_mib_max,in_flight_rank0,smi_peak_mib" \
+step_ms,tok_s,peak_mib,static_mib_rank0,act_mib_rank0,act_mib_max,in_flight_rank0,\
+bubble_busiest_rank,imbalance,smi_peak_mib" \
       >"$OUT/bubble.csv"
   if [ "$np/$sched/$m" = 4/1f1b/8 ]; then
     rm -rf /tmp/ch14b_timelines && mkdir -p /tmp/ch14b_timelines
@@ -231,7 +232,7 @@ step_ms,tok_s,peak_mib,static_mib_rank0,act_mib_rank0,act_mib_max,in_flight_rank
     awk '{m = 0; for (i = 1; i <= NF; ++i) if ($i > m) m = $i; print m}')
   grep -a '^csv,' /tmp/ch14b_bench.log | tail -1 | sed "s/^csv,//; s/$/,$smi_peak/" \
     >>"$OUT/bubble.csv"
-  grep -a '^pipeline \|^memory rank' /tmp/ch14b_bench.log | tail -5
+  grep -a '^pipeline \|^memory rank\|^ranks' /tmp/ch14b_bench.log | tail -6
 }
 
 part_memory() {

@@ -5,7 +5,8 @@
 # T = 1024, 1F1B over 8 one-row micro-batches, 4 steps traced (trace_ops reads the last; the trace is written at the run's end, so the run
 # is not killed and writes its final checkpoint into /dev/shm), then
 # tools/trace_ops per rank: each rank's span, busy and idle time and its top ops. Also one GPU
-# (no --pp) at B = 1 (the micro-batch's shape) for the per-op cost without a pipeline. About
+# (no --pp) at B = ONE_B (default 1, the micro-batch's shape) for the per-op cost without a
+# pipeline; P=1 skips the pipeline (SHAPE=124m P=1 ONE_B=8: GPT-2 124M's bf16 step, issue 23). About
 # 2-3 minutes after the build. Writes $OUT/pptrace_*.json.gz, $OUT/pptrace_*.txt.
 set -uo pipefail
 . .devrun/lib.sh
@@ -35,6 +36,7 @@ trace_run() {  # name np B [flags...]
   python3 tools/trace_ops /dev/shm/pptrace_$name.json --top 14 | tee "$OUT/pptrace_$name.txt"
   gzip -c /dev/shm/pptrace_$name.json >"$OUT/pptrace_$name.json.gz"
 }
-trace_run "${SHAPE}_pp$P" "$P" 8 --pp "$P" --micro-batches 8
-[ "${ONE:-1}" = 1 ] && trace_run "${SHAPE}_one_b1" 1 1  # ONE=0: skip
+[ "$P" -gt 1 ] && trace_run "${SHAPE}_pp$P" "$P" 8 --pp "$P" --micro-batches 8  # P=1: skip
+ONE_B=${ONE_B:-1}  # the one-GPU run's batch (1: a micro-batch's shape; 8: the whole step's)
+[ "${ONE:-1}" = 1 ] && trace_run "${SHAPE}_one_b$ONE_B" 1 "$ONE_B"  # ONE=0: skip
 stamp done

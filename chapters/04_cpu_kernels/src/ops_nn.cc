@@ -153,6 +153,16 @@ struct EmbeddingFn : autograd::Function {
   std::vector<Tensor> backward(const std::vector<Tensor>& grads) override {
     const Tensor& idx = saved_tensors()[0];
     const Tensor dy = grads[0].contiguous();
+    // Gradient-accumulation fusion (tt/autograd.h): where a backend registers the accumulating
+    // kernel, the rows are added into the weight's .grad itself, with no zeroed [V, C] table
+    // and no add of it afterwards (a pipeline's first stage does this once per micro-batch).
+    const Tensor target = accumulation_target(0);
+    if (target.defined() && target.dtype() == dy.dtype() &&
+        KernelRegistry::instance().has("embedding_backward_accumulate", dy.device().type)) {
+      call_kernel<EmbeddingBackwardKernel>("embedding_backward_accumulate", dy.device(), target, dy,
+                                           idx);
+      return {Tensor(), Tensor()};
+    }
     Tensor dw = empty(weight_shape_, {dy.dtype(), dy.device()});
     call_kernel<EmbeddingBackwardKernel>("embedding_backward", dy.device(), dw, dy, idx);
     return {dw, Tensor()};

@@ -141,10 +141,13 @@ __global__ void embedding_keys_kernel(uint32_t* keys, int32_t* pos, const int64_
 
 // keys/pos sorted by key (stably). Block b takes sorted positions s = b, + gridDim.x, ...; where
 // a row's run of tokens starts (s == 0 or keys[s - 1] != keys[s]), dweight[row, c] = the sum of
-// dout[token, c] over the run, in token order; threads split the columns.
+// dout[token, c] over the run, in token order; threads split the columns. With `accumulate` the
+// sum is added to dweight[row, c] instead (the same additions as writing it into a zeroed table
+// and adding that table afterwards: the rows no token names are left as they are).
 template <typename T>
 __global__ void embedding_backward_kernel(T* dweight, const T* dout, const uint32_t* keys,
-                                          const int32_t* pos, int64_t n, int64_t V, int64_t C) {
+                                          const int32_t* pos, int64_t n, int64_t V, int64_t C,
+                                          bool accumulate) {
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) {
     const uint32_t row = keys[s];
     if (row >= V || (s > 0 && keys[s - 1] == row)) continue;
@@ -152,7 +155,7 @@ __global__ void embedding_backward_kernel(T* dweight, const T* dout, const uint3
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
       T acc = 0;
       for (int64_t k = s; k < n && keys[k] == row; ++k) acc += dout[int64_t{pos[k]} * C + c];
-      dw[c] = acc;
+      dw[c] = accumulate ? dw[c] + acc : acc;
     }
   }
 }
@@ -417,13 +420,18 @@ void embedding_forward(const Tensor& out, const Tensor& weight, const Tensor& in
   });
 }
 
-void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor& indices) {
-  check_embedding("embedding_backward", dweight, dout, indices);
+namespace {
+
+// "embedding_backward" (accumulate false: dweight zeroed first) and
+// "embedding_backward_accumulate" (true: dweight += the scattered rows of dout).
+void embedding_backward_into(const char* op, const Tensor& dweight, const Tensor& dout,
+                             const Tensor& indices, bool accumulate) {
+  check_embedding(op, dweight, dout, indices);
   const int64_t V = dweight.size(0), C = dweight.size(1), n = indices.numel();
-  check_indices("embedding_backward", indices, V, std::nullopt, "indices");
-  fill(dweight, 0.0);
+  check_indices(op, indices, V, std::nullopt, "indices");
+  if (!accumulate) fill(dweight, 0.0);
   if (n == 0 || C == 0) return;
-  TT_CHECK(n <= INT32_MAX && V < UINT32_MAX, "cuda::embedding_backward: at most 2^31 - 1 indices ",
+  TT_CHECK(n <= INT32_MAX && V < UINT32_MAX, "cuda::", op, ": at most 2^31 - 1 indices ",
            "and 2^32 - 1 rows, got ", indices.describe(), " and ", dweight.describe());
   const Device device = dweight.device();
   const int dev = device.index;
@@ -452,12 +460,23 @@ void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor&
   const Tensor temp = empty({static_cast<int64_t>((temp_bytes + 7) / 8)}, {DType::kInt64, device});
   TT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, k_in, k_out, p_in,
                                                 p_out, static_cast<int>(n), 0, end_bit, s));
-  dispatch_floating(dweight.dtype(), "cuda::embedding_backward", [&]<typename T>() {
+  dispatch_floating(dweight.dtype(), op, [&]<typename T>() {
     const int threads = static_cast<int>(std::clamp<int64_t>((C + 31) / 32 * 32, 32, 1024));
     embedding_backward_kernel<<<grid_size(n * threads, threads, dev), threads, 0, s>>>(
-        dweight.data<T>(), dout.data<T>(), k_out, p_out, n, V, C);
+        dweight.data<T>(), dout.data<T>(), k_out, p_out, n, V, C, accumulate);
     TT_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
   });
+}
+
+}  // namespace
+
+void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor& indices) {
+  embedding_backward_into("embedding_backward", dweight, dout, indices, false);
+}
+
+void embedding_backward_accumulate(const Tensor& dweight, const Tensor& dout,
+                                   const Tensor& indices) {
+  embedding_backward_into("embedding_backward_accumulate", dweight, dout, indices, true);
 }
 
 // ----- cross-entropy ---------------------------------------------------------------------------
@@ -520,6 +539,8 @@ TT_REGISTER_KERNEL("max_dim", DeviceType::kCUDA, cuda::max_dim);
 TT_REGISTER_KERNEL("max_dim_backward", DeviceType::kCUDA, cuda::max_dim_backward);
 TT_REGISTER_KERNEL("embedding_forward", DeviceType::kCUDA, cuda::embedding_forward);
 TT_REGISTER_KERNEL("embedding_backward", DeviceType::kCUDA, cuda::embedding_backward);
+TT_REGISTER_KERNEL("embedding_backward_accumulate", DeviceType::kCUDA,
+                   cuda::embedding_backward_accumulate);
 TT_REGISTER_KERNEL("cross_entropy_forward", DeviceType::kCUDA, cuda::cross_entropy_forward);
 TT_REGISTER_KERNEL("cross_entropy_backward", DeviceType::kCUDA, cuda::cross_entropy_backward);
 

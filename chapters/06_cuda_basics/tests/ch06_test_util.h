@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tt/dispatcher.h"
 #include "tt/testing.h"
 
 #if TT_WITH_CUDA
@@ -16,6 +17,28 @@
 #endif
 
 namespace tt::test06 {
+
+/// Counts the dispatched kernels of one op whose first tensor has a given shape, while installed
+/// as the kernel observer (e.g. the engine's "add" of a gradient into a weight's .grad).
+class KernelCallCounter : public KernelObserver {
+ public:
+  KernelCallCounter(std::string op, Shape shape)
+      : op_(std::move(op)), shape_(std::move(shape)), prev_(set_kernel_observer(this)) {}
+  ~KernelCallCounter() override { set_kernel_observer(prev_); }
+  KernelCallCounter(const KernelCallCounter&) = delete;
+  KernelCallCounter& operator=(const KernelCallCounter&) = delete;
+  std::uint64_t on_kernel_begin(const KernelCall& call) override {
+    if (call.op == op_ && !call.tensors.empty() && call.tensors[0].shape == shape_) ++count;
+    return 0;
+  }
+  void on_kernel_end(const KernelCall&, std::uint64_t) noexcept override {}
+  int count = 0;  ///< matching calls so far
+
+ private:
+  std::string op_;
+  Shape shape_;
+  KernelObserver* prev_;
+};
 
 /// The sizes every element-wise test runs: one element, a warp multiple and its neighbours, more
 /// than a block, and enough for several grid-stride iterations.

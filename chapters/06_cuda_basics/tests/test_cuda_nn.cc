@@ -362,6 +362,45 @@ TEST_F(Ch06_CudaEmbedding, ForwardAndBackwardAreExact) {
   }
 }
 
+// Gradient-accumulation fusion (tt/autograd.h) of the embedding: three backwards into the
+// weight's .grad. With fusion on, the second and third add their rows into .grad through
+// "embedding_backward_accumulate" (no zeroed table, no "add" of the weight's shape); the
+// accumulated gradient equals fusion off's bit for bit. A weight used twice in one graph (a
+// tied head) keeps the unfused path.
+TEST_F(Ch06_CudaEmbedding, AccumulatesIntoGradUnderFusionBitForBit) {
+  const Device gpu = Device::cuda();
+  for (DType dt : kFloatTypes) {
+    const int64_t V = 50, C = 96;
+    const auto run = [&](bool fusion, bool used_twice, int* fused, int* adds) {
+      autograd::GradAccumulationFusionGuard guard(fusion);
+      Tensor w = random_tensor({V, C}, dt, 840).to(gpu);
+      w.set_requires_grad(true);
+      test06::KernelCallCounter accumulating("embedding_backward_accumulate", {V, C}),
+          adding("add", {V, C});
+      for (int m = 0; m < 3; ++m) {
+        const Tensor idx = random_indices({4, 33}, V, 841 + m).to(gpu);
+        Tensor y = embedding(w, idx);
+        if (used_twice) y = add(y, embedding(w, idx));
+        autograd::backward(y, random_tensor({4, 33, C}, dt, 850 + m).to(gpu));
+      }
+      *fused = accumulating.count;
+      *adds = adding.count;
+      return w.grad();
+    };
+    int fused_off = 0, adds_off = 0, fused_on = 0, adds_on = 0;
+    const Tensor off = run(false, false, &fused_off, &adds_off);
+    const Tensor on = run(true, false, &fused_on, &adds_on);
+    EXPECT_EQ(fused_off, 0);
+    EXPECT_EQ(adds_off, 2) << "the first gradient is stored, the next two are added";
+    EXPECT_EQ(fused_on, 2) << "the second and third backwards add into .grad themselves";
+    EXPECT_EQ(adds_on, 0);
+    EXPECT_TENSOR_NEAR(on, off, 0, 0) << dtype_name(dt);
+    int fused_twice = 0, adds_twice = 0;
+    run(true, true, &fused_twice, &adds_twice);
+    EXPECT_EQ(fused_twice, 0) << "a weight used twice keeps the unfused path";
+  }
+}
+
 TEST_F(Ch06_CudaEmbedding, OutOfRangeIndexThrows) {
   const Device gpu = Device::cuda();
   const Tensor w = random_tensor({5, 3}, DType::kFloat32, 834).to(gpu);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <vector>
 
+#include "../../06_cuda_basics/tests/ch06_test_util.h"
 #include "tt/autograd.h"
 #include "tt/dispatcher.h"
 #include "tt/layers.h"
@@ -23,22 +24,9 @@ namespace tt::test11 {
 
 /// Counts the dispatched "add" kernels whose output has a given shape (the engine's in-place
 /// accumulation of a gradient of that shape into .grad) while installed.
-class AddCounter final : public KernelObserver {
+class AddCounter final : public test06::KernelCallCounter {
  public:
-  explicit AddCounter(Shape shape) : shape_(std::move(shape)), prev_(set_kernel_observer(this)) {}
-  ~AddCounter() override { set_kernel_observer(prev_); }
-  AddCounter(const AddCounter&) = delete;
-  AddCounter& operator=(const AddCounter&) = delete;
-  std::uint64_t on_kernel_begin(const KernelCall& call) override {
-    if (call.op == "add" && !call.tensors.empty() && call.tensors[0].shape == shape_) ++count;
-    return 0;
-  }
-  void on_kernel_end(const KernelCall&, std::uint64_t) noexcept override {}
-  int count = 0;  ///< matching calls so far
-
- private:
-  Shape shape_;
-  KernelObserver* prev_;
+  explicit AddCounter(Shape shape) : KernelCallCounter("add", std::move(shape)) {}
 };
 
 /// A linear layer's forward, e.g. linear_bf16.

@@ -9,7 +9,9 @@
 // blocks before they are cut into stages: flops (the FLOP model, the default), measured (each
 // part timed on the device with --ops, tt::pp::measure_gpt2_costs, agreed by the ranks) or
 // uniform (--uniform-costs, kept for older scripts); the plan line prints the costs, the cut and
-// the predicted largest stage against the mean.
+// the predicted largest stage against the mean. It also prints each rank's busy time and idle
+// share, the idle share of the busiest rank (the slowest stage: its idle time is the fill and the
+// drain alone) and the imbalance 1 - mean/max busy time (what the faster stages wait for it).
 //
 //   mpirun -np 4 tt_pipeline_bench --schedule 1f1b --micro-batches 8 --device cuda
 #include <algorithm>
@@ -97,7 +99,7 @@ int run(const Args& a) {
     return tt::Batch{tt::from_vector(x, {a.batch, a.seq}), tt::from_vector(y, {a.batch, a.seq})};
   };
 
-  double ms = 0, bubble = 0;
+  double ms = 0, bubble = 0, busy = 0;
   int measured = 0;
   for (int s = 0; s < a.warmup + a.steps; ++s) {
     const auto r = trainer.step(optimizer, next_batch);
@@ -105,6 +107,7 @@ int run(const Args& a) {
     const tt::pp::Timeline& t = trainer.last().timeline;
     ms += t.span_ms;
     bubble += t.bubble();
+    busy += t.busy_ms();
     ++measured;
     if (rank == 0 && s == a.warmup + a.steps - 1) std::printf("last loss %.4f\n", r.loss);
   }
@@ -112,6 +115,22 @@ int run(const Args& a) {
   tt::Tensor stats = tt::from_vector<double>({bubble / measured / p, ms / measured}, {2});
   world.all_reduce(stats);
   const double step_ms = stats.data<double>()[1] / p;
+  // Each rank's mean busy time and idle share: the busiest rank is the pipeline's slowest stage.
+  // Its idle share is the bubble of the fill and the drain alone (theory's quantity, which
+  // assumes equal stages); the mean over the ranks adds what the faster stages wait for the
+  // slowest, 1 - mean busy / max busy of the work (the imbalance).
+  const tt::Tensor per_rank = tt::empty({2 * p}, {.dtype = tt::DType::kFloat64});
+  world.all_gather(per_rank, tt::from_vector<double>({busy / measured, bubble / measured}, {2}));
+  double busy_max = 0, busy_sum = 0, bubble_critical = 0;
+  for (int r = 0; r < p; ++r) {
+    const double b = per_rank.data<double>()[2 * r];
+    busy_sum += b;
+    if (b > busy_max) {
+      busy_max = b;
+      bubble_critical = per_rank.data<double>()[2 * r + 1];
+    }
+  }
+  const double imbalance = busy_max > 0 ? 1.0 - busy_sum / p / busy_max : 0.0;
   std::vector<tt::pp::RankSchedule> all;
   for (int r = 0; r < p; ++r) all.push_back(tt::pp::make_schedule(options.schedule, shape, r));
   const auto replay = tt::pp::check_schedules(all, shape, 1.0 / a.chunks, 2.0 / a.chunks);
@@ -146,6 +165,13 @@ int run(const Args& a) {
     const double theory = tt::pp::bubble_fraction(shape.stages, shape.micro_batches, shape.chunks);
     const double replayed = tt::pp::simulated_bubble(replay);
     const double tok_s = static_cast<double>(a.batch * a.seq * a.micro_batches) / (step_ms / 1e3);
+    std::printf("ranks' busy ms / idle share:");
+    for (int r = 0; r < p; ++r) {
+      std::printf(" %d: %.2f / %.4f", r, per_rank.data<double>()[2 * r],
+                  per_rank.data<double>()[2 * r + 1]);
+    }
+    std::printf("; bubble of the busiest rank %.4f, imbalance 1 - mean/max busy %.4f\n",
+                bubble_critical, imbalance);
     std::printf(
         "pipeline %s %s (%s, B=%lld T=%lld, ops %s, partition %s): bubble measured %.4f, theory %.4f, replay "
         "%.4f; step %.2f ms, %.0f tok/s; mean peak memory %.1f MiB; activations above static + "
@@ -156,10 +182,11 @@ int run(const Args& a) {
         tt::pp::partition_kind_name(partition), measured_bubble, theory, replayed, step_ms, tok_s,
         peak_sum / p, m[3], above_max, m[4], in_flight_max);
     // The same numbers as one CSV row (.devrun/ch14b.sh collects them).
-    std::printf("csv,%d,%d,%lld,%s,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f\n",
-                a.layers, a.channels, static_cast<long long>(a.batch), a.ops.c_str(),
-                a.schedule.c_str(), p, a.micro_batches, a.chunks, measured_bubble, theory, replayed,
-                step_ms, tok_s, peak_sum / p, m[0], m[3], above_max, m[4]);
+    std::printf(
+        "csv,%d,%d,%lld,%s,%s,%d,%d,%d,%.5f,%.5f,%.5f,%.3f,%.0f,%.1f,%.1f,%.1f,%.1f,%.0f,%.5f,%.5f\n",
+        a.layers, a.channels, static_cast<long long>(a.batch), a.ops.c_str(), a.schedule.c_str(), p,
+        a.micro_batches, a.chunks, measured_bubble, theory, replayed, step_ms, tok_s, peak_sum / p,
+        m[0], m[3], above_max, m[4], bubble_critical, imbalance);
   }
   if (!a.timeline_dir.empty()) {
     const std::string base = a.timeline_dir + "/" + a.schedule + "_p" + std::to_string(p) + "_m" +

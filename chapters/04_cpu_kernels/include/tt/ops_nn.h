@@ -64,6 +64,9 @@ using UnaryBackwardKernel = void(const Tensor& dx, const Tensor& dout, const Ten
 /// "embedding_forward": out[i, :] = weight[indices[i], :] (indices int64, any shape).
 using EmbeddingForwardKernel = void(const Tensor& out, const Tensor& weight, const Tensor& indices);
 /// "embedding_backward": dweight = 0, then dweight[indices[i], :] += dout[i, :].
+/// "embedding_backward_accumulate" (the same type; registered on CUDA by chapter 06): the same
+/// additions into dweight as it is, with no zeroing: the embedding's backward calls it with the
+/// weight's .grad when gradient-accumulation fusion allows (Function::accumulation_target).
 using EmbeddingBackwardKernel = void(const Tensor& dweight, const Tensor& dout,
                                      const Tensor& indices);
 /// "cross_entropy_forward": loss (0-d) and the per-row log-sum-exp `lse` ([N]) of logits [N, V].
