@@ -19,7 +19,8 @@
 namespace tt::test06 {
 
 /// Counts the dispatched kernels of one op whose first tensor has a given shape, while installed
-/// as the kernel observer (e.g. the engine's "add" of a gradient into a weight's .grad).
+/// as the kernel observer (e.g. the engine's "add" of a gradient into a weight's .grad). The
+/// observer installed before it still sees every call, so counters nest.
 class KernelCallCounter : public KernelObserver {
  public:
   KernelCallCounter(std::string op, Shape shape)
@@ -29,9 +30,11 @@ class KernelCallCounter : public KernelObserver {
   KernelCallCounter& operator=(const KernelCallCounter&) = delete;
   std::uint64_t on_kernel_begin(const KernelCall& call) override {
     if (call.op == op_ && !call.tensors.empty() && call.tensors[0].shape == shape_) ++count;
-    return 0;
+    return prev_ != nullptr ? prev_->on_kernel_begin(call) : 0;
   }
-  void on_kernel_end(const KernelCall&, std::uint64_t) noexcept override {}
+  void on_kernel_end(const KernelCall& call, std::uint64_t token) noexcept override {
+    if (prev_ != nullptr) prev_->on_kernel_end(call, token);
+  }
   int count = 0;  ///< matching calls so far
 
  private:
