@@ -29,6 +29,46 @@ TEST(Ch11_FlashBf16, CpuEmulationMatchesReference) {
   }
 }
 
+// The full (rectangular, non-causal) mode's CPU emulation: m < n, m > n, neither a multiple of
+// the 64-row tile, B * NH > 1.
+TEST(Ch11_FlashBf16, FullModeCpuEmulationMatchesReference) {
+  uint64_t seed = 1600;
+  for (const test11::FullCase& c : std::vector<test11::FullCase>{
+           {1, 1, 128, 64, 64}, {1, 2, 64, 128, 32}, {2, 3, 100, 37, 48}, {1, 1, 1, 1, 16}}) {
+    test11::check_full_mode(c, seed += 200, Device::cpu());
+  }
+}
+
+// Misuse: the causal kernels take square blocks only; the full mode needs keys, and k, v (and
+// dk, dv) of one shape with q's heads.
+TEST(Ch11_FlashBf16, FullModeRejectsMisuse) {
+  const TensorOptions bf{DType::kBFloat16};
+  const Tensor q = zeros({1, 2, 8, 64}, bf), k = zeros({1, 2, 4, 64}, bf);
+  const Tensor lse = zeros({1, 2, 8}, {DType::kFloat32});
+  const Tensor none = zeros({1, 2, 0, 64}, bf), k1 = zeros({1, 1, 4, 64}, bf);
+  const FlashKernels full = flash_attention_bf16_full_kernels();
+  const Device cpu = Device::cpu();
+  testing::expect_errors({
+      {"causal m != n",
+       [&] {
+         call_kernel<FlashAttentionForwardKernel>("flash_attention_bf16_forward", cpu, q, lse, q, k,
+                                                  k);
+       },
+       {"flash_attention_bf16_forward", "[1, 2, 4, 64]"}},
+      {"no keys",
+       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, cpu, q, lse, q, none, none); },
+       {"flash_attention_bf16_full_forward", "Tk >= 1"}},
+      {"grouped k",
+       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, cpu, q, lse, q, k1, k1); },
+       {"flash_attention_bf16_full_forward", "k, v"}},
+      {"dk of q's shape",
+       [&] {
+         call_kernel<FlashAttentionBackwardKernel>(full.backward, cpu, q, q, k, q, q, k, k, q, lse);
+       },
+       {"flash_attention_bf16_full_backward", "k, v (and dk, dv)"}},
+  });
+}
+
 TEST(Ch11_FlashBf16, RejectsABf16Lse) {
   const Tensor q = zeros({1, 2, 8, 64}, {DType::kBFloat16});
   EXPECT_TT_ERROR(

@@ -136,6 +136,45 @@ TEST(Ch11_FlashBf16Cuda, QkvMatchesCausalSelfAttention) {
   }
 }
 
+// The full (rectangular, non-causal) mode: m > n, m < n, neither a multiple of the 64-row tile
+// (key rows past n masked in the last key tile, query rows past m not written), one row or key,
+// B * NH > 1, the three head sizes, and a long block (many key tiles, many query tiles).
+TEST(Ch11_FlashBf16Cuda, FullModeMatchesReference) {
+  TT_SKIP_IF_NO_CUDA();
+  uint64_t seed = 1700;
+  const std::vector<test11::FullCase> cases = {
+      {1, 1, 128, 64, 64},  {1, 1, 64, 128, 64},  {1, 2, 100, 37, 64},   {1, 1, 128, 64, 128},
+      {1, 1, 64, 128, 128}, {2, 2, 100, 37, 128}, {2, 3, 37, 100, 32},   {1, 1, 1, 1, 64},
+      {1, 2, 1, 200, 64},   {1, 2, 200, 1, 128},  {1, 2, 1024, 512, 64}, {1, 1, 300, 1000, 128}};
+  for (const test11::FullCase& c : cases) test11::check_full_mode(c, seed += 200, Device::cuda(0));
+}
+
+// The full mode's errors on CUDA: the causal kernel takes no rectangle, the full one no grouped
+// k, v and no missing keys.
+TEST(Ch11_FlashBf16Cuda, FullModeRejectsMisuse) {
+  TT_SKIP_IF_NO_CUDA();
+  const Device gpu = Device::cuda(0);
+  const TensorOptions bf{DType::kBFloat16, gpu};
+  const Tensor q = zeros({1, 2, 8, 64}, bf), k = zeros({1, 2, 4, 64}, bf);
+  const Tensor lse = zeros({1, 2, 8}, {DType::kFloat32, gpu});
+  const Tensor none = zeros({1, 2, 0, 64}, bf), k1 = zeros({1, 1, 4, 64}, bf);
+  const FlashKernels full = flash_attention_bf16_full_kernels();
+  testing::expect_errors({
+      {"causal m != n",
+       [&] {
+         call_kernel<FlashAttentionForwardKernel>("flash_attention_bf16_forward", gpu, q, lse, q, k,
+                                                  k);
+       },
+       {"flash_attention_bf16_forward", "[1, 2, 4, 64]"}},
+      {"no keys",
+       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, gpu, q, lse, q, none, none); },
+       {"flash_attention_bf16_full_forward", "Tk >= 1"}},
+      {"grouped k",
+       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, gpu, q, lse, q, k1, k1); },
+       {"flash_attention_bf16_full_forward", "k, v"}},
+  });
+}
+
 TEST(Ch11_FlashBf16Cuda, RejectsWhatItCannotRun) {
   TT_SKIP_IF_NO_CUDA();
   const Device gpu = Device::cuda(0);

@@ -3,8 +3,11 @@
 // it alone on its own device, the time is the ranks' mean), and ring attention over all the
 // ranks with the zigzag and the contiguous layouts (the time is the slowest rank's). The
 // "ideal" ring time is the one-device time / N. One JSON object per line on rank 0's stdout.
+// --dtype bf16: q, k, v in bfloat16, chapter 11's bf16 FlashAttention on one device and the
+// bf16 ring (its blocks through the same kernels, K/V sent in bf16, merge in float32).
 //
 //   mpirun -np 4 tt_ring_attention_bench --device cuda --seq 16384,32768,65536 --hs 64,128
+//   mpirun -np 4 tt_ring_attention_bench --device cuda --dtype bf16 --seq 16384 --hs 128
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +20,7 @@
 #include "tt/cli.h"
 #include "tt/cuda_matmul.h"
 #include "tt/dist.h"
+#include "tt/error.h"
 #include "tt/flash_attention.h"
 #include "tt/functional.h"
 #include "tt/generator.h"
@@ -25,7 +29,7 @@
 namespace {
 
 struct Args {
-  std::string seq = "4096", hs = "64", device = "cpu";
+  std::string seq = "4096", hs = "64", device = "cpu", dtype = "float32";
   int heads = 4, reps = 3, warmup = 1;
   bool tf32 = false;
 };
@@ -66,6 +70,10 @@ int run(const Args& a) {
       a.device == "cuda" ? tt::Device::cuda(world.local_rank()) : tt::Device::cpu();
   // TF32 tensor cores in the FlashAttention kernels and cuBLAS (else 3xTF32 and fp32 GEMMs).
   tt::cuda::set_allow_tf32(a.tf32);
+  TT_CHECK(a.dtype == "float32" || a.dtype == "bf16",
+           "tt_ring_attention_bench: --dtype must be float32 or bf16, got '", a.dtype, "'");
+  const tt::DType dtype = a.dtype == "bf16" ? tt::DType::kBFloat16 : tt::DType::kFloat32;
+  const std::string dtype_label = a.dtype == "bf16" ? "bfloat16" : a.tf32 ? "tf32" : "float32";
   for (const int64_t T : parse_list(a.seq)) {
     for (const int64_t hs : parse_list(a.hs)) {
       const tt::Shape shape{1, a.heads, T, hs};
@@ -80,19 +88,20 @@ int run(const Args& a) {
         tt::autograd::backward(attention(), gi);
       };
       // One device, the whole sequence.
-      const tt::Tensor qd = q.to(device), kd = k.to(device), vd = v.to(device),
-                       gd = dout.to(device);
+      auto on_device = [&](const tt::Tensor& t) { return t.to(device).to(dtype); };
+      const tt::Tensor qd = on_device(q), kd = on_device(k), vd = on_device(v),
+                       gd = on_device(dout);
       const double single = time_ms(a, device, false, [&] {
         fwd_bwd(qd, kd, vd, gd, [&] { return tt::flash_attention(qd, kd, vd); });
       });
-      std::string line =
-          "{\"T\": " + std::to_string(T) + ", \"B\": 1, \"heads\": " + std::to_string(a.heads) +
-          ", \"hs\": " + std::to_string(hs) + ", \"dtype\": \"" + (a.tf32 ? "tf32" : "float32") +
-          "\", \"device\": \"" + a.device + "\", \"cp\": " + std::to_string(n) +
-          ", \"single_ms\": " + std::to_string(single);
+      std::string line = "{\"T\": " + std::to_string(T) +
+                         ", \"B\": 1, \"heads\": " + std::to_string(a.heads) +
+                         ", \"hs\": " + std::to_string(hs) + ", \"dtype\": \"" + dtype_label +
+                         "\", \"device\": \"" + a.device + "\", \"cp\": " + std::to_string(n) +
+                         ", \"single_ms\": " + std::to_string(single);
       for (const tt::cp::Layout layout : {tt::cp::Layout::kZigzag, tt::cp::Layout::kContiguous}) {
         auto mine = [&](const tt::Tensor& t) {
-          return tt::cp::shard(t, 2, layout, rank, n).to(device);
+          return tt::cp::shard(t, 2, layout, rank, n).to(device).to(dtype);
         };
         const tt::Tensor ql = mine(q), kl = mine(k), vl = mine(v), gl = mine(dout);
         const double ring = time_ms(a, device, true, [&] {
@@ -118,12 +127,13 @@ int main(int argc, char** argv) {
       "tt_ring_attention_bench",
       "usage: mpirun -np N tt_ring_attention_bench [--seq T1,T2,...] "
       "[--hs 64,128] [--heads NH] [--device cpu|cuda] [--reps R] [--warmup W]\n"
-      "  [--tf32]  float32 (TF32 tensor cores with --tf32), B = 1, causal; one JSON\n"
-      "  line per (T, hs) on rank 0\n");
+      "  [--dtype float32|bf16] [--tf32]  float32 (TF32 tensor cores with --tf32) or\n"
+      "  bfloat16, B = 1, causal; one JSON line per (T, hs) on rank 0\n");
   args.option("--seq", &a.seq)
       .option("--hs", &a.hs)
       .option("--heads", &a.heads)
       .option("--device", &a.device)
+      .option("--dtype", &a.dtype)
       .option("--reps", &a.reps)
       .option("--warmup", &a.warmup)
       .flag("--tf32", &a.tf32);
