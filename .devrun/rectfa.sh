@@ -2,7 +2,8 @@
 # Issue 27, chapter 16: ring attention's blocks through chapter 11's bf16 FlashAttention (the
 # full, rectangular mode). Run from the repository root on a 4-GPU H100 machine (2 GPUs: the
 # np 2 parts only); writes to $OUT: build.log, ch11.log, ch11_memcheck.log, ch16_np{2,4}.log,
-# bench_bf16_cp{4,2}.jsonl, bench.log. Each step under a timeout; about 5-7 minutes in all.
+# bench_bf16_cp{4,2}.jsonl, profile_cp4.log, bench.log. Each step under a timeout; about 5-7
+# minutes in all (the helper's runs of these steps took under 2 minutes after the build).
 #  1. build tt_ch11_tests, tt_ch16_tests, tt_ring_attention_bench (solution build, sm_90);
 #  2. chapter 11's CUDA FlashAttention tests (causal: unchanged; full mode: new) on one GPU,
 #     and compute-sanitizer memcheck on the full mode's tests;
@@ -10,7 +11,8 @@
 #     CUDA ring, and the new bf16 CUDA ring: Ch16_RingAttention.CudaBf16*);
 #  4. tt_ring_attention_bench --dtype bf16, causal fwd+bwd, B = 1, NH = 4, hs 64 and 128,
 #     T = 16k, 32k, 64k: one GPU (bf16 FlashAttention) vs the zigzag and contiguous rings at
-#     CP = 4 (then CP = 2), as a table: ms and fraction of ideal (one-GPU time / CP).
+#     CP = 4 (then CP = 2), as a table: ms and fraction of ideal (one-GPU time / CP); then
+#     chapter 10's per-op profile of the zigzag ring at CP = 4, T = 64k, hs 64 (rank 0).
 set -uo pipefail
 . .devrun/lib.sh
 status=0
@@ -57,6 +59,13 @@ for np in 4 2; do
     >"$OUT/bench_bf16_cp$np.jsonl" 2>>"$OUT/bench.log" || { echo "bench np $np FAILED"; status=1; }
   table "$OUT/bench_bf16_cp$np.jsonl"
 done
+if [ "$gpus" -ge 4 ]; then
+  stamp "per-op profile of the zigzag ring, CP = 4, T = 64k, hs 64 (rank 0)"
+  timeout 120 $MPI -np 4 build/bin/tt_ring_attention_bench --device cuda --dtype bf16 \
+    --seq 65536 --hs 64 --heads 4 --reps 2 --warmup 1 --profile >"$OUT/profile_cp4.log" \
+    2>>"$OUT/bench.log" || { echo "profile FAILED"; status=1; }
+  sed -n '/^Per-op profile/,/^Step:/p' "$OUT/profile_cp4.log" | head -24 | cut -c1-120
+fi
 tail -5 "$OUT/bench.log"
 stamp "rectfa done (status $status)"
 exit $status

@@ -24,6 +24,7 @@
 #include "tt/flash_attention.h"
 #include "tt/functional.h"
 #include "tt/generator.h"
+#include "tt/profiler.h"
 #include "tt/ring_attention.h"
 
 namespace {
@@ -31,7 +32,7 @@ namespace {
 struct Args {
   std::string seq = "4096", hs = "64", device = "cpu", dtype = "float32";
   int heads = 4, reps = 3, warmup = 1;
-  bool tf32 = false;
+  bool tf32 = false, profile = false;
 };
 
 std::vector<int64_t> parse_list(const std::string& text) {
@@ -82,9 +83,11 @@ int run(const Args& a) {
                        v = tt::randn(shape, gen), dout = tt::randn(shape, gen);
       auto fwd_bwd = [&](const tt::Tensor& qi, const tt::Tensor& ki, const tt::Tensor& vi,
                          const tt::Tensor& gi, const std::function<tt::Tensor()>& attention) {
-        qi.set_requires_grad();
-        ki.set_requires_grad();
-        vi.set_requires_grad();
+        // Fresh gradients each run: no accumulation (an add, which bf16 lacks on CUDA).
+        for (const tt::Tensor* t : {&qi, &ki, &vi}) {
+          t->set_requires_grad();
+          t->set_grad(tt::Tensor());
+        }
         tt::autograd::backward(attention(), gi);
       };
       // One device, the whole sequence.
@@ -111,6 +114,26 @@ int run(const Args& a) {
         const std::string name = tt::cp::layout_name(layout);
         line += ", \"" + name + "_ms\": " + std::to_string(ring) + ", \"" + name +
                 "_of_ideal\": " + std::to_string(single / n / ring);
+        if (a.profile && layout == tt::cp::Layout::kZigzag) {
+          // Chapter 10's per-op profile of one more zigzag run (every rank profiles its own;
+          // rank 0 prints, before the JSON line): the blocks' kernels, the merges and
+          // conversions, and what is not dispatched (copies, NCCL waits, host gaps).
+          tt::prof::Profiler profiler(device);
+          {
+            tt::prof::ProfileScope scope(profiler);
+            fwd_bwd(ql, kl, vl, gl,
+                    [&] { return tt::cp::ring_attention(ql, kl, vl, world, layout, true); });
+          }
+          if (rank == 0) {
+            const std::string what = "the zigzag ring, rank 0 of " + std::to_string(n) +
+                                     ", T = " + std::to_string(T) + ", hs = " + std::to_string(hs);
+            std::printf(
+                "%s", tt::prof::profile_report(
+                          profiler, tt::prof::default_peaks(device, dtype == tt::DType::kBFloat16),
+                          what, 12)
+                          .c_str());
+          }
+        }
       }
       if (rank == 0) std::printf("%s}\n", line.c_str());
       std::fflush(stdout);
@@ -127,8 +150,9 @@ int main(int argc, char** argv) {
       "tt_ring_attention_bench",
       "usage: mpirun -np N tt_ring_attention_bench [--seq T1,T2,...] "
       "[--hs 64,128] [--heads NH] [--device cpu|cuda] [--reps R] [--warmup W]\n"
-      "  [--dtype float32|bf16] [--tf32]  float32 (TF32 tensor cores with --tf32) or\n"
-      "  bfloat16, B = 1, causal; one JSON line per (T, hs) on rank 0\n");
+      "  [--dtype float32|bf16] [--tf32] [--profile]  float32 (TF32 tensor cores with\n"
+      "  --tf32) or bfloat16, B = 1, causal; one JSON line per (T, hs) on rank 0; --profile:\n"
+      "  also chapter 10's per-op profile of one zigzag run on rank 0\n");
   args.option("--seq", &a.seq)
       .option("--hs", &a.hs)
       .option("--heads", &a.heads)
@@ -136,7 +160,8 @@ int main(int argc, char** argv) {
       .option("--dtype", &a.dtype)
       .option("--reps", &a.reps)
       .option("--warmup", &a.warmup)
-      .flag("--tf32", &a.tf32);
+      .flag("--tf32", &a.tf32)
+      .flag("--profile", &a.profile);
   args.parse(argc, argv);
   return tt::dist::run_on_every_rank("tt_ring_attention_bench", [&] { return run(a); });
 }
