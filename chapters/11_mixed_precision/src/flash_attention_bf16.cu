@@ -11,6 +11,13 @@
 // attention they have NKV = NH / kv.group heads, query head h reads head h / kv.group in place,
 // and the dK/dV kernel of a key/value head sums over its group's query heads in a fixed order.
 //
+// Masks. Every kernel has a template flag kCausal. true: n queries and n keys, query i sees keys
+// j <= i, key tiles above the diagonal skipped (the registered causal kernels). false, the full
+// mode of a rectangular block: n query rows against nk keys (their own row count), every key
+// tile visited, the zero rows past nk in the last key tile masked to -inf (forward) or P = 0
+// (dQ); the dK/dV kernel of a key tile loops over every query tile, and query rows past n are
+// zeros there (dO = 0: they add nothing). With kCausal the full-mode branches compile away.
+//
 // Shared tiles are [64][D + 8] bf16: a row of D = 64 values is 128 bytes, so the 8 row addresses
 // of one ldmatrix 8x8 matrix would all start in bank 0; the padding of 8 bf16 (16 bytes) moves
 // each row 4 banks further and the 8 rows cover the 32 banks.
@@ -602,10 +609,15 @@ bf16* bf16_data_mut(const Tensor& t) {
   return static_cast<bf16*>(t.data_ptr());
 }
 
-// The forward of either mask: kCausal, `g` of a square causal call; else of a full block.
+constexpr FlashMask mask_of(bool causal) {
+  return causal ? FlashMask::kCausal : FlashMask::kFull;
+}
+
+// The forward kernel `op` of either mask (kCausal: a square causal call; else a full block).
 template <bool kCausal>
-void launch_forward(const FlashGeometry& g, const Tensor& out, const Tensor& lse, const Tensor& q,
+void launch_forward(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q,
                     const Tensor& k, const Tensor& v) {
+  const FlashGeometry g = check_bf16_tensors(op, {&q}, {&k, &v}, {&out}, lse, mask_of(kCausal));
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
@@ -622,11 +634,13 @@ void launch_forward(const FlashGeometry& g, const Tensor& out, const Tensor& lse
   });
 }
 
-// The backward of either mask (the dQ kernel, then the dK/dV kernel).
+// The backward kernel `op` of either mask (the dQ kernel, then the dK/dV kernel).
 template <bool kCausal>
-void launch_backward(const FlashGeometry& g, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+void launch_backward(const char* op, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                      const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                      const Tensor& out, const Tensor& lse) {
+  const FlashGeometry g =
+      check_bf16_tensors(op, {&q, &dq}, {&k, &v, &dk, &dv}, {&out, &dout}, lse, mask_of(kCausal));
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
@@ -659,34 +673,24 @@ void launch_backward(const FlashGeometry& g, const Tensor& dq, const Tensor& dk,
 
 void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                   const Tensor& k, const Tensor& v) {
-  const FlashGeometry g = check_bf16_tensors("flash_attention_bf16_forward", {&q}, {&k, &v}, {&out},
-                                             lse, FlashMask::kCausal);
-  launch_forward<true>(g, out, lse, q, k, v);
+  launch_forward<true>("flash_attention_bf16_forward", out, lse, q, k, v);
 }
 
 void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                    const Tensor& dout, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const Tensor& out, const Tensor& lse) {
-  const FlashGeometry g =
-      check_bf16_tensors("flash_attention_bf16_backward", {&q, &dq}, {&k, &v, &dk, &dv},
-                         {&out, &dout}, lse, FlashMask::kCausal);
-  launch_backward<true>(g, dq, dk, dv, dout, q, k, v, out, lse);
+  launch_backward<true>("flash_attention_bf16_backward", dq, dk, dv, dout, q, k, v, out, lse);
 }
 
 void flash_attention_bf16_full_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
                                        const Tensor& k, const Tensor& v) {
-  const FlashGeometry g = check_bf16_tensors("flash_attention_bf16_full_forward", {&q}, {&k, &v},
-                                             {&out}, lse, FlashMask::kFull);
-  launch_forward<false>(g, out, lse, q, k, v);
+  launch_forward<false>("flash_attention_bf16_full_forward", out, lse, q, k, v);
 }
 
 void flash_attention_bf16_full_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                         const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const Tensor& out, const Tensor& lse) {
-  const FlashGeometry g =
-      check_bf16_tensors("flash_attention_bf16_full_backward", {&q, &dq}, {&k, &v, &dk, &dv},
-                         {&out, &dout}, lse, FlashMask::kFull);
-  launch_backward<false>(g, dq, dk, dv, dout, q, k, v, out, lse);
+  launch_backward<false>("flash_attention_bf16_full_backward", dq, dk, dv, dout, q, k, v, out, lse);
 }
 
 TT_REGISTER_KERNEL("flash_attention_bf16_forward", DeviceType::kCUDA,

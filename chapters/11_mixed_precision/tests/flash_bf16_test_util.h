@@ -156,4 +156,37 @@ inline void check_full_mode(const FullCase& c, uint64_t seed, Device device) {
   expect_close(dv, ref.dv, kGrad, name + " dv");
 }
 
+/// EXPECTs the errors of misused kernels on `device`, each naming the op and the cause: the
+/// causal kernel given a rectangle (m != n), the full mode given no keys, grouped k, v, or dk of
+/// q's shape.
+inline void expect_full_mode_misuse_errors(Device device) {
+  const TensorOptions bf{DType::kBFloat16, device};
+  const Tensor q = zeros({1, 2, 8, 64}, bf), k = zeros({1, 2, 4, 64}, bf);
+  const Tensor lse = zeros({1, 2, 8}, {DType::kFloat32, device});
+  const Tensor none = zeros({1, 2, 0, 64}, bf), k1 = zeros({1, 1, 4, 64}, bf);
+  const FlashKernels full = flash_attention_bf16_full_kernels();
+  testing::expect_errors({
+      {"causal m != n",
+       [&] {
+         call_kernel<FlashAttentionForwardKernel>("flash_attention_bf16_forward", device, q, lse, q,
+                                                  k, k);
+       },
+       {"flash_attention_bf16_forward", "[1, 2, 4, 64]"}},
+      {"no keys",
+       [&] {
+         call_kernel<FlashAttentionForwardKernel>(full.forward, device, q, lse, q, none, none);
+       },
+       {"flash_attention_bf16_full_forward", "Tk >= 1"}},
+      {"grouped k",
+       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, device, q, lse, q, k1, k1); },
+       {"flash_attention_bf16_full_forward", "k, v"}},
+      {"dk of q's shape",
+       [&] {
+         call_kernel<FlashAttentionBackwardKernel>(full.backward, device, q, q, k, q, q, k, k, q,
+                                                   lse);
+       },
+       {"flash_attention_bf16_full_backward", "k, v (and dk, dv)"}},
+  });
+}
+
 }  // namespace tt::test11

@@ -39,34 +39,9 @@ TEST(Ch11_FlashBf16, FullModeCpuEmulationMatchesReference) {
   }
 }
 
-// Misuse: the causal kernels take square blocks only; the full mode needs keys, and k, v (and
-// dk, dv) of one shape with q's heads.
+// Misuse (expect_full_mode_misuse_errors), on the CPU kernels.
 TEST(Ch11_FlashBf16, FullModeRejectsMisuse) {
-  const TensorOptions bf{DType::kBFloat16};
-  const Tensor q = zeros({1, 2, 8, 64}, bf), k = zeros({1, 2, 4, 64}, bf);
-  const Tensor lse = zeros({1, 2, 8}, {DType::kFloat32});
-  const Tensor none = zeros({1, 2, 0, 64}, bf), k1 = zeros({1, 1, 4, 64}, bf);
-  const FlashKernels full = flash_attention_bf16_full_kernels();
-  const Device cpu = Device::cpu();
-  testing::expect_errors({
-      {"causal m != n",
-       [&] {
-         call_kernel<FlashAttentionForwardKernel>("flash_attention_bf16_forward", cpu, q, lse, q, k,
-                                                  k);
-       },
-       {"flash_attention_bf16_forward", "[1, 2, 4, 64]"}},
-      {"no keys",
-       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, cpu, q, lse, q, none, none); },
-       {"flash_attention_bf16_full_forward", "Tk >= 1"}},
-      {"grouped k",
-       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, cpu, q, lse, q, k1, k1); },
-       {"flash_attention_bf16_full_forward", "k, v"}},
-      {"dk of q's shape",
-       [&] {
-         call_kernel<FlashAttentionBackwardKernel>(full.backward, cpu, q, q, k, q, q, k, k, q, lse);
-       },
-       {"flash_attention_bf16_full_backward", "k, v (and dk, dv)"}},
-  });
+  test11::expect_full_mode_misuse_errors(Device::cpu());
 }
 
 TEST(Ch11_FlashBf16, RejectsABf16Lse) {

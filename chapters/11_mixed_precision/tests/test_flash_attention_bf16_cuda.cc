@@ -149,30 +149,10 @@ TEST(Ch11_FlashBf16Cuda, FullModeMatchesReference) {
   for (const test11::FullCase& c : cases) test11::check_full_mode(c, seed += 200, Device::cuda(0));
 }
 
-// The full mode's errors on CUDA: the causal kernel takes no rectangle, the full one no grouped
-// k, v and no missing keys.
+// The full mode's errors on CUDA (expect_full_mode_misuse_errors).
 TEST(Ch11_FlashBf16Cuda, FullModeRejectsMisuse) {
   TT_SKIP_IF_NO_CUDA();
-  const Device gpu = Device::cuda(0);
-  const TensorOptions bf{DType::kBFloat16, gpu};
-  const Tensor q = zeros({1, 2, 8, 64}, bf), k = zeros({1, 2, 4, 64}, bf);
-  const Tensor lse = zeros({1, 2, 8}, {DType::kFloat32, gpu});
-  const Tensor none = zeros({1, 2, 0, 64}, bf), k1 = zeros({1, 1, 4, 64}, bf);
-  const FlashKernels full = flash_attention_bf16_full_kernels();
-  testing::expect_errors({
-      {"causal m != n",
-       [&] {
-         call_kernel<FlashAttentionForwardKernel>("flash_attention_bf16_forward", gpu, q, lse, q, k,
-                                                  k);
-       },
-       {"flash_attention_bf16_forward", "[1, 2, 4, 64]"}},
-      {"no keys",
-       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, gpu, q, lse, q, none, none); },
-       {"flash_attention_bf16_full_forward", "Tk >= 1"}},
-      {"grouped k",
-       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, gpu, q, lse, q, k1, k1); },
-       {"flash_attention_bf16_full_forward", "k, v"}},
-  });
+  test11::expect_full_mode_misuse_errors(Device::cuda(0));
 }
 
 TEST(Ch11_FlashBf16Cuda, RejectsWhatItCannotRun) {

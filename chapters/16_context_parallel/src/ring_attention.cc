@@ -259,9 +259,11 @@ struct RingAttentionFn : autograd::Function {
   std::string name() const override { return "RingAttentionBackward"; }
 
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
-    const Tensor q = in[0].contiguous();
+    // Row-major strides (not just contiguous()): chapter 11's bf16 kernels read slices of q, k
+    // and v as strided views, which need every stride a multiple of 16 bytes.
+    const Tensor q = row_major(in[0]);
     AttentionPart acc;
-    KVBlock kv{in[1].contiguous(), in[2].contiguous()};
+    KVBlock kv{row_major(in[1]), row_major(in[2])};
     for (int step = 0; step < ctx_.group->world_size(); ++step) {
       kv = ring_forward_step(ctx_, step, q, kv, acc);
     }
