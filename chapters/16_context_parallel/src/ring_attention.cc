@@ -349,6 +349,13 @@ Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::P
   check_block("cp::ring_attention", q, k, v);
   TT_CHECK(k.shape() == q.shape(), "cp::ring_attention: q, k and v must have one shape, got q ",
            q.describe(), ", k ", k.describe());
+  // The blocks' CUDA kernels take a few head sizes: refused here, before any transfer starts.
+  TT_CHECK(!q.device().is_cuda() || (q.dtype() == DType::kBFloat16
+                                         ? flash_attention_bf16_supports(q.size(3))
+                                         : flash_attention_supports(DeviceType::kCUDA, q.size(3))),
+           "cp::ring_attention: the CUDA FlashAttention kernels of its blocks take hs 32, 64 or "
+           "128, got q ",
+           q.describe());
   const int64_t per_rank = num_chunks(layout, group.world_size()) / group.world_size();
   TT_CHECK(q.size(2) % per_rank == 0 && q.size(2) > 0, "cp::ring_attention: the ",
            layout_name(layout), " layout holds ", per_rank,

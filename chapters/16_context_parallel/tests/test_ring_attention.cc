@@ -350,6 +350,9 @@ TEST(Ch16_RingAttention, CudaBf16MatchesOneProcessAttentionMpi) {
       check_ring(c, device, 128, true, 200);
     }
   }
+  // A head size the kernels do not take is refused before anything is sent, on every rank.
+  const Tensor h48 = tt::zeros({1, 2, 16, 48}, {tt::DType::kBFloat16, device});
+  EXPECT_THROW(cp::ring_attention(h48, h48, h48, world), tt::Error);
   world.barrier();
 }
 
