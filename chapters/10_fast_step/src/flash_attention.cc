@@ -134,7 +134,7 @@ FlashKernels flash_kernels(DType dtype) {
 
 FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                   std::initializer_list<const Tensor*> outputs, const Tensor& lse,
-                                  std::initializer_list<const Tensor*> kv_inputs) {
+                                  std::initializer_list<const Tensor*> kv_inputs, FlashMask mask) {
   const Tensor& q = **inputs.begin();
   TT_CHECK(q.defined() && q.dim() == 4 && is_floating(q.dtype()), op,
            ": expected float tensors [B, NH, T, hs], got q ",
@@ -155,11 +155,19 @@ FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Te
     }
     return FlashLayout{first.stride(0), first.stride(1), first.stride(2), 1};
   };
-  FlashGeometry g{q.size(0), q.size(1), q.size(2), q.size(3), {}, {}, {}};
+  FlashGeometry g{q.size(0), q.size(1), q.size(2), q.size(3), {}, {}, {}, q.size(2), mask};
   g.qkv = layout_of(inputs, q.shape(), "inputs (q, k, v, dq, dk, dv)");
   g.out = layout_of(outputs, q.shape(), "outputs (out, dout)");
   g.kv = g.qkv;
-  if (kv_inputs.size() > 0) {  // grouped-query attention: k, v with NKV heads dividing NH
+  if (mask == FlashMask::kFull) {  // a rectangular block: k, v with Tk rows of their own
+    TT_CHECK(kv_inputs.size() > 0, op, ": a full (non-causal) mask needs k, v as kv_inputs");
+    const Tensor& k = **kv_inputs.begin();
+    TT_CHECK(k.defined() && k.dim() == 4 && k.size(2) >= 1, op,
+             ": expected k [B, NH, Tk, hs] with Tk >= 1 keys for q ", q.describe(), ", got k ",
+             k.defined() ? k.describe() : std::string("(undefined)"));
+    g.Tk = k.size(2);
+    g.kv = layout_of(kv_inputs, Shape{g.B, g.NH, g.Tk, g.hs}, "k, v (and dk, dv)");
+  } else if (kv_inputs.size() > 0) {  // grouped-query attention: k, v with NKV heads dividing NH
     const Tensor& k = **kv_inputs.begin();
     TT_CHECK(k.defined() && k.dim() == 4 && k.size(1) > 0 && g.NH % k.size(1) == 0, op,
              ": expected k [B, NKV, T, hs] with NKV dividing NH = ", g.NH, ", got q ", q.describe(),
@@ -176,17 +184,15 @@ FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Te
   return g;
 }
 
-FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*supports_hs)(int64_t),
-                                       const char* head_sizes,
-                                       std::initializer_list<const Tensor*> inputs,
-                                       std::initializer_list<const Tensor*> outputs,
-                                       const Tensor& lse,
-                                       std::initializer_list<const Tensor*> kv_inputs) {
+FlashGeometry check_flash_cuda_tensors(
+    const char* op, DType dtype, bool (*supports_hs)(int64_t), const char* head_sizes,
+    std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
+    const Tensor& lse, std::initializer_list<const Tensor*> kv_inputs, FlashMask mask) {
   const Tensor& q = **inputs.begin();
   TT_CHECK(q.defined() && q.device().is_cuda() && q.dtype() == dtype, "cuda::", op, ": expected ",
            dtype_name(dtype), " CUDA tensors [B, NH, T, hs], got ",
            q.defined() ? q.describe() : std::string("(undefined)"));
-  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse, kv_inputs);
+  const FlashGeometry g = check_flash_tensors(op, inputs, outputs, lse, kv_inputs, mask);
   for (const auto group : {inputs, outputs, kv_inputs}) {
     for (const Tensor* t : group) {
       TT_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, "cuda::", op,
@@ -202,8 +208,9 @@ FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*suppo
   // After the layout checks: a misaligned view reports its alignment whatever its head size.
   TT_CHECK(supports_hs(g.hs), "cuda::", op, ": head size hs must be ", head_sizes, " for ",
            dtype_name(dtype), " on CUDA, got hs = ", g.hs, " in q ", q.describe());
-  TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24), "cuda::", op,
-           ": at most 65535 heads (B * NH) and 2^24 positions, got ", q.describe());
+  TT_CHECK(g.B * g.NH <= 65535 && g.T <= (int64_t{1} << 24) && g.Tk <= (int64_t{1} << 24),
+           "cuda::", op, ": at most 65535 heads (B * NH) and 2^24 positions, got q ", q.describe(),
+           " with ", g.Tk, " keys");
   return g;
 }
 

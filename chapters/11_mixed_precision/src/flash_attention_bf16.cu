@@ -11,6 +11,13 @@
 // attention they have NKV = NH / kv.group heads, query head h reads head h / kv.group in place,
 // and the dK/dV kernel of a key/value head sums over its group's query heads in a fixed order.
 //
+// Masks. Every kernel has a template flag kCausal. true: n queries and n keys, query i sees keys
+// j <= i, key tiles above the diagonal skipped (the registered causal kernels). false, the full
+// mode of a rectangular block: n query rows against nk keys (their own row count), every key
+// tile visited, the zero rows past nk in the last key tile masked to -inf (forward) or P = 0
+// (dQ); the dK/dV kernel of a key tile loops over every query tile, and query rows past n are
+// zeros there (dO = 0: they add nothing). With kCausal the full-mode branches compile away.
+//
 // Shared tiles are [64][D + 8] bf16: a row of D = 64 values is 128 bytes, so the 8 row addresses
 // of one ldmatrix 8x8 matrix would all start in bank 0; the padding of 8 bf16 (16 bytes) moves
 // each row 4 banks further and the 8 rows cover the 32 banks.
@@ -223,13 +230,15 @@ __device__ __forceinline__ void store_rows(bf16* dst, const float (&c)[D / 8][4]
 
 // ----- forward -----------------------------------------------------------------------------------
 
-/// Grid (query tiles, B * NH). Writes o and lse [n] of one head (b, h) = blockIdx.y. Shared:
-/// the Q tile and two buffers of K and V tiles (the next pair loads while this one is used).
-template <int D>
+/// Grid (query tiles, B * NH). Writes o and lse [n] of one head (b, h) = blockIdx.y from its n
+/// query rows and nk keys (kCausal: nk = n, query i sees keys j <= i; else every query sees every
+/// key). Shared: the Q tile and two buffers of K and V tiles (the next pair loads while this one
+/// is used).
+template <int D, bool kCausal>
 __global__ void __launch_bounds__(kThreads)
     flash_bf16_forward_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                               const bf16* __restrict__ v, bf16* __restrict__ o,
-                              float* __restrict__ lse, int n, int nh, FlashLayout in,
+                              float* __restrict__ lse, int n, int nk, int nh, FlashLayout in,
                               FlashLayout kv, FlashLayout out, float scale_log2) {
   constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -241,16 +250,18 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first query row
   load_tile_async<D>(sq, q + head, tile * kTile, n, in.row);
-  load_tile_async<D>(sk, k + kvhead, 0, n, kv.row);
-  load_tile_async<D>(sv, v + kvhead, 0, n, kv.row);
+  load_tile_async<D>(sk, k + kvhead, 0, nk, kv.row);
+  load_tile_async<D>(sv, v + kvhead, 0, nk, kv.row);
   cp_async_commit();
 
   uint32_t qf[D / 16][4];               // the warp's 16 query rows, A fragments
   float acc[D / 8][4] = {};             // unnormalized O of rows g and g+8 (C layout)
   float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (base-2 scores)
   float l[2] = {0.f, 0.f};              // this lane's part of their running sums
-  for (int kt = 0; kt <= tile; ++kt) {  // causal: key tiles 0 .. diagonal
-    prefetch_kv<D>(sk, sv, k + kvhead, v + kvhead, kt, tile, n, kv.row);
+  // Causal: key tiles 0 .. diagonal; full: every key tile.
+  const int last = kCausal ? tile : (nk - 1) / kTile;
+  for (int kt = 0; kt <= last; ++kt) {
+    prefetch_kv<D>(sk, sv, k + kvhead, v + kvhead, kt, last, nk, kv.row);
     __syncthreads();
     if (kt == 0) load_a<D>(qf, sq + warp * 16 * kLd, kLd);
     const bf16* ck = sk + kt % 2 * kTileElems;
@@ -267,7 +278,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float x = s[j][2 * h + e] * scale_log2;
-          if (kt == tile && kt * kTile + j * 8 + 2 * t + e > row) x = -INFINITY;
+          const int key = kt * kTile + j * 8 + 2 * t + e;
+          // Causal: keys after the row; full: the zero rows past the last key.
+          if (kCausal ? kt == tile && key > row : kt == last && key >= nk) x = -INFINITY;
           s[j][2 * h + e] = x;
           mx = fmaxf(mx, x);
         }
@@ -372,14 +385,14 @@ __device__ __forceinline__ void warp_rowdot(float (&drow)[2], const bf16* dout, 
 /// Grid (query tiles, B * NH): dQ of one query tile, looping over the key tiles it sees (K and V
 /// double-buffered), and D = rowsum(dO o O) of its rows, written to dsum for the dK/dV kernel
 /// (launched after this one).
-template <int D>
+template <int D, bool kCausal>
 __global__ void __launch_bounds__(kThreads, kDqBlocks<D>)
     flash_bf16_backward_dq_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                                   const bf16* __restrict__ v, const bf16* __restrict__ dout,
                                   const bf16* __restrict__ o, const float* __restrict__ lse,
-                                  float* __restrict__ dsum, bf16* __restrict__ dq, int n, int nh,
-                                  FlashLayout in, FlashLayout kv, FlashLayout out, float scale_log2,
-                                  float scale) {
+                                  float* __restrict__ dsum, bf16* __restrict__ dq, int n, int nk,
+                                  int nh, FlashLayout in, FlashLayout kv, FlashLayout out,
+                                  float scale_log2, float scale) {
   constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);
@@ -394,8 +407,8 @@ __global__ void __launch_bounds__(kThreads, kDqBlocks<D>)
   const int row0 = tile * kTile + warp * 16;
   load_tile_async<D>(sq, q + head, tile * kTile, n, in.row);
   load_tile_async<D>(sdo, dout + ohead, tile * kTile, n, out.row);
-  load_tile_async<D>(sk, kh, 0, n, kv.row);
-  load_tile_async<D>(sv, vh, 0, n, kv.row);
+  load_tile_async<D>(sk, kh, 0, nk, kv.row);
+  load_tile_async<D>(sv, vh, 0, nk, kv.row);
   cp_async_commit();
   float lse2[2], drow[2];  // rows g, g+8: log-sum-exp in base 2, and D (while the tiles load)
   warp_rowdot<D>(drow, dout + ohead, o + ohead, dsum + int64_t{blockIdx.y} * n, row0, n, out.row);
@@ -405,9 +418,10 @@ __global__ void __launch_bounds__(kThreads, kDqBlocks<D>)
     lse2[h] = row < n ? lse[int64_t{blockIdx.y} * n + row] * kLog2e : 0.f;
   }
   uint32_t qf[D / 16][4], dof[D / 16][4];
-  float acc[D / 8][4] = {};  // dQ * sqrt(hs) of rows g, g+8
-  for (int kt = 0; kt <= tile; ++kt) {
-    prefetch_kv<D>(sk, sv, kh, vh, kt, tile, n, kv.row);
+  float acc[D / 8][4] = {};                            // dQ * sqrt(hs) of rows g, g+8
+  const int last = kCausal ? tile : (nk - 1) / kTile;  // the key tiles the rows see
+  for (int kt = 0; kt <= last; ++kt) {
+    prefetch_kv<D>(sk, sv, kh, vh, kt, last, nk, kv.row);
     __syncthreads();
     if (kt == 0) {
       load_a<D>(qf, sq + warp * 16 * kLd, kLd);
@@ -418,7 +432,8 @@ __global__ void __launch_bounds__(kThreads, kDqBlocks<D>)
 #pragma unroll 1
     for (int c = 0; c < kTile / kChunk; ++c) {  // chunks of kChunk keys
       const int key0 = kt * kTile + c * kChunk;
-      if (key0 > row0 + 15) break;  // causal: this chunk and the next ones are masked
+      // This chunk and the next ones are masked (causal: after the rows; full: past the keys).
+      if (kCausal ? key0 > row0 + 15 : key0 >= nk) break;
       const bf16* chk = ck + c * kChunk * kLd;
       float s[kChunk / 8][4] = {}, dp[kChunk / 8][4] = {};
       warp_mma_abt<kChunk, D>(s, qf, chk, kLd);                      // S = Q K^T
@@ -428,7 +443,7 @@ __global__ void __launch_bounds__(kThreads, kDqBlocks<D>)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int h = i / 2, key = key0 + j * 8 + 2 * t + (i & 1);
-          const bool masked = kt == tile && key > row0 + g + 8 * h;
+          const bool masked = kCausal ? kt == tile && key > row0 + g + 8 * h : key >= nk;
           const float x = s[j][i] * scale_log2 - lse2[h];
           const float p = masked ? 0.f : exp2_ftz(x);  // P recomputed
           s[j][i] = p * (dp[j][i] - drow[h]);          // dS
@@ -445,13 +460,13 @@ __global__ void __launch_bounds__(kThreads, kDqBlocks<D>)
 /// over the kv.group query heads that read it (in order: a deterministic sum) and, for each, over
 /// the query tiles that see the key tile (Q, dO and their lse, D double-buffered, all with
 /// cp.async).
-template <int D>
+template <int D, bool kCausal>
 __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>)
     flash_bf16_backward_dkdv_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                                     const bf16* __restrict__ v, const bf16* __restrict__ dout,
                                     const float* __restrict__ lse, const float* __restrict__ dsum,
-                                    bf16* __restrict__ dk, bf16* __restrict__ dv, int n, int nh,
-                                    FlashLayout in, FlashLayout kv, FlashLayout out,
+                                    bf16* __restrict__ dk, bf16* __restrict__ dv, int n, int nk,
+                                    int nh, FlashLayout in, FlashLayout kv, FlashLayout out,
                                     float scale_log2, float scale) {
   static_assert(kThreads == 2 * kTile, "one thread per lse and per D value of a tile");
   constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
@@ -469,29 +484,30 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>)
       static_cast<int>(blockIdx.y) / nkv * nh + static_cast<int>(blockIdx.y) % nkv * group;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int row0 = tile * kTile + warp * 16;  // the warp's first key
-  const int tiles = (n + kTile - 1) / kTile;
+  const int tiles = (n + kTile - 1) / kTile;  // query tiles
   // Step it of the loop: query head bh0 + it / span (the group's heads in order), query tile
-  // tile + it % span (those that see this key tile).
-  const int span = tiles - tile, steps = group * span;
+  // qt0 + it % span (those that see this key tile: causal, from the diagonal on; full, all).
+  const int qt0 = kCausal ? tile : 0, span = tiles - qt0, steps = group * span;
   // Starts copying the query tile of step it into buffer it % 2: Q, dO, and lse, D (threads
   // 0..63 and 64..127). Rows at or beyond n are zeros, lse and D included: there S^T = 0, so
-  // P = 1, but dO = 0 and dS = 0, so they add nothing to dV += P^T dO and dK += dS^T Q.
+  // P = 1, but dO = 0 and dS = 0, so they add nothing to dV += P^T dO and dK += dS^T Q. (Key
+  // rows at or beyond nk are zeros too; their dK, dV rows are not stored.)
   auto stage = [&](int it) {
-    const int bh = bh0 + it / span, qt = tile + it % span, b = it % 2;
+    const int bh = bh0 + it / span, qt = qt0 + it % span, b = it % 2;
     load_tile_async<D>(sq + b * kTileElems, q + in.offset(bh, nh), qt * kTile, n, in.row);
     load_tile_async<D>(sdo + b * kTileElems, dout + out.offset(bh, nh), qt * kTile, n, out.row);
     const int i = threadIdx.x % kTile, row = qt * kTile + i;
     const float* src = (threadIdx.x < kTile ? lse : dsum) + int64_t{bh} * n;
     cp_async_4((threadIdx.x < kTile ? sl : sd) + b * kTile + i, row < n ? src + row : src, row < n);
   };
-  load_tile_async<D>(sk, k + kv.offset(bh0, nh), tile * kTile, n, kv.row);
-  load_tile_async<D>(sv, v + kv.offset(bh0, nh), tile * kTile, n, kv.row);
+  load_tile_async<D>(sk, k + kv.offset(bh0, nh), tile * kTile, nk, kv.row);
+  load_tile_async<D>(sv, v + kv.offset(bh0, nh), tile * kTile, nk, kv.row);
   stage(0);
   cp_async_commit();
   uint32_t kf[D / 16][4], vf[D / 16][4];               // the warp's 16 keys, A fragments
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // keys g, g+8 of the warp
   for (int it = 0; it < steps; ++it) {
-    const int qt = tile + it % span;
+    const int qt = qt0 + it % span;
     if (it + 1 < steps) {
       stage(it + 1);
       cp_async_commit();
@@ -511,7 +527,8 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>)
     const float* cd = sd + b * kTile;
 #pragma unroll 1
     for (int c = 0; c < kTile / kChunk; ++c) {  // chunks of kChunk queries
-      if (qt == tile && qt * kTile + c * kChunk + kChunk - 1 < row0) continue;  // all masked
+      // Causal: all masked when the chunk's last query is before the warp's first key.
+      if (kCausal && qt == tile && qt * kTile + c * kChunk + kChunk - 1 < row0) continue;
       const bf16* chq = cq + c * kChunk * kLd;
       const bf16* chdo = cdo + c * kChunk * kLd;
       float st[kChunk / 8][4] = {}, dpt[kChunk / 8][4] = {};
@@ -525,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int h = i / 2, e = i & 1;
-          const bool masked = qt == tile && row0 + g + 8 * h > qt * kTile + col + e;
+          const bool masked = kCausal && qt == tile && row0 + g + 8 * h > qt * kTile + col + e;
           const float x = st[j][i] * scale_log2 - (e ? lj.y : lj.x) * kLog2e;
           const float p = masked ? 0.f : exp2_ftz(x);
           st[j][i] = p;
@@ -537,20 +554,21 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>)
     }
     __syncthreads();
   }
-  store_rows<D>(dk + kv.offset(bh0, nh), dk_acc, row0, n, scale, kv.row);
-  store_rows<D>(dv + kv.offset(bh0, nh), dv_acc, row0, n, 1.f, kv.row);
+  store_rows<D>(dk + kv.offset(bh0, nh), dk_acc, row0, nk, scale, kv.row);
+  store_rows<D>(dv + kv.offset(bh0, nh), dv_acc, row0, nk, 1.f, kv.row);
 }
 
 // ----- host side ---------------------------------------------------------------------------------
 
 /// Checks the kernels' tensors (check_flash_cuda_tensors: bfloat16, hs 32, 64 or 128, 16-byte
-/// addresses and strides for cp.async; k, v, dk, dv in `kv_inputs`, possibly grouped) and
-/// returns their geometry.
+/// addresses and strides for cp.async; k, v, dk, dv in `kv_inputs`, possibly grouped under the
+/// causal mask, Tk rows of their own under the full one) and returns their geometry.
 FlashGeometry check_bf16_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                  std::initializer_list<const Tensor*> kv_inputs,
-                                 std::initializer_list<const Tensor*> outputs, const Tensor& lse) {
+                                 std::initializer_list<const Tensor*> outputs, const Tensor& lse,
+                                 FlashMask mask) {
   return check_flash_cuda_tensors(op, DType::kBFloat16, &flash_attention_bf16_supports,
-                                  "32, 64 or 128", inputs, outputs, lse, kv_inputs);
+                                  "32, 64 or 128", inputs, outputs, lse, kv_inputs, mask);
 }
 
 /// Calls f.template operator()<D>() for the head size (one of flash_attention_bf16_supports).
@@ -591,63 +609,97 @@ bf16* bf16_data_mut(const Tensor& t) {
   return static_cast<bf16*>(t.data_ptr());
 }
 
-}  // namespace
+constexpr FlashMask mask_of(bool causal) {
+  return causal ? FlashMask::kCausal : FlashMask::kFull;
+}
 
-void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
-                                  const Tensor& k, const Tensor& v) {
-  const FlashGeometry g =
-      check_bf16_tensors("flash_attention_bf16_forward", {&q}, {&k, &v}, {&out}, lse);
+// The forward kernel `op` of either mask (kCausal: a square causal call; else a full block).
+template <bool kCausal>
+void launch_forward(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q,
+                    const Tensor& k, const Tensor& v) {
+  const FlashGeometry g = check_bf16_tensors(op, {&q}, {&k, &v}, {&out}, lse, mask_of(kCausal));
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
-  const int n = static_cast<int>(g.T), nh = static_cast<int>(g.NH);
+  const int n = static_cast<int>(g.T), nk = static_cast<int>(g.Tk), nh = static_cast<int>(g.NH);
   const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(g.hs));
   dispatch_head_size(g.hs, [&]<int D>() {
-    constexpr auto kernel = flash_bf16_forward_kernel<D>;
+    constexpr auto kernel = flash_bf16_forward_kernel<D, kCausal>;
     const std::size_t smem = shared_bytes<kernel>(dev, D, 5);
     kernel<<<grid, kThreads, smem, stream(dev)>>>(bf16_data(q), bf16_data(k), bf16_data(v),
-                                                  bf16_data_mut(out), lse.data<float>(), n, nh,
+                                                  bf16_data_mut(out), lse.data<float>(), n, nk, nh,
                                                   g.qkv, g.kv, g.out, scale_log2);
     TT_CUDA_CHECK_LAUNCH("flash_bf16_forward_kernel");
   });
 }
 
-void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                                   const Tensor& dout, const Tensor& q, const Tensor& k,
-                                   const Tensor& v, const Tensor& out, const Tensor& lse) {
-  const FlashGeometry g = check_bf16_tensors("flash_attention_bf16_backward", {&q, &dq},
-                                             {&k, &v, &dk, &dv}, {&out, &dout}, lse);
+// The backward kernel `op` of either mask (the dQ kernel, then the dK/dV kernel).
+template <bool kCausal>
+void launch_backward(const char* op, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                     const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const Tensor& out, const Tensor& lse) {
+  const FlashGeometry g =
+      check_bf16_tensors(op, {&q, &dq}, {&k, &v, &dk, &dv}, {&out, &dout}, lse, mask_of(kCausal));
   if (q.numel() == 0) return;
   const int dev = q.device().index;
   DeviceGuard guard(dev);
-  const int n = static_cast<int>(g.T), nh = static_cast<int>(g.NH);
+  const int n = static_cast<int>(g.T), nk = static_cast<int>(g.Tk), nh = static_cast<int>(g.NH);
   const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
-  const dim3 grid_kv(grid.x, static_cast<unsigned>(g.B * (g.NH / g.kv.group)));  // kv heads
+  const dim3 grid_kv((nk + kTile - 1) / kTile,
+                     static_cast<unsigned>(g.B * (g.NH / g.kv.group)));  // key tiles, kv heads
   const float scale = 1.f / std::sqrt(static_cast<float>(g.hs)), scale_log2 = kLog2e * scale;
   const Tensor dsum = empty(lse.shape(), {DType::kFloat32, q.device()});
   dispatch_head_size(g.hs, [&]<int D>() {
     // dQ and D first: the dK/dV kernel reads D.
-    constexpr auto dqk = flash_bf16_backward_dq_kernel<D>;
+    constexpr auto dqk = flash_bf16_backward_dq_kernel<D, kCausal>;
     const std::size_t smem_q = shared_bytes<dqk>(dev, D, 6);
     dqk<<<grid, kThreads, smem_q, stream(dev)>>>(bf16_data(q), bf16_data(k), bf16_data(v),
                                                  bf16_data(dout), bf16_data(out), lse.data<float>(),
-                                                 dsum.data<float>(), bf16_data_mut(dq), n, nh,
+                                                 dsum.data<float>(), bf16_data_mut(dq), n, nk, nh,
                                                  g.qkv, g.kv, g.out, scale_log2, scale);
     TT_CUDA_CHECK_LAUNCH("flash_bf16_backward_dq_kernel");
-    constexpr auto dkdv = flash_bf16_backward_dkdv_kernel<D>;
+    constexpr auto dkdv = flash_bf16_backward_dkdv_kernel<D, kCausal>;
     const std::size_t smem_kv = shared_bytes<dkdv>(dev, D, 6, 4 * kTile);
     dkdv<<<grid_kv, kThreads, smem_kv, stream(dev)>>>(
         bf16_data(q), bf16_data(k), bf16_data(v), bf16_data(dout), lse.data<float>(),
-        dsum.data<float>(), bf16_data_mut(dk), bf16_data_mut(dv), n, nh, g.qkv, g.kv, g.out,
+        dsum.data<float>(), bf16_data_mut(dk), bf16_data_mut(dv), n, nk, nh, g.qkv, g.kv, g.out,
         scale_log2, scale);
     TT_CUDA_CHECK_LAUNCH("flash_bf16_backward_dkdv_kernel");
   });
+}
+
+}  // namespace
+
+void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                  const Tensor& k, const Tensor& v) {
+  launch_forward<true>("flash_attention_bf16_forward", out, lse, q, k, v);
+}
+
+void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                   const Tensor& dout, const Tensor& q, const Tensor& k,
+                                   const Tensor& v, const Tensor& out, const Tensor& lse) {
+  launch_backward<true>("flash_attention_bf16_backward", dq, dk, dv, dout, q, k, v, out, lse);
+}
+
+void flash_attention_bf16_full_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                       const Tensor& k, const Tensor& v) {
+  launch_forward<false>("flash_attention_bf16_full_forward", out, lse, q, k, v);
+}
+
+void flash_attention_bf16_full_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                        const Tensor& dout, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const Tensor& out, const Tensor& lse) {
+  launch_backward<false>("flash_attention_bf16_full_backward", dq, dk, dv, dout, q, k, v, out, lse);
 }
 
 TT_REGISTER_KERNEL("flash_attention_bf16_forward", DeviceType::kCUDA,
                    cuda::flash_attention_bf16_forward);
 TT_REGISTER_KERNEL("flash_attention_bf16_backward", DeviceType::kCUDA,
                    cuda::flash_attention_bf16_backward);
+TT_REGISTER_KERNEL("flash_attention_bf16_full_forward", DeviceType::kCUDA,
+                   cuda::flash_attention_bf16_full_forward);
+TT_REGISTER_KERNEL("flash_attention_bf16_full_backward", DeviceType::kCUDA,
+                   cuda::flash_attention_bf16_full_backward);
 
 }  // namespace tt::cuda

@@ -18,8 +18,10 @@
 // lse 6.8e-8 (relative norm errors): the bounds keep a margin of 4-6x for other seeds and GPUs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "../../10_fast_step/tests/ch10_test_util.h"
 #include "tt/flash_attention_bf16.h"
@@ -67,6 +69,124 @@ inline void expect_close(const Tensor& actual, const Tensor& expected, const Tol
   EXPECT_TENSOR_NEAR(a, expected, tol.atol, tol.rtol) << what;
   std::printf("[ bf16 err ] %-40s ||err||/||ref|| = %.2e (tolerance %.2e)\n", what.c_str(), rel,
               tol.rel_norm);
+}
+
+/// Inputs of the full (rectangular, non-causal) mode: q, dout [B, NH, m, hs], k, v
+/// [B, NH, n, hs], N(0, 1) rounded to bf16 on `device` (as bf16_inputs), and their float32 copies.
+inline Bf16Inputs bf16_full_inputs(int64_t B, int64_t NH, int64_t m, int64_t n, int64_t hs,
+                                   uint64_t seed, Device device = Device::cpu()) {
+  const Bf16Inputs a = bf16_inputs({B, NH, m, hs}, seed, device);
+  const Bf16Inputs b = bf16_inputs({B, NH, n, hs}, seed + 100, device);
+  return {{a.bf16.q, b.bf16.k, b.bf16.v, a.bf16.dout}, {a.f32.q, b.f32.k, b.f32.v, a.f32.dout}};
+}
+
+/// The float64 reference of the full mode on `in` (float32 values on the CPU): out and the
+/// gradients through autograd of softmax(q k^T / sqrt(hs)) v (chapter 04's ops), lse summed
+/// directly over every key.
+inline test10::AttentionReference reference_full_attention(const test10::AttentionInputs& in) {
+  auto leaf = [](const Tensor& t) {
+    Tensor c = t.to(DType::kFloat64).contiguous().clone();
+    c.set_requires_grad();
+    return c;
+  };
+  const Tensor q = leaf(in.q), k = leaf(in.k), v = leaf(in.v);
+  const int64_t heads = q.size(0) * q.size(1), m = q.size(2), n = k.size(2), hs = q.size(3);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  test10::AttentionReference r;
+  r.out = matmul(softmax(mul(matmul(q, transpose(k, 2, 3)), scale), -1), v);
+  autograd::backward(r.out, in.dout.to(DType::kFloat64).contiguous());
+  r.out = r.out.detach();
+  r.dq = q.grad();
+  r.dk = k.grad();
+  r.dv = v.grad();
+  r.lse = empty({q.size(0), q.size(1), m}, {DType::kFloat64});
+  const double *pq = q.data<double>(), *pk = k.data<double>();
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<double> s(static_cast<std::size_t>(n));
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double d = 0;
+        for (int64_t c = 0; c < hs; ++c) d += pq[(h * m + i) * hs + c] * pk[(h * n + j) * hs + c];
+        s[j] = d * scale;
+        mx = std::max(mx, s[j]);
+      }
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - mx);
+      r.lse.data<double>()[h * m + i] = mx + std::log(sum);
+    }
+  }
+  return r;
+}
+
+/// A full-mode case: batch, heads, query rows m, key rows n, head size.
+struct FullCase {
+  int64_t B, NH, m, n, hs;
+};
+
+/// "B=.. NH=.. m=.. n=.. hs=..", for the messages.
+inline std::string full_case_name(const FullCase& c) {
+  return "B=" + std::to_string(c.B) + " NH=" + std::to_string(c.NH) + " m=" + std::to_string(c.m) +
+         " n=" + std::to_string(c.n) + " hs=" + std::to_string(c.hs);
+}
+
+/// Runs the full-mode kernels ("flash_attention_bf16_full_forward" / "_backward") on `device`
+/// for `c` and EXPECTs out, lse and (from the reference's out and lse, so that the backward does
+/// not depend on the forward) dq, dk, dv within the bf16 tolerances above. Outputs start as NaN:
+/// every element must be written.
+inline void check_full_mode(const FullCase& c, uint64_t seed, Device device) {
+  const Bf16Inputs in = bf16_full_inputs(c.B, c.NH, c.m, c.n, c.hs, seed, device);
+  const test10::AttentionReference ref = reference_full_attention(in.f32);
+  const TensorOptions bf{DType::kBFloat16, device};
+  const Tensor q = in.bf16.q.to(device), k = in.bf16.k.to(device), v = in.bf16.v.to(device);
+  const Tensor out = full({c.B, c.NH, c.m, c.hs}, NAN, bf);
+  const Tensor lse = full({c.B, c.NH, c.m}, NAN, {DType::kFloat32, device});
+  const FlashKernels kernels = flash_attention_bf16_full_kernels();
+  call_kernel<FlashAttentionForwardKernel>(kernels.forward, device, out, lse, q, k, v);
+  const std::string name = full_case_name(c);
+  expect_close(out, ref.out, kOut, name + " out");
+  expect_close(lse, ref.lse, kLse, name + " lse");
+  const Tensor dq = full(q.shape(), NAN, bf), dk = full(k.shape(), NAN, bf);
+  const Tensor dv = full(v.shape(), NAN, bf);
+  call_kernel<FlashAttentionBackwardKernel>(
+      kernels.backward, device, dq, dk, dv, in.bf16.dout.to(device), q, k, v,
+      ref.out.to(DType::kFloat32).to(DType::kBFloat16).to(device),
+      ref.lse.to(DType::kFloat32).to(device));
+  expect_close(dq, ref.dq, kGrad, name + " dq");
+  expect_close(dk, ref.dk, kGrad, name + " dk");
+  expect_close(dv, ref.dv, kGrad, name + " dv");
+}
+
+/// EXPECTs the errors of misused kernels on `device`, each naming the op and the cause: the
+/// causal kernel given a rectangle (m != n), the full mode given no keys, grouped k, v, or dk of
+/// q's shape.
+inline void expect_full_mode_misuse_errors(Device device) {
+  const TensorOptions bf{DType::kBFloat16, device};
+  const Tensor q = zeros({1, 2, 8, 64}, bf), k = zeros({1, 2, 4, 64}, bf);
+  const Tensor lse = zeros({1, 2, 8}, {DType::kFloat32, device});
+  const Tensor none = zeros({1, 2, 0, 64}, bf), k1 = zeros({1, 1, 4, 64}, bf);
+  const FlashKernels full = flash_attention_bf16_full_kernels();
+  testing::expect_errors({
+      {"causal m != n",
+       [&] {
+         call_kernel<FlashAttentionForwardKernel>("flash_attention_bf16_forward", device, q, lse, q,
+                                                  k, k);
+       },
+       {"flash_attention_bf16_forward", "[1, 2, 4, 64]"}},
+      {"no keys",
+       [&] {
+         call_kernel<FlashAttentionForwardKernel>(full.forward, device, q, lse, q, none, none);
+       },
+       {"flash_attention_bf16_full_forward", "Tk >= 1"}},
+      {"grouped k",
+       [&] { call_kernel<FlashAttentionForwardKernel>(full.forward, device, q, lse, q, k1, k1); },
+       {"flash_attention_bf16_full_forward", "k, v"}},
+      {"dk of q's shape",
+       [&] {
+         call_kernel<FlashAttentionBackwardKernel>(full.backward, device, q, q, k, q, q, k, k, q,
+                                                   lse);
+       },
+       {"flash_attention_bf16_full_backward", "k, v (and dk, dv)"}},
+  });
 }
 
 }  // namespace tt::test11

@@ -29,6 +29,21 @@ TEST(Ch11_FlashBf16, CpuEmulationMatchesReference) {
   }
 }
 
+// The full (rectangular, non-causal) mode's CPU emulation: m < n, m > n, neither a multiple of
+// the 64-row tile, B * NH > 1.
+TEST(Ch11_FlashBf16, FullModeCpuEmulationMatchesReference) {
+  uint64_t seed = 1600;
+  for (const test11::FullCase& c : std::vector<test11::FullCase>{
+           {1, 1, 128, 64, 64}, {1, 2, 64, 128, 32}, {2, 3, 100, 37, 48}, {1, 1, 1, 1, 16}}) {
+    test11::check_full_mode(c, seed += 200, Device::cpu());
+  }
+}
+
+// Misuse (expect_full_mode_misuse_errors), on the CPU kernels.
+TEST(Ch11_FlashBf16, FullModeRejectsMisuse) {
+  test11::expect_full_mode_misuse_errors(Device::cpu());
+}
+
 TEST(Ch11_FlashBf16, RejectsABf16Lse) {
   const Tensor q = zeros({1, 2, 8, 64}, {DType::kBFloat16});
   EXPECT_TT_ERROR(

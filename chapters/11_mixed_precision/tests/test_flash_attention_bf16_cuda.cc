@@ -136,6 +136,25 @@ TEST(Ch11_FlashBf16Cuda, QkvMatchesCausalSelfAttention) {
   }
 }
 
+// The full (rectangular, non-causal) mode: m > n, m < n, neither a multiple of the 64-row tile
+// (key rows past n masked in the last key tile, query rows past m not written), one row or key,
+// B * NH > 1, the three head sizes, and a long block (many key tiles, many query tiles).
+TEST(Ch11_FlashBf16Cuda, FullModeMatchesReference) {
+  TT_SKIP_IF_NO_CUDA();
+  uint64_t seed = 1700;
+  const std::vector<test11::FullCase> cases = {
+      {1, 1, 128, 64, 64},  {1, 1, 64, 128, 64},  {1, 2, 100, 37, 64},   {1, 1, 128, 64, 128},
+      {1, 1, 64, 128, 128}, {2, 2, 100, 37, 128}, {2, 3, 37, 100, 32},   {1, 1, 1, 1, 64},
+      {1, 2, 1, 200, 64},   {1, 2, 200, 1, 128},  {1, 2, 1024, 512, 64}, {1, 1, 300, 1000, 128}};
+  for (const test11::FullCase& c : cases) test11::check_full_mode(c, seed += 200, Device::cuda(0));
+}
+
+// The full mode's errors on CUDA (expect_full_mode_misuse_errors).
+TEST(Ch11_FlashBf16Cuda, FullModeRejectsMisuse) {
+  TT_SKIP_IF_NO_CUDA();
+  test11::expect_full_mode_misuse_errors(Device::cuda(0));
+}
+
 TEST(Ch11_FlashBf16Cuda, RejectsWhatItCannotRun) {
   TT_SKIP_IF_NO_CUDA();
   const Device gpu = Device::cuda(0);

@@ -14,6 +14,7 @@
 #include "tt/dispatcher.h"
 #include "tt/error.h"
 #include "tt/flash_attention.h"
+#include "tt/flash_attention_bf16.h"
 #include "tt/functional.h"
 #include "tt/mixed_precision.h"
 #include "tt/ring_attention.h"
@@ -83,12 +84,20 @@ void check_block(const char* op, const Tensor& q, const Tensor& k, const Tensor&
            q.defined() ? q.describe() : "(undefined)", ", k ",
            k.defined() ? k.describe() : "(undefined)", ", v ",
            v.defined() ? v.describe() : "(undefined)");
-  TT_CHECK(q.dtype() == DType::kFloat32 || q.dtype() == DType::kFloat64, op,
-           ": float32 or float64 tensors only, got ", q.describe());
+  TT_CHECK(
+      q.dtype() == DType::kFloat32 || q.dtype() == DType::kFloat64 || q.dtype() == DType::kBFloat16,
+      op, ": float32, float64 or bfloat16 tensors only, got ", q.describe());
 }
 
-double scale_of(const Tensor& q) {
-  return 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+// The dtype in which the parts and the gradients of blocks of `dtype` are accumulated: float32
+// for bfloat16 (the merge and the sums of the ring), else the dtype itself.
+DType accumulation_dtype(DType dtype) {
+  return dtype == DType::kBFloat16 ? DType::kFloat32 : dtype;
+}
+
+// `t` in the accumulation dtype (a no-op unless bfloat16).
+Tensor widen(const Tensor& t) {
+  return t.dtype() == DType::kBFloat16 ? t.to(DType::kFloat32) : t;
 }
 
 // Query rows per piece of a fully visible block of q [B, NH, m, hs] against n keys (>= 1), for
@@ -97,25 +106,22 @@ int64_t rows_per_piece(const Tensor& q, int64_t n, int64_t max_scores) {
   return std::max<int64_t>(1, max_scores / std::max<int64_t>(1, q.size(0) * q.size(1) * n));
 }
 
-// The attention of every query of q with every key of k, v: the softmax of the [m, n] scores.
+// The attention of every query of q with every key of k, v: the softmax of the [m, n] scores
+// (chapter 11's composition of tensor operations).
 AttentionPart full_block_forward(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const Tensor s = mul(matmul(q, transpose(k, 2, 3)), scale_of(q));  // [B, NH, m, n]
-  const Tensor row_max = max(s, 3, /*keepdim=*/true);
-  const Tensor e = exp(sub(s, row_max));
-  const Tensor row_sum = sum(e, {3}, /*keepdim=*/true);
-  return {div(matmul(e, v), row_sum), squeeze(add(row_max, log(row_sum)), 3)};
+  const std::array<Tensor, 2> r = full_attention_composed(q, k, v);
+  return {r[0], r[1]};
 }
 
-// The backward of full_block_forward's share of the attention, from the final out and lse.
-std::array<Tensor, 3> full_block_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
-                                          const Tensor& v, const Tensor& out, const Tensor& lse) {
-  const double scale = scale_of(q);
-  const Tensor s = mul(matmul(q, transpose(k, 2, 3)), scale);
-  const Tensor p = exp(sub(s, unsqueeze(lse, 3)));              // P with the FINAL lse
-  const Tensor d = sum(mul(dout, out), {3}, /*keepdim=*/true);  // D_i = dO_i . O_i
-  const Tensor dp = matmul(dout, transpose(v, 2, 3));
-  const Tensor ds = mul(mul(p, sub(dp, d)), scale);
-  return {matmul(ds, k), matmul(transpose(ds, 2, 3), q), matmul(transpose(p, 2, 3), dout)};
+// The attention of a block through the FlashAttention forward kernel of `kernels` (chapter
+// 10's causal one, or chapter 11's bf16 causal or full mode); a bfloat16 out is widened to
+// float32 (the lse is float32 already), so that the parts merge in float32.
+AttentionPart kernel_block_forward(const FlashKernels& kernels, const Tensor& q, const Tensor& k,
+                                   const Tensor& v) {
+  const Tensor out = empty(q.shape(), {q.dtype(), q.device()});
+  const Tensor lse = empty({q.size(0), q.size(1), q.size(2)}, {kernels.lse_dtype, q.device()});
+  call_kernel<FlashAttentionForwardKernel>(kernels.forward, q.device(), out, lse, q, k, v);
+  return {widen(out), lse};
 }
 
 }  // namespace
@@ -128,13 +134,13 @@ AttentionPart attention_block_forward(const Tensor& q, const Tensor& k, const Te
     TT_CHECK(q.size(2) == k.size(2),
              "cp::attention_block_forward: a causal block is square, got q ", q.describe(),
              " and k ", k.describe());
-    const Tensor qc = row_major(q), kc = row_major(k), vc = row_major(v);
-    const FlashKernels kernels = flash_kernels(q.dtype());
-    AttentionPart part{empty(qc.shape(), {q.dtype(), q.device()}),
-                       empty({q.size(0), q.size(1), q.size(2)}, {kernels.lse_dtype, q.device()})};
-    call_kernel<FlashAttentionForwardKernel>(kernels.forward, q.device(), part.out, part.lse, qc,
-                                             kc, vc);
-    return part;
+    return kernel_block_forward(flash_kernels(q.dtype()), row_major(q), row_major(k), row_major(v));
+  }
+  // bfloat16: chapter 11's FlashAttention in its full mode (no [m, n] scores in memory). Its
+  // kernels read strided views: q (a group of its own) and k, v (slices of one block: shared
+  // strides) go in as they are.
+  if (q.dtype() == DType::kBFloat16) {
+    return kernel_block_forward(flash_attention_bf16_full_kernels(), q, k, v);
   }
   // Every query sees every key: the softmax of [rows, n] scores at once, for pieces of at most
   // max_scores scores (the whole block when it is small).
@@ -163,26 +169,32 @@ std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor&
            ", out ", out.defined() ? out.describe() : "(undefined)", ", lse ",
            lse.defined() ? lse.describe() : "(undefined)");
   autograd::NoGradGuard no_grad;
-  if (causal) {
-    TT_CHECK(q.size(2) == k.size(2), "cp::attention_block_backward: a causal block is square, ",
-             "got q ", q.describe(), " and k ", k.describe());
+  TT_CHECK(!causal || q.size(2) == k.size(2),
+           "cp::attention_block_backward: a causal block is square, got q ", q.describe(),
+           " and k ", k.describe());
+  const bool bf16 = q.dtype() == DType::kBFloat16;
+  if (causal || bf16) {  // the FlashAttention kernels: causal, or bfloat16 in the full mode
     const Tensor qc = row_major(q), kc = row_major(k), vc = row_major(v);
     const TensorOptions opts{q.dtype(), q.device()};
-    std::array<Tensor, 3> g{empty(qc.shape(), opts), empty(qc.shape(), opts),
-                            empty(qc.shape(), opts)};
-    call_kernel<FlashAttentionBackwardKernel>(flash_kernels(q.dtype()).backward, q.device(), g[0],
-                                              g[1], g[2], row_major(dout), qc, kc, vc,
-                                              row_major(out), lse.contiguous());
+    std::array<Tensor, 3> g{empty(qc.shape(), opts), empty(kc.shape(), opts),
+                            empty(kc.shape(), opts)};
+    const char* kernel =
+        causal ? flash_kernels(q.dtype()).backward : flash_attention_bf16_full_kernels().backward;
+    call_kernel<FlashAttentionBackwardKernel>(kernel, q.device(), g[0], g[1], g[2], row_major(dout),
+                                              qc, kc, vc, row_major(out), lse.contiguous());
+    if (bf16) {
+      for (Tensor& t : g) t = widen(t);
+    }
     return g;
   }
   const int64_t m = q.size(2), rows = rows_per_piece(q, k.size(2), max_scores);
-  if (rows >= m) return full_block_backward(dout, q, k, v, out, lse);
+  if (rows >= m) return full_attention_composed_backward(dout, q, k, v, out, lse);
   std::array<Tensor, 3> g{empty(q.shape(), {q.dtype(), q.device()}), zeros_like(k), zeros_like(v)};
   for (int64_t i = 0; i < m; i += rows) {
     const int64_t end = std::min(m, i + rows);
     auto r = [&](const Tensor& t) { return t.slice(2, i, end); };
     const std::array<Tensor, 3> piece =
-        full_block_backward(r(dout), r(q), k, v, r(out), lse.slice(2, i, end));
+        full_attention_composed_backward(r(dout), r(q), k, v, r(out), lse.slice(2, i, end));
     g[0].slice(2, i, end).copy_(piece[0]);
     g[1].copy_(add(g[1], piece[1]));
     g[2].copy_(add(g[2], piece[2]));
@@ -247,14 +259,17 @@ struct RingAttentionFn : autograd::Function {
   std::string name() const override { return "RingAttentionBackward"; }
 
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
-    const Tensor q = in[0].contiguous();
+    // Row-major strides (not just contiguous()): chapter 11's bf16 kernels read slices of q, k
+    // and v as strided views, which need every stride a multiple of 16 bytes.
+    const Tensor q = row_major(in[0]);
     AttentionPart acc;
-    KVBlock kv{in[1].contiguous(), in[2].contiguous()};
+    KVBlock kv{row_major(in[1]), row_major(in[2])};
     for (int step = 0; step < ctx_.group->world_size(); ++step) {
       kv = ring_forward_step(ctx_, step, q, kv, acc);
     }
     lse_ = acc.lse;
-    return {acc.out};
+    // bfloat16: the parts were merged in float32; the result is rounded once.
+    return {acc.out.dtype() == q.dtype() ? acc.out : acc.out.to(q.dtype())};
   }
   void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     save_for_backward({in[0].contiguous(), in[1].contiguous(), in[2].contiguous(), out[0]});
@@ -265,7 +280,9 @@ struct RingAttentionFn : autograd::Function {
     const Tensor &q = s[0], &out = s[3];
     const Tensor dout = grads[0].contiguous();
     const int world = ctx_.group->world_size(), rank = ctx_.group->rank();
-    Tensor dq = zeros_like(q);
+    // dQ, dK, dV accumulate (and dK, dV travel) in float32 for bfloat16 blocks.
+    const TensorOptions acc{accumulation_dtype(q.dtype()), q.device()};
+    Tensor dq = zeros(q.shape(), acc);
     KVBlock kv{s[1], s[2]};
     Tensor dk, dv;  // the accumulated dK, dV of the block this rank holds (from earlier ranks)
     for (int step = 0; step < world; ++step) {
@@ -289,8 +306,8 @@ struct RingAttentionFn : autograd::Function {
         add_rows(dq, plan.q_begin, plan.q_end, g[0]);
       }
       transfer->wait();
-      dk = step > 0 ? arrived[0] : zeros_like(kv.k);
-      dv = step > 0 ? arrived[1] : zeros_like(kv.v);
+      dk = step > 0 ? arrived[0] : zeros(kv.k.shape(), acc);
+      dv = step > 0 ? arrived[1] : zeros(kv.v.shape(), acc);
       if (plan.kind != BlockPlan::Kind::kNone) {
         add_rows(dk, plan.k_begin, plan.k_end, g[1]);
         add_rows(dv, plan.k_begin, plan.k_end, g[2]);
@@ -304,6 +321,7 @@ struct RingAttentionFn : autograd::Function {
       dk = home[0];
       dv = home[1];
     }
+    if (q.dtype() != acc.dtype) return {dq.to(q.dtype()), dk.to(q.dtype()), dv.to(q.dtype())};
     return {dq, dk, dv};
   }
   void release_saved() override {
@@ -320,8 +338,10 @@ struct RingAttentionFn : autograd::Function {
 Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::ProcessGroup& group,
                       Layout layout, bool causal) {
   if (q.defined() && k.defined() && v.defined() && q.dtype() == DType::kBFloat16 &&
-      k.dtype() == q.dtype() && v.dtype() == q.dtype()) {
-    // bfloat16 in and out, float32 inside: the blocks, the merge and the transfers.
+      k.dtype() == q.dtype() && v.dtype() == q.dtype() && !q.device().is_cuda()) {
+    // bfloat16 on the CPU: MPI has no bfloat16 datatype, so in and out in bfloat16, float32
+    // inside (the blocks, the merge and the transfers). On CUDA (NCCL) the ring runs in
+    // bfloat16: chapter 11's kernels, K/V sent in bfloat16, merge and gradients in float32.
     const Tensor y = ring_attention(to_dtype(q, DType::kFloat32), to_dtype(k, DType::kFloat32),
                                     to_dtype(v, DType::kFloat32), group, layout, causal);
     return to_dtype(y, DType::kBFloat16);
@@ -329,6 +349,13 @@ Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::P
   check_block("cp::ring_attention", q, k, v);
   TT_CHECK(k.shape() == q.shape(), "cp::ring_attention: q, k and v must have one shape, got q ",
            q.describe(), ", k ", k.describe());
+  // The blocks' CUDA kernels take a few head sizes: refused here, before any transfer starts.
+  TT_CHECK(!q.device().is_cuda() || (q.dtype() == DType::kBFloat16
+                                         ? flash_attention_bf16_supports(q.size(3))
+                                         : flash_attention_supports(DeviceType::kCUDA, q.size(3))),
+           "cp::ring_attention: the CUDA FlashAttention kernels of its blocks take hs 32, 64 or "
+           "128, got q ",
+           q.describe());
   const int64_t per_rank = num_chunks(layout, group.world_size()) / group.world_size();
   TT_CHECK(q.size(2) % per_rank == 0 && q.size(2) > 0, "cp::ring_attention: the ",
            layout_name(layout), " layout holds ", per_rank,
@@ -340,7 +367,8 @@ Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::P
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   if (causal) return causal_attention_naive(q, k, v);
   check_block("cp::attention_reference", q, k, v);
-  return matmul(softmax(mul(matmul(q, transpose(k, 2, 3)), scale_of(q)), -1), v);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  return matmul(softmax(mul(matmul(q, transpose(k, 2, 3)), scale), -1), v);
 }
 
 }  // namespace tt::cp

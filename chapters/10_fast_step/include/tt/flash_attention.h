@@ -68,17 +68,25 @@ struct FlashLayout {
   }
 };
 
+/// Which keys the query rows of a FlashAttention call see.
+enum class FlashMask {
+  kCausal,  ///< q, k, v of one length T; query i sees keys j <= i (this chapter's kernels)
+  kFull,    ///< q has T rows, k and v Tk rows (any Tk >= 1); every query sees every key
+};
+
 /// The geometry of one call of a FlashAttention kernel.
 struct FlashGeometry {
   int64_t B = 0;    ///< batch
   int64_t NH = 0;   ///< heads
-  int64_t T = 0;    ///< sequence length
+  int64_t T = 0;    ///< sequence length (query rows)
   int64_t hs = 0;   ///< head size
   FlashLayout qkv;  ///< layout of q, k, v (and of dq, dk, dv)
   FlashLayout out;  ///< layout of out (and of dout)
   /// Layout of k, v (and of dk, dv): qkv, or for grouped k, v (check_flash_tensors' kv_inputs)
   /// their own, with group = NH / NKV.
   FlashLayout kv;
+  int64_t Tk = 0;                       ///< key rows of k, v: T under FlashMask::kCausal
+  FlashMask mask = FlashMask::kCausal;  ///< which keys a query row sees
 };
 
 /// The registered kernels that compute FlashAttention on tensors of one dtype, and the dtype of
@@ -104,22 +112,29 @@ FlashKernels flash_kernels(DType dtype);
 /// `kv_inputs` (k, v, dk, dv of a kernel that takes grouped-query attention; empty: k and v are
 /// among `inputs`): [B, NKV, T, hs] with NKV dividing NH, q's dtype and device, one set of
 /// strides with a unit stride along hs; FlashGeometry::kv gets their layout with group NH / NKV.
+///
+/// `mask` FlashMask::kFull (a rectangular block, e.g. chapter 11's
+/// "flash_attention_bf16_full_forward"): `kv_inputs` must hold k, v (and dk, dv), of NH heads
+/// (no grouping) and Tk >= 1 rows of their own, FlashGeometry::Tk; q, out and lse keep T rows.
 FlashGeometry check_flash_tensors(const char* op, std::initializer_list<const Tensor*> inputs,
                                   std::initializer_list<const Tensor*> outputs, const Tensor& lse,
-                                  std::initializer_list<const Tensor*> kv_inputs = {});
+                                  std::initializer_list<const Tensor*> kv_inputs = {},
+                                  FlashMask mask = FlashMask::kCausal);
 
 /// check_flash_tensors() and what the CUDA FlashAttention kernels (chapter 10's float32 ones,
 /// chapter 11's bfloat16 ones) need: q of `dtype` on a CUDA device, a head size that
 /// `supports_hs` accepts (`head_sizes` lists them for the error, e.g. "32, 64 or 128"), every
 /// data address and stride a multiple of 16 bytes (their 16-byte loads), at most 65535 heads
-/// B * NH and 2^24 positions. Throws tt::Error naming "cuda::" `op` otherwise. `kv_inputs`:
-/// grouped k, v, dk, dv as in check_flash_tensors(), held to the same CUDA rules.
+/// B * NH and 2^24 positions (query and key rows). Throws tt::Error naming "cuda::" `op`
+/// otherwise. `kv_inputs`: grouped k, v, dk, dv as in check_flash_tensors(), held to the same
+/// CUDA rules; `mask` as there.
 FlashGeometry check_flash_cuda_tensors(const char* op, DType dtype, bool (*supports_hs)(int64_t),
                                        const char* head_sizes,
                                        std::initializer_list<const Tensor*> inputs,
                                        std::initializer_list<const Tensor*> outputs,
                                        const Tensor& lse,
-                                       std::initializer_list<const Tensor*> kv_inputs = {});
+                                       std::initializer_list<const Tensor*> kv_inputs = {},
+                                       FlashMask mask = FlashMask::kCausal);
 
 namespace cpu {
 

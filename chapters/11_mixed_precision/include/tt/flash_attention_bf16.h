@@ -17,8 +17,17 @@
 /// are accumulated in fp32 registers and rounded to bf16 once. The backward computes dK, dV per
 /// 64-key tile and dQ per 64-query tile in two kernels (no atomics): results are deterministic.
 /// Key tiles above the diagonal are skipped.
+///
+/// A second mode, the full (non-causal) rectangular block, is registered as
+/// "flash_attention_bf16_full_forward" and "flash_attention_bf16_full_backward" (same
+/// signatures): q [B, NH, m, hs] against k, v [B, NH, n, hs] with any m, n >= 1, every query
+/// seeing every key (FlashMask::kFull). These are the blocks of chapter 16's ring attention that
+/// lie off the diagonal. The same kernels run it, with the causal mask and the diagonal's loop
+/// bounds replaced (a template flag, so the causal code is unchanged): every key tile is visited,
+/// the zero rows of the last key tile past n are masked, query rows past m are not written.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "tt/flash_attention.h"
@@ -30,6 +39,25 @@ namespace tt {
 /// compiled for 2 blocks per multiprocessor, 255 registers, and the tiles take 104 KB of shared
 /// memory, which GPUs with less than that per block refuse with a tt::Error).
 bool flash_attention_bf16_supports(int64_t hs);
+
+/// The names of the bf16 kernels of the full (non-causal, rectangular) mode:
+/// "flash_attention_bf16_full_forward" / "flash_attention_bf16_full_backward", lse float32.
+FlashKernels flash_attention_bf16_full_kernels();
+
+/// Full (non-causal) attention of q [B, NH, m, hs] with k, v [B, NH, n, hs] composed from
+/// tensor operations (float32 or float64, any device; materializes the [m, n] scores):
+/// {out, lse} with \f$ L_i = \log \sum_j e^{S_{ij}} \f$, \f$ S = Q K^T / \sqrt{hs} \f$, and
+/// \f$ O = e^{S - L} V \f$. No autograd history. The reference of the full mode (its CPU
+/// kernels) and chapter 16's fully visible blocks in float32 and float64.
+std::array<Tensor, 2> full_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v);
+
+/// The gradients {dq, dk, dv} of full_attention_composed's attention given the gradient `dout`
+/// of `out` [B, NH, m, hs] and the log-sum-exp `lse` [B, NH, m] to use (which may cover more
+/// keys than k, e.g. a ring's final one): \f$ P = e^{S - L} \f$, \f$ D_i = \sum_c dO_{ic}
+/// O_{ic} \f$, dV = P^T dO, dS = P (dO V^T - D) / sqrt(hs), dQ = dS K, dK = dS^T Q.
+std::array<Tensor, 3> full_attention_composed_backward(const Tensor& dout, const Tensor& q,
+                                                       const Tensor& k, const Tensor& v,
+                                                       const Tensor& out, const Tensor& lse);
 
 namespace cpu {
 
@@ -58,6 +86,17 @@ void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Ten
                                    const Tensor& dout, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const Tensor& out, const Tensor& lse);
 
+/// The CPU kernel "flash_attention_bf16_full_forward": the full mode's emulation, bf16 q
+/// [B, NH, m, hs], k, v [B, NH, n, hs] widened to fp32, full_attention_composed, out rounded to
+/// bf16 (lse float32 [B, NH, m]). Any hs, m >= 0, n >= 1.
+void flash_attention_bf16_full_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                       const Tensor& k, const Tensor& v);
+/// The CPU kernel "flash_attention_bf16_full_backward": full_attention_composed_backward on the
+/// fp32 values of the bf16 tensors, dq, dk, dv rounded to bf16.
+void flash_attention_bf16_full_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                        const Tensor& dout, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const Tensor& out, const Tensor& lse);
+
 }  // namespace cpu
 
 namespace cuda {
@@ -77,6 +116,20 @@ void flash_attention_bf16_forward(const Tensor& out, const Tensor& lse, const Te
 void flash_attention_bf16_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                    const Tensor& dout, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const Tensor& out, const Tensor& lse);
+
+/// The CUDA kernel "flash_attention_bf16_full_forward" (CUDA builds only): the full mode, out
+/// (bfloat16 [B, NH, m, hs]) and lse (float32 [B, NH, m]) from q [B, NH, m, hs] and k, v
+/// [B, NH, n, hs] (n >= 1, NH heads: no grouping; their own strides), every query seeing every
+/// key. Other rules as flash_attention_bf16_forward.
+void flash_attention_bf16_full_forward(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                       const Tensor& k, const Tensor& v);
+
+/// The CUDA kernel "flash_attention_bf16_full_backward" (CUDA builds only): bfloat16 dq
+/// [B, NH, m, hs] and dk, dv [B, NH, n, hs] of the full mode from dout and the out, lse given
+/// (e.g. a ring's final ones: P is recomputed as exp(S - lse)).
+void flash_attention_bf16_full_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                        const Tensor& dout, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const Tensor& out, const Tensor& lse);
 
 }  // namespace cuda
 

@@ -19,9 +19,13 @@
 ///
 /// The blocks are computed by attention_block_forward / attention_block_backward: a causal
 /// diagonal block (the rank's own K/V) by chapter 10's FlashAttention kernels (float32 and
-/// float64; the CUDA kernels for float32), a fully visible block by a composition of tensor
-/// operations (matmul, exp, sum), which runs on every device but materializes the block's
-/// [Tq, Tk] scores.
+/// float64; the CUDA kernels for float32); a fully visible block of [Tq, Tk] (Tq != Tk under
+/// the zigzag layout) in float32 and float64 by a composition of tensor operations (matmul, exp,
+/// sum; chapter 11's full_attention_composed), which runs on every device but materializes the
+/// block's scores. In bfloat16 both kinds run through chapter 11's bf16 FlashAttention (its
+/// causal mode and its full, rectangular mode), and the ring on CUDA stays in bfloat16: K/V
+/// travel in bf16 (NCCL), each block's output is widened to float32 and merged in float32 with
+/// its lse, and dQ, dK, dV are summed (dK, dV sent) in float32, rounded to bf16 once at the end.
 #pragma once
 
 #include <array>
@@ -84,8 +88,10 @@ inline constexpr int64_t kMaxBlockScores = int64_t{1} << 28;
 /// The attention of queries q [B, NH, m, hs] with keys and values k, v [B, NH, n, hs], scale
 /// \f$ 1/\sqrt{hs} \f$: with `causal` (m = n, the block on the diagonal: query i sees keys
 /// j <= i) through chapter 10's FlashAttention forward kernel; otherwise every query sees every
-/// key (a composition of tensor operations on at most `max_scores` scores at a time). No
-/// autograd history.
+/// key (a composition of tensor operations on at most `max_scores` scores at a time). bfloat16
+/// q, k, v: both kinds through chapter 11's bf16 FlashAttention (causal or full mode; hs 32, 64
+/// or 128 on CUDA), and the part is float32 (out rounded to bf16 by the kernel, then widened;
+/// lse float32), ready for a float32 merge. No autograd history.
 AttentionPart attention_block_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                       bool causal, int64_t max_scores = kMaxBlockScores);
 
@@ -94,7 +100,8 @@ AttentionPart attention_block_forward(const Tensor& q, const Tensor& k, const Te
 /// query rows (over all keys of the sequence): with \f$ P_{ij} = e^{S_{ij} - L_i} \f$ and
 /// \f$ D_i = \sum_c dO_{ic} O_{ic} \f$, dV = P^T dO, dS = P (dO V^T - D) / sqrt(hs),
 /// dQ = dS K, dK = dS^T Q. `causal` and `max_scores` as in attention_block_forward (the causal
-/// block through chapter 10's backward kernel).
+/// block through chapter 10's backward kernel). bfloat16 q, k, v, dout, out (lse float32): chapter
+/// 11's bf16 backward kernels of either mode, the gradients returned widened to float32.
 std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                                const Tensor& v, const Tensor& out,
                                                const Tensor& lse, bool causal,
@@ -155,10 +162,12 @@ KVBlock ring_forward_step(const RingContext& ctx, int step, const Tensor& q, con
 /// the attention over the whole sequence (causal or not), differentiable in q, k and v: the
 /// backward passes dK, dV around the ring. Every rank of `group` must call it with the same
 /// shapes (a collective). float32 or float64, CPU (MPI) or CUDA (NCCL; the causal diagonal
-/// block through the CUDA FlashAttention kernels, float32, hs in {32, 64, 128}); bfloat16 q, k,
-/// v are converted to float32 for the ring and the result back to bfloat16 (chapter 11's
-/// to_dtype: everything inside, transfers included, is float32). A group of one rank computes
-/// ordinary attention. Throws tt::Error naming the shapes when q, k, v differ,
+/// block through the CUDA FlashAttention kernels, float32, hs in {32, 64, 128}). bfloat16 on
+/// CUDA: a bf16 ring (every block through chapter 11's bf16 FlashAttention, hs in {32, 64,
+/// 128}; K/V sent in bf16; merge, dQ, dK, dV in float32; output and gradients bf16). bfloat16
+/// on the CPU (MPI has no bf16 datatype): q, k, v converted to float32 for the ring and the
+/// result back to bfloat16 (chapter 11's to_dtype: everything inside is float32). A group of one
+/// rank computes ordinary attention. Throws tt::Error naming the shapes when q, k, v differ,
 /// when Tl is not a multiple of the chunks per rank, or for another dtype.
 Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::ProcessGroup& group,
                       Layout layout = Layout::kZigzag, bool causal = true);
