@@ -5,6 +5,8 @@
 # TT_TEST_MPIEXEC_FLAGS: a test whose name contains "Mpi" is registered once as a plain process
 # (not when it contains "MultiRankMpi") and once per count as "<name>/np<n>" run by `mpirun <flags> -np <n>`, labelled mpi, with
 # PROCESSORS n (ctest -j schedules it as n jobs) and OMP_NUM_THREADS=1 (the ranks share the cores).
+# With TT_TEST_MPI_PLAIN false (option TT_MPI_PLAIN_TESTS, the asan preset) an Mpi test that runs
+# under mpirun is not registered as a plain process as well.
 # Every test of such an executable also gets the LeakSanitizer suppressions of OpenMPI's
 # never-freed allocations (lsan_openmpi.supp; ignored by builds without sanitizers).
 if(NOT EXISTS "${TT_TEST_EXE}")
@@ -48,7 +50,12 @@ foreach(_tt_line IN LISTS _tt_lines)
     endif()
     # A "MultiRankMpi" test needs 2+ ranks: it is registered under mpirun only (one process
     # would have nothing to check, and a skip would hide that).
-    if(NOT _tt_name MATCHES "MultiRankMpi")
+    set(_tt_plain TRUE)
+    if(_tt_name MATCHES "MultiRankMpi" OR
+       (_tt_name MATCHES "Mpi" AND TT_TEST_MPI_PROCS AND NOT TT_TEST_MPI_PLAIN))
+      set(_tt_plain FALSE)
+    endif()
+    if(_tt_plain)
       add_test("${_tt_name}" "${TT_TEST_EXE}" "--gtest_filter=${_tt_name}")
       set_tests_properties("${_tt_name}" PROPERTIES
         LABELS "${_tt_labels}"

@@ -55,6 +55,11 @@ set(TT_TEST_COMPILE_OPTIONS "${_tt_test_opt_default}" CACHE STRING
 # The "asan" preset sets 2: under ASan the 4-rank variants took 150 s of its 361 s of tests, and
 # they run in the default build (every count) anyway.
 set(TT_MPI_MAX_PROCS 0 CACHE STRING "Largest mpirun -np of the multi-process tests (0: all)")
+# Whether a multi-process test ("Mpi" in its name) is also registered as one plain process when
+# it runs under mpirun too. The "asan" preset sets OFF: its np 2 variant runs the same code with
+# the collectives, the default build runs all three (one process, np 2, np 4), and the plain
+# variants were 110 s of the sanitized tests' 650 s of test time (session 9's CI).
+option(TT_MPI_PLAIN_TESTS "Register each Mpi test as one plain process too" ON)
 
 # Applies the test-file settings above to a target made of test files.
 function(tt_configure_test_objects target)
@@ -291,6 +296,7 @@ set(TT_TEST_TARGET [==[${target}]==])
 set(TT_TEST_LABEL [==[${ARG_LABEL}]==])
 set(TT_TEST_WORKDIR [==[${TT_SOURCE_ROOT}]==])
 set(TT_TEST_MPI_PROCS [==[${mpi_procs}]==])
+set(TT_TEST_MPI_PLAIN [==[${TT_MPI_PLAIN_TESTS}]==])
 set(TT_TEST_MPIEXEC [==[${MPIEXEC_EXECUTABLE}]==])
 set(TT_TEST_MPIEXEC_FLAGS [==[${mpi_flags}]==])
 include([==[${TT_CMAKE_DIR}/TTAddTests.cmake]==])
