@@ -111,25 +111,26 @@ int run(const Args& a) {
     ++measured;
     if (rank == 0 && s == a.warmup + a.steps - 1) std::printf("last loss %.4f\n", r.loss);
   }
-  // Means over the ranks of each rank's mean bubble and step time.
-  tt::Tensor stats = tt::from_vector<double>({bubble / measured / p, ms / measured}, {2});
-  world.all_reduce(stats);
-  const double step_ms = stats.data<double>()[1] / p;
-  // Each rank's mean busy time and idle share: the busiest rank is the pipeline's slowest stage.
-  // Its idle share is the bubble of the fill and the drain alone (theory's quantity, which
-  // assumes equal stages); the mean over the ranks adds what the faster stages wait for the
-  // slowest, 1 - mean busy / max busy of the work (the imbalance).
-  const tt::Tensor per_rank = tt::empty({2 * p}, {.dtype = tt::DType::kFloat64});
-  world.all_gather(per_rank, tt::from_vector<double>({busy / measured, bubble / measured}, {2}));
-  double busy_max = 0, busy_sum = 0, bubble_critical = 0;
+  // Each rank's mean busy time, idle share and step time, on every rank (one all-gather): the
+  // means over the ranks, and the busiest rank, the pipeline's slowest stage. Its idle share is
+  // the bubble of the fill and the drain alone (theory's quantity, which assumes equal stages);
+  // the mean over the ranks adds what the faster stages wait for the slowest, 1 - mean busy /
+  // max busy of the work (the imbalance).
+  const tt::Tensor per_rank = tt::empty({3 * p}, {.dtype = tt::DType::kFloat64});
+  world.all_gather(
+      per_rank, tt::from_vector<double>({busy / measured, bubble / measured, ms / measured}, {3}));
+  double busy_max = 0, busy_sum = 0, bubble_critical = 0, bubble_sum = 0, ms_sum = 0;
   for (int r = 0; r < p; ++r) {
-    const double b = per_rank.data<double>()[2 * r];
-    busy_sum += b;
-    if (b > busy_max) {
-      busy_max = b;
-      bubble_critical = per_rank.data<double>()[2 * r + 1];
+    const double* x = per_rank.data<double>() + 3 * r;
+    busy_sum += x[0];
+    bubble_sum += x[1];
+    ms_sum += x[2];
+    if (x[0] > busy_max) {
+      busy_max = x[0];
+      bubble_critical = x[1];
     }
   }
+  const double step_ms = ms_sum / p, measured_bubble = bubble_sum / p;
   const double imbalance = busy_max > 0 ? 1.0 - busy_sum / p / busy_max : 0.0;
   std::vector<tt::pp::RankSchedule> all;
   for (int r = 0; r < p; ++r) all.push_back(tt::pp::make_schedule(options.schedule, shape, r));
@@ -161,14 +162,13 @@ int run(const Args& a) {
       above_max = std::max(above_max, x[3]);
       in_flight_max = std::max(in_flight_max, x[4]);
     }
-    const double measured_bubble = stats.data<double>()[0];
     const double theory = tt::pp::bubble_fraction(shape.stages, shape.micro_batches, shape.chunks);
     const double replayed = tt::pp::simulated_bubble(replay);
     const double tok_s = static_cast<double>(a.batch * a.seq * a.micro_batches) / (step_ms / 1e3);
     std::printf("ranks' busy ms / idle share:");
     for (int r = 0; r < p; ++r) {
-      std::printf(" %d: %.2f / %.4f", r, per_rank.data<double>()[2 * r],
-                  per_rank.data<double>()[2 * r + 1]);
+      std::printf(" %d: %.2f / %.4f", r, per_rank.data<double>()[3 * r],
+                  per_rank.data<double>()[3 * r + 1]);
     }
     std::printf("; bubble of the busiest rank %.4f, imbalance 1 - mean/max busy %.4f\n",
                 bubble_critical, imbalance);
