@@ -29,7 +29,8 @@
 #           memory (mean allocator peak, rank 0's static = parameters + moments, the peak above
 #           static + gradients on rank 0 and its max over the ranks, peak chunks in flight,
 #           nvidia-smi's peak): $OUT/bubble.csv; the timelines of 1F1B p=4 m=8 (CSV, gnuplot
-#           PNGs when gnuplot is installed) in $OUT/timelines.tgz
+#           PNGs when gnuplot is installed) in $OUT/timelines.tgz; BUBBLE_RUNS="np:schedule:m[:v]
+#           ..." runs only those (e.g. "2:1f1b:8 2:afab:8 2:interleaved:8:2")
 #   torch   (~40 s a run) benchmarks/torch_pipeline_bench.py (bf16 autocast, SDPA; the same
 #           shapes, B, T, M and cost-balanced stages) for each schedule of TORCH_SCHEDULES
 #           (1f1b gpipe) at p = 2 and 4: $OUT/torch.jsonl (PyTorch's peak of allocated memory
@@ -256,6 +257,14 @@ PY
 
 part_bubble() {
   stamp "bubble sweep: tt_pipeline_bench, $SWEEP_SHAPE, $SWEEP_B row(s) per micro-batch, T=$T"
+  if [ -n "${BUBBLE_RUNS:-}" ]; then  # "np:schedule:m[:chunks] ...": only these runs
+    local run np sched m v
+    for run in $BUBBLE_RUNS; do
+      IFS=: read -r np sched m v <<<"$run"
+      bench "$np" "$sched" "$m" ${v:+--chunks "$v"}
+    done
+    return
+  fi
   bench 4 1f1b 8
   bench 4 interleaved 8 --chunks 2
   for np in 4 2; do
