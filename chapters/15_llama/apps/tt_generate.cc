@@ -15,8 +15,8 @@
 //            --prompt-len N (rows of N seeded random ids instead of --prompt)
 //            --batch 1,8,32 (that many rows: of --prompt-len ids, or copies of --prompt's first)
 //            --modes eager,graph (graph: as --cuda-graph)
-//            --gemv on,off (bf16: the fused decode GEMV, or RMSNorm/SwiGLU kernels + cuBLASLt,
-//            the default)
+//            --gemv on,off (bf16 at batch 1: the fused decode GEMV, the default, or
+//            RMSNorm/SwiGLU kernels + cuBLASLt; batches take cuBLASLt either way)
 //            --profile (after each eager combination: chapter 10's per-op profile of one decode
 //            step, each kernel timed with CUDA events)
 //            --runs N (generate N times, report the last: the first warms up cuBLASLt and the
@@ -187,7 +187,7 @@ void profile_decode_step(llama::Llama& model, const std::vector<std::vector<int6
 
 int run(int argc, char** argv) {
   std::string model_dir, random, gpt2_file, prompt = "1", stop, device_name = "auto", save;
-  std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes, gemvs = "off";
+  std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes, gemvs = "on";
   int64_t max_new = 64, top_k = 0, runs = 1;
   bool json = false, measure_copy = false, profile = false;
   double temperature = 0.0, top_p = 1.0;

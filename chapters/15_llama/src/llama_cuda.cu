@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -29,6 +30,63 @@ using llama::GemvPrologue;
 namespace {
 
 constexpr int kRowThreads = 256;
+
+// ----- programmatic dependent launch ----------------------------------------------------------
+//
+// A decode step is a chain of short kernels (tens of microseconds in all per layer), so the gap
+// between two of them (the launch, and the next kernel's first loads) is a visible share of the
+// step. On Hopper a kernel launched with the programmatic-serialization attribute may start
+// while the previous kernel on the stream is still running: it does what does not depend on that
+// kernel (the GEMV requests its weights), then waits (griddepcontrol.wait) for the previous
+// grid to finish and its writes to be visible. The previous kernel lets it start early with
+// griddepcontrol.launch_dependents. The decode kernels of this file (RoPE + append, the cache's
+// attention, the GEMV) all wait before they read or write anything another kernel touches.
+
+// Programmatic dependent launch (sm_90): wait until the grids this one depends on have finished
+// and their writes are visible; let the next grid launch early. No-ops below sm_90 (and for
+// launches without the attribute, where the stream already ordered the grids).
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependents_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether launches of the decode kernels may overlap the previous kernel's end (programmatic
+// dependent launch: compute capability 9.0 or later, and TT_DECODE_PDL not set to 0).
+bool dependent_launch_on(int dev) {
+  static const bool env_on = [] {
+    const char* v = std::getenv("TT_DECODE_PDL");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  int major = 0;
+  TT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return env_on && major >= 9;
+}
+
+// Launches kernel<<<grid, block, smem>>>(args...) on device dev's stream, as a programmatic
+// dependent launch where dependent_launch_on(dev): the kernel may start before the previous
+// kernel on the stream has finished and must call grid_dependency_wait() before it reads what
+// that kernel wrote (the decode GEMV does: its weight loads go first). Elsewhere a plain launch.
+template <typename... KArgs, typename... Args>
+void launch_dependent(int dev, void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem,
+                      Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream(dev);
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = dependent_launch_on(dev) ? 1 : 0;
+  TT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<KArgs>(args)...));
+}
 
 std::string describe(const Tensor& t) {
   return t.defined() ? t.describe() : std::string("an undefined tensor");
@@ -203,6 +261,8 @@ __global__ void rope_append_kernel(T* q, T* kc, T* vc, const T* qkv, const acc_t
                                    int64_t B, int64_t T_, int64_t NH, int64_t NKV, int64_t half,
                                    int64_t Tmax) {
   using A = acc_t<T>;
+  grid_dependency_wait();  // a dependent launch: qkv comes from the previous kernel
+  grid_dependents_launch();
   const int64_t H = NH + 2 * NKV, hs = 2 * half, n = B * T_ * H * half;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -247,6 +307,8 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
   A* p = reinterpret_cast<A*>(smem_raw);
   __shared__ A scratch[kRowThreads / kWarpThreads];
   __shared__ A part[kRowThreads * W];
+  grid_dependency_wait();  // a dependent launch: q and the caches come from the previous kernel
+  grid_dependents_launch();
   const int64_t row = blockIdx.x;  // (b * NH + h) * Tq + t
   const int64_t t = row % Tq, bh = row / Tq, b = bh / NH, h = bh % NH;
   const int64_t j = h / (NH / NKV);
@@ -309,12 +371,39 @@ __global__ void kv_attend_kernel(T* out, const T* q, const T* kc, const T* vc, c
 }
 
 // ----- the decode GEMV (bfloat16) -----------------------------------------------------------
+//
+// A decode step reads every weight once for 2 FLOPs per weight (per row of the batch), so each
+// projection is a stream of its weight bytes, and the kernel is fast when the GPU keeps enough
+// loads in flight (Little's law: ~3 TB/s x ~1 us = ~3 MB, ~25 KB per SM) from its first
+// microsecond to its last. The design follows from that:
+//   * a persistent grid: kGemvBlocksPerSm blocks of kGemvWarps warps per SM, each warp walking
+//     its rows (n = its index, + the number of warps, ...), a row in chunks of kGemvChunk 16-byte
+//     loads per lane (4 KiB per warp), two chunks in flight: the next chunk (of the same row or
+//     the next) is requested before the current one is used, across row boundaries;
+//   * everything that can go early goes early: the first two chunks are requested before the
+//     kernel waits for the previous one (programmatic dependent launch on Hopper, see
+//     launch_dependent: the next projection's blocks start as soon as this one's leave room),
+//     so the weights stream while the previous kernel drains;
+//   * one prologue per block, one round trip to L2: the input rows (RMSNorm, SwiGLU, or as they
+//     are; rounded to bfloat16 as the separate kernels would store them) are staged in shared
+//     memory as float32, so the inner loop has no conversions of x. Every block computes the
+//     whole prologue, so it must be cheap per element (32-bit vectorized passes, __expf).
+// Measured on an H100 (bench_decode, TinyLlama-1.1B's projections in a CUDA graph): 4 blocks per
+// SM beat 3 and 2 (1.84, 1.62, 1.49 TB/s on a step's projections; register-bound at 4), the
+// dependent launch adds 7% at 4. What is left is a fixed cost of ~4-5 us per kernel (the
+// prologue after the wait, the tail): the README's "Decoding is a bandwidth problem".
+// Batch rows: each one multiplies every weight again out of shared memory, which is what bounds
+// a GEMV at larger M (cuBLASLt's tensor-core GEMM is as fast at M = 8 as at 1); the model uses
+// the GEMV for one row only (llama.cc).
 
-constexpr int kGemvMaxRows = 8;  // rows of a (the batch of a decode step)
-// The input rows live in shared memory: M * K bfloat16, at most this many bytes (above 48 KiB a
-// kernel must opt in, see decode_gemv).
-constexpr std::size_t kGemvMaxSmem = 160 * 1024;
-constexpr int kGemvPrefetch = 8;  // 16-byte packs per lane loaded before the prologue
+constexpr int kGemvMaxRows = 4;  // rows of a (the batch of a decode step) the GEMV takes
+// The input rows (and RMSNorm's weight) live in shared memory as float32: (M + 1) * K * 4 bytes,
+// at most this many (above 48 KiB a kernel must opt in, see decode_gemv).
+constexpr std::size_t kGemvMaxSmem = 96 * 1024;
+constexpr int kGemvWarps = 4;                                   // warps per block
+constexpr int kGemvBlocksPerSm = 4;                             // <= 128 registers a thread
+constexpr int kGemvChunk = 8;                                   // 16-byte loads per lane in a chunk
+constexpr int64_t kGemvChunkPacks = kGemvChunk * kWarpThreads;  // 8-element packs in a chunk
 
 // The 8 bfloat16 of a 16-byte pack as floats (element 2i is the low half of word i).
 __device__ __forceinline__ void widen8(const uint4& u, float f[8]) {
@@ -326,109 +415,191 @@ __device__ __forceinline__ void widen8(const uint4& u, float f[8]) {
   }
 }
 
-// acc[m] += the products of weight pack q (8 values of a row of w) with pack q of row m of the
-// input rows xs [M, K] in shared memory (an array reference, so that acc stays in registers).
-__device__ __forceinline__ void gemv_pack(float (&acc)[kGemvMaxRows], const uint4& wq,
-                                          const bfloat16* xs, int64_t K, int M, int64_t q) {
-  float wf[8], xf[8];
-  widen8(wq, wf);
+// v rounded to bfloat16 (nearest even) and widened back.
+__device__ __forceinline__ float round_bf16(float v) {
+  return widen(narrow<bfloat16>(v));
+}
+
+// A warp's walk over its work: chunk `base` (in packs) of row `row`; rows n, n + stride, ...
+// (Within a row indices are 32-bit: K < 2^31 / 8 is checked on the host.)
+struct GemvCursor {
+  int64_t row;
+  int base;
+  __device__ __forceinline__ void advance(int packs, int64_t stride) {
+    base += kGemvChunkPacks;
+    if (base >= packs) {
+      base = 0;
+      row += stride;
+    }
+  }
+};
+
+// Requests the cursor's chunk of w [N, K] into buf (zeros past the row's end or the last row).
+__device__ __forceinline__ void gemv_load(uint4 (&buf)[kGemvChunk], const bfloat16* w,
+                                          const GemvCursor& c, int64_t N, int packs, int lane) {
+  const uint4* row = reinterpret_cast<const uint4*>(w) + c.row * packs;
 #pragma unroll
-  for (int m = 0; m < kGemvMaxRows; ++m) {
-    if (m < M) {
-      widen8(reinterpret_cast<const uint4*>(xs + m * K)[q], xf);
+  for (int j = 0; j < kGemvChunk; ++j) {
+    const int q = c.base + lane + j * kWarpThreads;
+    buf[j] = c.row < N && q < packs ? __ldg(row + q) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// acc[m] += the products of the chunk's weight packs with the same packs of the input rows xs
+// [M, K] (float32, shared memory). Packs past the row's end were loaded as zeros and are skipped.
+__device__ __forceinline__ void gemv_fma(float (&acc)[kGemvMaxRows], const uint4 (&buf)[kGemvChunk],
+                                         const float* xs, int K, int M, int base, int packs,
+                                         int lane) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
+  for (int j = 0; j < kGemvChunk; ++j) {
+    const int q = base + lane + j * kWarpThreads;
+    if (q < packs) {
+      float wf[8];
+      widen8(buf[j], wf);
+#pragma unroll
+      for (int m = 0; m < kGemvMaxRows; ++m) {
+        if (m < M) {
+          const float4* x = reinterpret_cast<const float4*>(xs + m * K + q * 8);
+          const float4 x0 = x[0], x1 = x[1];
+          acc[m] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x +
+                    wf[5] * x1.y + wf[6] * x1.z + wf[7] * x1.w;
+        }
+      }
     }
   }
 }
 
-// out[m, n] (+)= sum_k x[m, k] w[n, k] for m < M <= kGemvMaxRows, where x = the prologue of a,
-// rounded to bfloat16 in shared memory (as the separate kernels would store it): a itself, its
-// RMSNorm with weight g (every block recomputes the M sums of squares: M * K reads from L2), or
-// silu(a[m, k]) * a[m, K + k] for a [M, 2K]. Then one warp per output n at a time streams w's
-// row in 16-byte loads (K % 8 == 0), products summed in float32 per lane, then across the warp.
-template <GemvPrologue P, typename Out>
-__global__ void __launch_bounds__(kRowThreads)
-    decode_gemv_kernel(Out* out, const bfloat16* a, const bfloat16* w, const bfloat16* g, int M,
-                       int64_t N, int64_t K, float eps, bool accumulate) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  bfloat16* xs = reinterpret_cast<bfloat16*>(smem_raw);  // [M, K]
-  __shared__ float sums[kRowThreads / kWarpThreads][kGemvMaxRows];
-  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
-  const int64_t warps = blockDim.x / kWarpThreads;
-  const int64_t packs = K / 8;
-  const int64_t first = blockIdx.x * warps + threadIdx.x / kWarpThreads;  // the warp's first n
-  // The first kGemvPrefetch packs of the warp's first row are requested before the prologue,
-  // so that their DRAM latency overlaps it.
-  uint4 pre[kGemvPrefetch];
+// After the cursor's chunk: if it was its row's last, the warp's sums of the row go to out
+// (lane m writes batch row m; + out's old value when accumulating) and acc restarts.
+template <typename Out>
+__device__ __forceinline__ void gemv_finish(float (&acc)[kGemvMaxRows], const GemvCursor& c,
+                                            Out* out, int M, int64_t N, int packs, bool accumulate,
+                                            int lane) {
+  if (c.base + kGemvChunkPacks < packs) return;
+  float mine = 0;
 #pragma unroll
-  for (int j = 0; j < kGemvPrefetch; ++j) {
-    const int64_t q = lane + j * kWarpThreads;
-    if (first < N && q < packs) pre[j] = reinterpret_cast<const uint4*>(w + first * K)[q];
+  for (int m = 0; m < kGemvMaxRows; ++m) {
+    if (m < M) {  // M is the same for the whole warp
+      const float total = warp_allreduce(acc[m], SumOp{});
+      if (m == lane) mine = total;
+    }
+    acc[m] = 0;
   }
-  // RMSNorm: the M sums of squares in one pass and one barrier (per warp, then across warps).
-  float rstd[kGemvMaxRows] = {};
-  if constexpr (P == GemvPrologue::kRmsNorm) {
-    float ss[kGemvMaxRows] = {};
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-#pragma unroll
-      for (int m = 0; m < kGemvMaxRows; ++m) {
-        if (m < M) {
-          const float v = widen(a[m * K + k]);
-          ss[m] += v * v;
-        }
-      }
+  if (lane < M) {
+    Out* o = out + lane * N + c.row;
+    *o = narrow<Out>((accumulate ? widen(*o) : 0.0f) + mine);
+  }
+}
+
+// silu(v) = v sigmoid(v) with the fast exponential and division (every block of the GEMV
+// computes the whole prologue, so its cost counts once per block; the result is rounded to
+// bfloat16, 8 bits, far above these intrinsics' few ulps of float32).
+__device__ __forceinline__ float fast_silu(float v) {
+  return v * __fdividef(1.0f, 1.0f + __expf(-v));
+}
+
+// out[m, n] (+)= sum_k x[m, k] w[n, k] for m < M <= kGemvMaxRows, where x = the prologue of a,
+// rounded to bfloat16 (as the separate kernels would store it): a itself, its RMSNorm with
+// weight g, or silu(a[m, k]) * a[m, K + k] for a [M, 2K]. K % 8 == 0; see the section comment.
+template <GemvPrologue P, typename Out>
+__global__ void __launch_bounds__(kGemvWarps* kWarpThreads, kGemvBlocksPerSm)
+    decode_gemv_kernel(Out* out, const bfloat16* a, const bfloat16* w, const bfloat16* g, int M,
+                       int64_t N, int K, float eps, bool accumulate) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float* xs = reinterpret_cast<float*>(smem_raw);  // [M, K]
+  float* gs = xs + M * K;                          // RMSNorm's weight [K]
+  __shared__ float sums[kGemvWarps][kGemvMaxRows];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  const int packs = K / 8, threads = static_cast<int>(blockDim.x);
+  const int64_t stride = int64_t{gridDim.x} * kGemvWarps;
+  const int64_t first = int64_t{blockIdx.x} * kGemvWarps + warp;
+  // 1. The weights do not depend on the previous kernel: two chunks are requested at once.
+  GemvCursor load{first, 0}, use{first, 0};
+  uint4 buf0[kGemvChunk], buf1[kGemvChunk];
+  gemv_load(buf0, w, load, N, packs, lane);
+  load.advance(packs, stride);
+  gemv_load(buf1, w, load, N, packs, lane);
+  load.advance(packs, stride);
+  grid_dependents_launch();
+  // 2. From here on a (and out, when accumulating) are the previous kernels' outputs. The
+  //    prologue: one pass over a (and g) into shared memory; for RMSNorm then the sums of
+  //    squares and a pass over shared memory.
+  grid_dependency_wait();
+  const int in_ld = P == GemvPrologue::kSwiglu ? 2 * K : K;
+  float ss[kGemvMaxRows] = {};
+  for (int q = threadIdx.x; q < packs; q += threads) {
+    if constexpr (P == GemvPrologue::kRmsNorm) {
+      float gw[8];
+      widen8(reinterpret_cast<const uint4*>(g)[q], gw);
+      reinterpret_cast<float4*>(gs + q * 8)[0] = make_float4(gw[0], gw[1], gw[2], gw[3]);
+      reinterpret_cast<float4*>(gs + q * 8)[1] = make_float4(gw[4], gw[5], gw[6], gw[7]);
     }
 #pragma unroll
     for (int m = 0; m < kGemvMaxRows; ++m) {
-      ss[m] = warp_allreduce(ss[m], SumOp{});
-      if (lane == 0) sums[threadIdx.x / kWarpThreads][m] = ss[m];
+      if (m < M) {
+        float v[8];
+        widen8(reinterpret_cast<const uint4*>(a + m * in_ld)[q], v);
+        if constexpr (P == GemvPrologue::kSwiglu) {
+          float up[8];
+          widen8(reinterpret_cast<const uint4*>(a + m * in_ld + K)[q], up);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) v[i] = round_bf16(fast_silu(v[i]) * up[i]);
+        } else if constexpr (P == GemvPrologue::kRmsNorm) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) ss[m] += v[i] * v[i];  // v stays raw until rstd is known
+        }
+        float4* x = reinterpret_cast<float4*>(xs + m * K + q * 8);
+        x[0] = make_float4(v[0], v[1], v[2], v[3]);
+        x[1] = make_float4(v[4], v[5], v[6], v[7]);
+      }
+    }
+  }
+  if constexpr (P == GemvPrologue::kRmsNorm) {
+#pragma unroll
+    for (int m = 0; m < kGemvMaxRows; ++m) {
+      if (m < M) {
+        const float s = warp_allreduce(ss[m], SumOp{});
+        if (lane == 0) sums[warp][m] = s;
+      }
     }
     __syncthreads();
 #pragma unroll
     for (int m = 0; m < kGemvMaxRows; ++m) {
-      float total = 0;
-      for (int64_t wi = 0; wi < warps; ++wi) total += sums[wi][m];
-      rstd[m] = rsqrtf(total / static_cast<float>(K) + eps);
-    }
-  }
-  for (int m = 0; m < M; ++m) {
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-      float v;
-      if constexpr (P == GemvPrologue::kSwiglu) {
-        const float gate = widen(a[m * 2 * K + k]);
-        v = gate * sigmoid(gate) * widen(a[m * 2 * K + K + k]);
-      } else if constexpr (P == GemvPrologue::kRmsNorm) {
-        v = widen(a[m * K + k]) * rstd[m] * widen(g[k]);
-      } else {
-        v = widen(a[m * K + k]);
+      if (m < M) {
+        float total = 0;
+#pragma unroll
+        for (int wi = 0; wi < kGemvWarps; ++wi) total += sums[wi][m];
+        const float rstd = rsqrtf(total / static_cast<float>(K) + eps);
+        float4* x = reinterpret_cast<float4*>(xs + m * K);
+        const float4* gv = reinterpret_cast<const float4*>(gs);
+        for (int k = threadIdx.x; k < K / 4; k += threads) {
+          float4 v = x[k];
+          const float4 gk = gv[k];
+          v.x = round_bf16(v.x * rstd * gk.x);
+          v.y = round_bf16(v.y * rstd * gk.y);
+          v.z = round_bf16(v.z * rstd * gk.z);
+          v.w = round_bf16(v.w * rstd * gk.w);
+          x[k] = v;
+        }
       }
-      xs[m * K + k] = narrow<bfloat16>(v);
     }
   }
   __syncthreads();
-  for (int64_t n = first; n < N; n += gridDim.x * warps) {
-    const uint4* wr = reinterpret_cast<const uint4*>(w + n * K);
-    float acc[kGemvMaxRows] = {};
-    int64_t q = lane;
-    if (n == first) {
-#pragma unroll
-      for (int j = 0; j < kGemvPrefetch; ++j, q += kWarpThreads) {
-        if (q < packs) gemv_pack(acc, pre[j], xs, K, M, q);
-      }
-    }
-#pragma unroll 4
-    for (; q < packs; q += kWarpThreads) gemv_pack(acc, wr[q], xs, K, M, q);
-#pragma unroll
-    for (int m = 0; m < kGemvMaxRows; ++m) {
-      if (m < M) acc[m] = warp_allreduce(acc[m], SumOp{});  // M is the same for the whole warp
-    }
-    if (lane == 0) {
-      for (int m = 0; m < M; ++m) {
-        Out* o = out + m * N + n;
-        *o = narrow<Out>((accumulate ? widen(*o) : 0.0f) + acc[m]);
-      }
-    }
+  // 3. The warp's chunks in order, the one after next requested as each is used.
+  float acc[kGemvMaxRows] = {};
+  while (use.row < N) {
+    gemv_fma(acc, buf0, xs, K, M, use.base, packs, lane);
+    gemv_finish(acc, use, out, M, N, packs, accumulate, lane);
+    use.advance(packs, stride);
+    gemv_load(buf0, w, load, N, packs, lane);
+    load.advance(packs, stride);
+    if (use.row >= N) break;
+    gemv_fma(acc, buf1, xs, K, M, use.base, packs, lane);
+    gemv_finish(acc, use, out, M, N, packs, accumulate, lane);
+    use.advance(packs, stride);
+    gemv_load(buf1, w, load, N, packs, lane);
+    load.advance(packs, stride);
   }
 }
 
@@ -632,9 +803,10 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
     TT_CHECK(smem + fixed <= 48 * 1024, "cuda::kv_cache_attend: max_len ", Tmax,
              " needs more than 48 KiB of shared memory for the scores of a row");
     const auto launch = [&]<int W>() {
-      kv_attend_kernel<T, W><<<static_cast<unsigned>(rows), kRowThreads, smem, stream(dev)>>>(
-          out.data<T>(), q.data<T>(), k_cache.data<T>(), v_cache.data<T>(), s.data<int64_t>(), NH,
-          NKV, Tq, Tmax, hs, static_cast<A>(1.0 / std::sqrt(static_cast<double>(hs))));
+      launch_dependent(dev, kv_attend_kernel<T, W>, dim3(static_cast<unsigned>(rows)),
+                       dim3(kRowThreads), smem, out.data<T>(), q.data<T>(), k_cache.data<T>(),
+                       v_cache.data<T>(), s.data<int64_t>(), NH, NKV, Tq, Tmax, hs,
+                       static_cast<A>(1.0 / std::sqrt(static_cast<double>(hs))));
       TT_CUDA_CHECK_LAUNCH("kv_attend_kernel");
     };
     if (wide) {
@@ -676,9 +848,10 @@ void rope_append(const Tensor& q, const Tensor& qkv, const Tensor& cos, const Te
   DeviceGuard guard(dev);
   dispatch_with_bf16(q.dtype(), "rope_append", [&]<typename T_>() {
     using A = acc_t<T_>;
-    rope_append_kernel<T_><<<grid_size(n, kBlockThreads, dev), kBlockThreads, 0, stream(dev)>>>(
-        q.data<T_>(), k_cache.data<T_>(), v_cache.data<T_>(), qkv.data<T_>(), cos.data<A>(),
-        sin.data<A>(), positions.data<int64_t>(), start.data<int64_t>(), B, T, NH, NKV, half, Tmax);
+    launch_dependent(dev, rope_append_kernel<T_>, dim3(grid_size(n, kBlockThreads, dev)),
+                     dim3(kBlockThreads), 0, q.data<T_>(), k_cache.data<T_>(), v_cache.data<T_>(),
+                     qkv.data<T_>(), cos.data<A>(), sin.data<A>(), positions.data<int64_t>(),
+                     start.data<int64_t>(), B, T, NH, NKV, half, Tmax);
     TT_CUDA_CHECK_LAUNCH("rope_append_kernel");
   });
 }
@@ -704,16 +877,27 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
            "got out ", describe(out), ", a ", describe(a), ", w ", describe(w), ", norm weight ",
            describe(norm_weight));
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const std::size_t smem = static_cast<std::size_t>(M * K) * sizeof(bfloat16);
-  if (M < 1 || M > kGemvMaxRows || K % 8 != 0 || N == 0 || !aligned(w.data_ptr()) ||
-      smem > kGemvMaxSmem) {
+  const std::size_t smem = static_cast<std::size_t>((M + (rms ? 1 : 0)) * K) * sizeof(float);
+  if (M < 1 || M > kGemvMaxRows || K % 8 != 0 || K >= (int64_t{1} << 28) || N == 0 ||
+      !aligned(w.data_ptr()) || !aligned(a.data_ptr()) ||
+      (rms && !aligned(norm_weight.data_ptr())) || smem > kGemvMaxSmem) {
     return false;
   }
   const int dev = w.device().index;
   DeviceGuard guard(dev);
-  // One warp per output row, and no more blocks than are resident at once (one wave: each
-  // block stages the M * K values of a in shared memory once, and its warps loop over rows).
-  const int64_t wanted = (N + kRowThreads / kWarpThreads - 1) / (kRowThreads / kWarpThreads);
+  // A persistent grid (kGemvBlocksPerSm blocks per SM at most), sized so that the warps' row
+  // counts differ by at most one: r = ceil(N / most warps) rows for the busiest warp, and
+  // ceil(N / r) warps.
+  // TT_DECODE_GEMV_BLOCKS (1-4) for measurements (bench_decode, .devrun/s10d.sh).
+  static const int64_t blocks_per_sm = [] {
+    const char* v = std::getenv("TT_DECODE_GEMV_BLOCKS");
+    const int64_t n = v == nullptr ? 0 : std::atoll(v);
+    return n >= 1 && n <= kGemvBlocksPerSm ? n : int64_t{kGemvBlocksPerSm};
+  }();
+  const int64_t most = int64_t{multiprocessor_count(dev)} * blocks_per_sm * kGemvWarps;
+  const int64_t rows_per_warp = (N + most - 1) / most;
+  const int64_t warps = (N + rows_per_warp - 1) / rows_per_warp;
+  const auto grid = static_cast<unsigned>((warps + kGemvWarps - 1) / kGemvWarps);
   const auto* g = rms ? norm_weight.data<bfloat16>() : nullptr;
   const auto launch = [&]<GemvPrologue P, typename Out>() {
     // Above 48 KiB of dynamic shared memory a kernel must opt in, once.
@@ -724,14 +908,10 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
       return true;
     }();
     (void)opted_in;
-    int resident = 0;
-    TT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &resident, decode_gemv_kernel<P, Out>, kRowThreads, smem));
-    const auto grid = static_cast<unsigned>(
-        std::min<int64_t>(wanted, int64_t{multiprocessor_count(dev)} * std::max(resident, 1)));
-    decode_gemv_kernel<P, Out><<<grid, kRowThreads, smem, stream(dev)>>>(
-        out.data<Out>(), a.data<bfloat16>(), w.data<bfloat16>(), g, static_cast<int>(M), N, K,
-        static_cast<float>(eps), accumulate);
+    launch_dependent(dev, decode_gemv_kernel<P, Out>, dim3(grid), dim3(kGemvWarps * kWarpThreads),
+                     smem, out.data<Out>(), a.data<bfloat16>(), w.data<bfloat16>(), g,
+                     static_cast<int>(M), N, static_cast<int>(K), static_cast<float>(eps),
+                     accumulate);
     TT_CUDA_CHECK_LAUNCH("decode_gemv_kernel");
   };
   if (out.dtype() == DType::kFloat32) {  // the logits

@@ -262,42 +262,50 @@ TEST(Ch15_Bf16Cuda, DecodeGemvMatchesFloat32WithEachPrologue) {
   autograd::NoGradGuard no_grad;
   cuda::AllowTf32Guard no_tf32(false);
   using llama::GemvPrologue;
-  const int64_t N = 203, K = 264;  // N: not a multiple of a block's 8 warps; K % 8 == 0
-  const Bf16Pair w = bf16_pair({N, K}, 20, 0.1), g = bf16_pair({K}, 21);
-  for (int64_t M : {1, 3, 8}) {
-    for (GemvPrologue p : {GemvPrologue::kNone, GemvPrologue::kRmsNorm, GemvPrologue::kSwiglu}) {
-      const bool glu = p == GemvPrologue::kSwiglu;
-      const Bf16Pair a = bf16_pair({M, glu ? 2 * K : K}, 22 + static_cast<uint64_t>(M));
-      // The reference: the prologue in float32, rounded to bfloat16 as the kernel stores it, then
-      // a float32 product.
-      Tensor x = a.f32;
-      if (p == GemvPrologue::kRmsNorm) x = rms_norm(a.f32, g.f32, 1e-5);
-      if (glu) x = swiglu(a.f32.slice(1, 0, K).contiguous(), a.f32.slice(1, K, 2 * K).contiguous());
-      x = x.to(DType::kBFloat16).to(DType::kFloat32);
-      const Tensor product = matmul(x, transpose(w.f32, 0, 1));
-      const Bf16Pair init = bf16_pair({M, N}, 30);
-      const Tensor out = init.bf.clone();
-      ASSERT_TRUE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out, a.bf, w.bf,
-                                                       g.bf, 1e-5, p, true));
-      EXPECT_TENSOR_NEAR(widened(out), widened(add(product, init.f32)), 1e-2, kBf16Rel)
-          << "M " << M << " prologue " << static_cast<int>(p);
-      if (p == GemvPrologue::kRmsNorm) {  // float32 out: the head's logits
-        const Tensor logits = empty({M, N}, {DType::kFloat32, kCuda});
-        ASSERT_TRUE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, logits, a.bf,
-                                                         w.bf, g.bf, 1e-5, p, false));
-        EXPECT_TENSOR_NEAR(widened(logits), widened(product), 2e-3, 1e-3) << "M " << M;
+  // N: not a multiple of a block's 4 warps (rows); K % 8 == 0: 33 packs of 8 (a row in one
+  // chunk of 256 packs) and 513 (three chunks, the last with one pack: the chunk pipeline).
+  const int64_t N = 203;
+  for (int64_t K : {264, 4104}) {
+    const Bf16Pair w = bf16_pair({N, K}, 20, 0.1), g = bf16_pair({K}, 21);
+    for (int64_t M : {1, 3, 4}) {  // 4: the most rows it takes
+      for (GemvPrologue p : {GemvPrologue::kNone, GemvPrologue::kRmsNorm, GemvPrologue::kSwiglu}) {
+        const bool glu = p == GemvPrologue::kSwiglu;
+        const Bf16Pair a = bf16_pair({M, glu ? 2 * K : K}, 22 + static_cast<uint64_t>(M));
+        // The reference: the prologue in float32, rounded to bfloat16 as the kernel stores it, then
+        // a float32 product.
+        Tensor x = a.f32;
+        if (p == GemvPrologue::kRmsNorm) x = rms_norm(a.f32, g.f32, 1e-5);
+        if (glu)
+          x = swiglu(a.f32.slice(1, 0, K).contiguous(), a.f32.slice(1, K, 2 * K).contiguous());
+        x = x.to(DType::kBFloat16).to(DType::kFloat32);
+        const Tensor product = matmul(x, transpose(w.f32, 0, 1));
+        const Bf16Pair init = bf16_pair({M, N}, 30);
+        const Tensor out = init.bf.clone();
+        ASSERT_TRUE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out, a.bf,
+                                                         w.bf, g.bf, 1e-5, p, true));
+        EXPECT_TENSOR_NEAR(widened(out), widened(add(product, init.f32)), 1e-2, kBf16Rel)
+            << "M " << M << " K " << K << " prologue " << static_cast<int>(p);
+        if (p == GemvPrologue::kRmsNorm) {  // float32 out: the head's logits
+          const Tensor logits = empty({M, N}, {DType::kFloat32, kCuda});
+          ASSERT_TRUE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, logits, a.bf,
+                                                           w.bf, g.bf, 1e-5, p, false));
+          EXPECT_TENSOR_NEAR(widened(logits), widened(product), 2e-3, 1e-3)
+              << "M " << M << " K " << K;
+        }
       }
     }
   }
   // More rows than it takes: nothing launched, the caller falls back to cuBLASLt.
-  const Bf16Pair a5 = bf16_pair({9, K}, 40);
-  const Tensor out5 = empty({9, N}, {DType::kBFloat16, kCuda});
+  const int64_t K = 264;
+  const Bf16Pair w = bf16_pair({N, K}, 20, 0.1);
+  const Bf16Pair a5 = bf16_pair({5, K}, 40);
+  const Tensor out5 = empty({5, N}, {DType::kBFloat16, kCuda});
   EXPECT_FALSE(call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out5, a5.bf, w.bf,
                                                     Tensor(), 0.0, GemvPrologue::kNone, false));
   EXPECT_TT_ERROR((call_kernel<llama::DecodeGemvKernel>("llama_decode_gemv", kCuda, out5,
                                                         a5.bf.slice(1, 0, 8).contiguous(), w.bf,
                                                         Tensor(), 0.0, GemvPrologue::kNone, false)),
-                  "decode_gemv", "[9, 8]", "[203, 264]");
+                  "decode_gemv", "[5, 8]", "[203, 264]");
 }
 
 TEST(Ch15_Bf16Cuda, RopeAppendThenAttendEqualsRopeAndTheKvCacheStep) {
@@ -365,16 +373,20 @@ TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
   // bfloat16 weights and activations: about 3 significant digits through 2 layers.
   const double tol = 0.03 * max_ref;
   EXPECT_TENSOR_NEAR(got, ref, tol, 0);
-  // Greedy decode in bfloat16 (batch 2: the decode GEMV, then cuBLASLt, the default); each token
-  // must be (near) the float32 model's argmax at its position, the float32 model reading the same
-  // sequence: logit >= max - tol.
-  for (bool gemv : {true, false}) {
+  // Greedy decode in bfloat16 (one row with the decode GEMV, the default for batch 1; then two
+  // rows, which take cuBLASLt, and one row with the GEMV off); each token must be (near) the
+  // float32 model's argmax at its position, the float32 model reading the same sequence:
+  // logit >= max - tol.
+  for (int run = 0; run < 3; ++run) {
+    const bool gemv = run == 0;
     llama::set_decode_gemv(gemv);
     llama::GenerateOptions opt;
     opt.max_new_tokens = 24;
     opt.sampling.temperature = 0;
     Generator g1(0), g2(0);
-    const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5}};
+    const std::vector<std::vector<int64_t>> prompts =
+        run == 1 ? std::vector<std::vector<int64_t>>{{1, 2, 3}, {4, 5}}
+                 : std::vector<std::vector<int64_t>>{{1, 2, 3}};
     const auto bf_tokens = llama::generate(bf, prompts, opt, g1).tokens;
     const auto f32_tokens = llama::generate(f32, prompts, opt, g2).tokens;
     int64_t same = 0, total = 0;
@@ -394,10 +406,11 @@ TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
         ++total;
       }
     }
-    std::cout << "bf16 (decode GEMV " << (gemv ? "on" : "off") << ") vs float32 greedy: " << same
-              << " of " << total << " tokens identical; logits max |ref| " << max_ref << "\n";
+    std::cout << "bf16 (" << prompts.size() << " row(s), decode GEMV " << (gemv ? "on" : "off")
+              << ") vs float32 greedy: " << same << " of " << total
+              << " tokens identical; logits max |ref| " << max_ref << "\n";
   }
-  llama::set_decode_gemv(false);
+  llama::set_decode_gemv(true);
 }
 
 TEST(Ch15_Bf16Cuda, CudaGraphDecodeGivesTheSameTokens) {

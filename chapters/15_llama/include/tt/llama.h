@@ -143,18 +143,22 @@ enum class GemvPrologue {
 /// values with `accumulate` (the residual connection), for w [N, K] and x = the prologue of a,
 /// rounded to bfloat16 as the separate kernel would store it; out bfloat16, or float32 for the
 /// head (RMSNorm prologue, no accumulation). Float32 sums. One kernel where cuBLASLt would need a
-/// separate RMSNorm or SwiGLU launch before it (an experiment, off by default: see
-/// set_decode_gemv). Returns false, launching nothing, for what it does not take (M > 8,
-/// M * K > 81920, K not a multiple of 8, w not 16-byte aligned); throws tt::Error naming the
-/// tensors for shapes, dtypes or devices that do not fit.
+/// separate RMSNorm or SwiGLU launch before it; a persistent grid streaming the weights with two
+/// chunks in flight per warp, launched as a programmatic dependent launch on Hopper (see
+/// llama_cuda.cu). Returns false, launching nothing, for what it does not take (M > 4,
+/// (M + 1) K float32 values over 96 KiB of shared memory, K not a multiple of 8, w, a or the
+/// norm weight not 16-byte aligned); throws tt::Error naming the tensors for shapes, dtypes or
+/// devices that do not fit.
 using DecodeGemvKernel = bool(const Tensor& out, const Tensor& a, const Tensor& w,
                               const Tensor& norm_weight, double eps, GemvPrologue prologue,
                               bool accumulate);
 
-/// Whether bfloat16 decoding uses "llama_decode_gemv" where it applies instead of the RMSNorm
-/// and SwiGLU kernels followed by cuBLASLt GEMMs. Off by default: on an H100 (TinyLlama-1.1B's
-/// shape, batch 1, CUDA graph) it read 775 GB/s against cuBLASLt's 1300 (tt_generate --gemv
-/// on,off compares them); it stays as the measured experiment the README describes.
+/// Whether bfloat16 decoding of one row (batch 1, the bandwidth-bound case) uses
+/// "llama_decode_gemv" where it applies, instead of the RMSNorm and SwiGLU kernels followed by
+/// cuBLASLt GEMMs; larger batches always take cuBLASLt. On by default: on an H100
+/// (TinyLlama-1.1B's shape, batch 1, CUDA graph) a step took 1.41 ms with it against 1.59 ms
+/// with cuBLASLt (`tt_generate --gemv on,off` compares them; README, "Decoding is a bandwidth
+/// problem").
 void set_decode_gemv(bool on);
 /// The setting of set_decode_gemv.
 bool decode_gemv_enabled();

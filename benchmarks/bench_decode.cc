@@ -1,0 +1,188 @@
+// Chapter 15's bfloat16 decode projections at TinyLlama-1.1B's shape (C 2048, 32 query and 4
+// key/value heads of 64, FFN 5632, V 32000, 22 layers), batch M rows, the two ways
+// Llama::run_bf16 can compute them:
+//
+//   decode_proj/{gemv,lt}/<proj>/M   one projection of every layer, back to back (22 different
+//                                    weight matrices, so each is read from DRAM as in a decode
+//                                    step; the head: 4 copies of its 131 MB table)
+//   decode_layers/{gemv,lt}/M        a step's projections in order: per layer qkv, o, gate/up,
+//                                    down (22 layers), then the head: attention left out
+//   copy/1GiB                        the device's copy bandwidth (bytes read + written), the
+//                                    number tt_generate --copy-bandwidth compares with
+//
+// M = 1, 4, 8 (the GEMV takes at most 4 rows: at 8 it declines and the step uses cuBLASLt).
+// gemv: "llama_decode_gemv" (the prologue, RMSNorm or SwiGLU, inside the GEMV; residual added in
+// its epilogue). lt: the prologue's own kernel (RMSNorm, SwiGLU) then chapter 10's cuBLASLt GEMM
+// ("matmul_lt_gemm", residual as beta = 1). <proj>: qkv (N 2560, K 2048, RMSNorm), o (2048 x
+// 2048, + residual), gate_up (11264 x 2048, RMSNorm), down (2048 x 5632, SwiGLU of the [M, 11264]
+// gate/up output, + residual), head (32000 x 2048, RMSNorm, float32 logits).
+//
+// Each benchmark captures its launches in one CUDA graph (chapter 06's CudaGraph, as the
+// decode step runs) and times replays with CUDA events. GB/s = weight bytes read per replay /
+// time (the activations, < 0.1% of the bytes, are not counted): compare it with the device's
+// copy bandwidth (tt_generate --copy-bandwidth). CUDA only; a GEMV that declines a shape (M * K
+// over its shared memory) reports "gemv declines".
+//
+//   build/bin/bench_decode [--benchmark_filter=decode_layers]
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "tt/dispatcher.h"
+#include "tt/llama.h"
+#include "tt/llama_ops.h"
+#include "tt/ops_elementwise.h"
+#include "tt/ops_matmul.h"
+
+namespace {
+
+using tt::Device;
+using tt::DType;
+using tt::Tensor;
+using tt::llama::GemvPrologue;
+
+constexpr int64_t kLayers = 22, kC = 2048, kF = 5632, kV = 32000;
+constexpr double kEps = 1e-5;
+
+struct Projection {
+  const char* name;
+  int64_t N, K;
+  GemvPrologue prologue;
+  bool residual;  // out += (the residual stream)
+  bool logits;    // float32 out
+};
+
+const Projection kQkv{"qkv", 2560, kC, GemvPrologue::kRmsNorm, false, false};
+const Projection kO{"o", kC, kC, GemvPrologue::kNone, true, false};
+const Projection kGateUp{"gate_up", 2 * kF, kC, GemvPrologue::kRmsNorm, false, false};
+const Projection kDown{"down", kC, kF, GemvPrologue::kSwiglu, true, false};
+const Projection kHead{"head", kV, kC, GemvPrologue::kRmsNorm, false, true};
+
+// A projection's tensors: `copies` weight matrices, the input rows a (after the previous op),
+// the norm weight and the output.
+struct Operands {
+  std::vector<Tensor> w;
+  Tensor a, g, out;
+};
+
+Operands make_operands(const Projection& p, int64_t M, int copies, Device device) {
+  const tt::TensorOptions bf16{DType::kBFloat16, device};
+  Operands o;
+  // Weights of a trained model's size (|w| < 0.04; the values do not change the time), one set
+  // of values copied into distinct matrices on the device (filling each on the host is slow).
+  const Tensor first = tt::mul(tt::bench::filled({p.N, p.K}, 10, device), 0.02).to(bf16.dtype);
+  for (int i = 0; i < copies; ++i) {
+    Tensor w = i == 0 ? first : tt::empty({p.N, p.K}, bf16);
+    if (i > 0) w.copy_(first);
+    o.w.push_back(w);
+  }
+  const int64_t in = p.prologue == GemvPrologue::kSwiglu ? 2 * p.K : p.K;
+  o.a = tt::bench::filled({M, in}, 1, device).to(DType::kBFloat16);
+  o.g = tt::bench::filled({p.K}, 2, device).to(DType::kBFloat16);
+  o.out = tt::zeros({M, p.N}, {p.logits ? DType::kFloat32 : DType::kBFloat16, device});
+  return o;
+}
+
+// out (+)= prologue(a) w^T, as Llama::run_bf16's `project` computes it; false when the GEMV
+// declines.
+bool project(bool gemv, const Projection& p, const Operands& o, const Tensor& w) {
+  if (gemv) {
+    return tt::call_kernel<tt::llama::DecodeGemvKernel>("llama_decode_gemv", w.device(), o.out, o.a,
+                                                        w, o.g, kEps, p.prologue, p.residual);
+  }
+  Tensor x = o.a;
+  if (p.prologue == GemvPrologue::kRmsNorm) x = tt::rms_norm(o.a, o.g, kEps);
+  if (p.prologue == GemvPrologue::kSwiglu) {
+    x = tt::empty({o.a.size(0), p.K}, {o.a.dtype(), o.a.device()});
+    tt::call_kernel<tt::SwigluForwardKernel>("swiglu_forward", o.a.device(), x,
+                                             o.a.slice(1, 0, p.K), o.a.slice(1, p.K, 2 * p.K));
+  }
+  tt::call_kernel<tt::GemmKernel>("matmul_lt_gemm", w.device(), o.out, x, w.transpose(0, 1), 1.0,
+                                  p.residual ? 1.0 : 0.0);
+  return true;
+}
+
+#if TT_WITH_CUDA
+// Captures `work` in a CUDA graph and times its replays (GB/s from `bytes` a replay); skips
+// with `why` when work returns false.
+void time_graph(benchmark::State& state, Device device, double bytes,
+                const std::function<bool()>& work) {
+  if (!work()) {  // eagerly once: the GEMV's decision, cuBLASLt's plan cache, allocations
+    state.SkipWithError("gemv declines");
+    return;
+  }
+  tt::cuda::CudaGraph graph(device.index);
+  graph.capture([&] { (void)work(); });
+  tt::bench::measure(state, device, bytes, [&] { graph.replay(); });
+}
+#endif
+
+void proj_bench(benchmark::State& state, Device device, bool gemv, const Projection& p, int64_t M) {
+#if TT_WITH_CUDA
+  const int copies = p.logits ? 4 : static_cast<int>(kLayers);
+  const Operands o = make_operands(p, M, copies, device);
+  time_graph(state, device, static_cast<double>(copies) * p.N * p.K * 2, [&] {
+    bool ok = true;
+    for (const Tensor& w : o.w) ok = ok && project(gemv, p, o, w);
+    return ok;
+  });
+#else
+  (void)state, (void)device, (void)gemv, (void)p, (void)M;
+#endif
+}
+
+void layers_bench(benchmark::State& state, Device device, bool gemv, int64_t M) {
+#if TT_WITH_CUDA
+  const std::vector<const Projection*> per_layer = {&kQkv, &kO, &kGateUp, &kDown};
+  std::vector<Operands> ops;
+  double bytes = 0;
+  for (const Projection* p : per_layer) {
+    ops.push_back(make_operands(*p, M, static_cast<int>(kLayers), device));
+    bytes += static_cast<double>(kLayers) * p->N * p->K * 2;
+  }
+  const Operands head = make_operands(kHead, M, 1, device);
+  bytes += static_cast<double>(kHead.N) * kHead.K * 2;
+  time_graph(state, device, bytes, [&] {
+    bool ok = true;
+    for (int64_t l = 0; l < kLayers; ++l) {
+      for (std::size_t i = 0; i < per_layer.size(); ++i) {
+        ok = ok && project(gemv, *per_layer[i], ops[i], ops[i].w[static_cast<std::size_t>(l)]);
+      }
+    }
+    return ok && project(gemv, kHead, head, head.w[0]);
+  });
+#else
+  (void)state, (void)device, (void)gemv, (void)M;
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Device cuda = Device::cuda();
+  // The device's copy bandwidth in the same process, as tt_generate --copy-bandwidth measures
+  // it: 1 GiB copied device to device, GB/s = bytes read + written / time.
+  tt::bench::register_on("copy/1GiB", cuda, [](benchmark::State& s, Device d) {
+    const Tensor src = tt::zeros({int64_t{1} << 28}, {DType::kFloat32, d});
+    const Tensor dst = tt::empty({int64_t{1} << 28}, {DType::kFloat32, d});
+    tt::bench::measure(s, d, 2.0 * (int64_t{1} << 30), [&] { dst.copy_(src); });
+  });
+  for (int64_t M : {1, 4, 8}) {
+    for (bool gemv : {true, false}) {
+      const std::string variant = gemv ? "gemv" : "lt";
+      tt::bench::register_on(
+          "decode_layers/" + variant + "/" + std::to_string(M), cuda,
+          [gemv, M](benchmark::State& s, Device d) { layers_bench(s, d, gemv, M); });
+      for (const Projection* p : {&kQkv, &kO, &kGateUp, &kDown, &kHead}) {
+        tt::bench::register_on(
+            "decode_proj/" + variant + "/" + p->name + "/" + std::to_string(M), cuda,
+            [gemv, p, M](benchmark::State& s, Device d) { proj_bench(s, d, gemv, *p, M); });
+      }
+    }
+  }
+  return tt::bench::run_main(argc, argv, "bench_decode");
+}
