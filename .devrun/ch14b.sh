@@ -64,29 +64,6 @@ in_budget() {
   echo "--- SKIPPED for time ($((SECONDS - t0)) s of BUDGET_S=$BUDGET_S): $*"
   return 1
 }
-# nvidia-smi's memory.used per GPU every 200 ms into $1 (smi_stop ends it).
-smi_start() {
-  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 >"$1" &
-  smi=$!
-}
-smi_stop() {
-  kill "$smi" 2>/dev/null
-  wait "$smi" 2>/dev/null
-}
-# The peak MiB per GPU of a file of smi_start, the first $2 GPUs, as a JSON list.
-smi_peaks() {
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-peak = {}
-for line in open(sys.argv[1]):
-    try:
-        g, used = (int(x) for x in line.split(","))
-        peak[g] = max(peak.get(g, 0), used)
-    except ValueError:
-        pass
-print(json.dumps([peak[g] for g in sorted(peak)][: int(sys.argv[2])]))
-PY
-}
 shape_args() {  # 774m | 1.3b | 124m | tiny -> L H C
   case $1 in
     774m) echo "36 20 1280" ;;

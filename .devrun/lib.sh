@@ -44,3 +44,38 @@ sanitize() {
   grep -aE "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)" "$OUT/$2"
   return $rc
 }
+# nvidia-smi's memory.used per GPU every 200 ms into $1 (smi_stop ends it).
+smi_start() {
+  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 >"$1" &
+  smi=$!
+}
+smi_stop() {
+  kill "$smi" 2>/dev/null
+  wait "$smi" 2>/dev/null
+}
+# The peak MiB per GPU of a file of smi_start, the first $2 GPUs, as a JSON list.
+smi_peaks() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+peak = {}
+for line in open(sys.argv[1]):
+    try:
+        g, used = (int(x) for x in line.split(","))
+        peak[g] = max(peak.get(g, 0), used)
+    except ValueError:
+        pass
+print(json.dumps([peak[g] for g in sorted(peak)][: int(sys.argv[2])]))
+PY
+}
+# gen_table FILE: the JSON lines of tt_generate --json in FILE as a table (batch, GEMV, ms/step,
+# tokens/s, effective GB/s and its share of the copy bandwidth, time to first token).
+gen_table() {
+  grep -a "^{" "$1" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    print("{dtype} B={batch:<3} gemv={g:3} {decode_ms_per_step:7.3f} ms/step {tokens_per_s:9.1f} "
+          "tok/s {effective_gbps:7.1f} GB/s ({pct:.1f}% of copy {copy_gbps:.0f}) TTFT {ttft_ms:.2f} "
+          "ms".format(g="on" if r["gemv"] else "off",
+                      pct=100 * r["effective_gbps"] / max(r["copy_gbps"], 1e-9), **r))'
+}

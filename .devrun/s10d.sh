@@ -63,13 +63,6 @@ TT_DECODE_GEMV_BLOCKS=$best timeout 200 build/bin/tt_generate --random tinyllama
   --device cuda --json --runs 2 --dtype bf16 --prompt-len 128 --max-new 256 --modes graph \
   --batch 1 --gemv on,off --copy-bandwidth >"$OUT/gen.log" 2>&1 || { status=1; tail -5 "$OUT/gen.log"; }
 grep -a "copy bandwidth" "$OUT/gen.log"
-grep -a "^{" "$OUT/gen.log" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    r = json.loads(line)
-    print("B={batch:<3} {g:8} {decode_ms_per_step:7.3f} ms/step {tokens_per_s:9.1f} tok/s "
-          "{effective_gbps:7.1f} GB/s ({pct:.1f}% of copy {copy_gbps:.0f})".format(
-              g="gemv" if r["gemv"] else "cuBLASLt",
-              pct=100 * r["effective_gbps"] / max(r["copy_gbps"], 1e-9), **r))'
+gen_table "$OUT/gen.log"
 stamp "s10d done (status $status)"
 exit $status
