@@ -336,11 +336,9 @@ void TrainConfig::validate() {
   TT_CHECK(!sequence_parallel || T % tp == 0, "--sequence-parallel gives each of the --tp ", tp,
            " ranks T/tp tokens: --T ", T, " is not divisible by it");
   TT_CHECK(cp >= 1, "--cp must be >= 1, got ", cp);
-  TT_CHECK(
-      cp == 1 || (!sequence_parallel && zero == 0 && !cuda_graph && precision != "bf16"), "--cp ",
-      cp,
-      " excludes --sequence-parallel, --zero 1, --cuda-graph and --precision bf16 (chapter 16's "
-      "context parallelism: float32 ring attention, DDP, --tp or --pp, eager steps)");
+  TT_CHECK(cp == 1 || (!sequence_parallel && zero == 0 && !cuda_graph), "--cp ", cp,
+           " excludes --sequence-parallel, --zero 1 and --cuda-graph (chapter 16's context "
+           "parallelism: ring attention, DDP, --tp or --pp, eager steps)");
   TT_CHECK(cp == 1 || T % (2 * cp) == 0, "--cp ", cp, " cuts each sequence into ", 2 * cp,
            " zigzag chunks: --T ", T, " is not divisible by it");
   TT_CHECK(pp >= 1 && micro_batches >= 1 && chunks >= 0,

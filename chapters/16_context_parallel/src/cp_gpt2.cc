@@ -9,6 +9,7 @@
 #include "tt/functional.h"
 #include "tt/generator.h"
 #include "tt/layers.h"
+#include "tt/mixed_precision.h"
 
 namespace tt::cp {
 
@@ -40,13 +41,22 @@ gpt2::ModelOps context_parallel_ops(gpt2::ModelOps inner, dist::ProcessGroup& gr
              "context parallel attention: qkv must be [B, Tl, 3C] with C divisible by n_head = ",
              n_head, ", got ", qkv.defined() ? qkv.describe() : std::string("(undefined)"));
     const int64_t B = qkv.size(0), Tl = qkv.size(1), C = qkv.size(2) / 3, hs = C / n_head;
+    // bfloat16 (chapter 11's operation set): the slicing and the permutes run in float32, whose
+    // backward sums the three slices' gradients with `add` (no bfloat16 kernel); the ring gets
+    // bfloat16 heads (on CUDA its blocks are chapter 11's bf16 FlashAttention) and the caller
+    // gets y in bfloat16 again.
+    const bool bf16 = qkv.dtype() == DType::kBFloat16;
+    const Tensor x = bf16 ? to_dtype(qkv, DType::kFloat32) : qkv;
     // [B, Tl, C] of q, k or v -> [B, NH, Tl, hs] (differentiable views, one copy each).
     auto heads = [&](int64_t part) {
-      const Tensor x = reshape(slice(qkv, 2, part * C, (part + 1) * C), {B, Tl, n_head, hs});
-      return contiguous(permute(x, {0, 2, 1, 3}));
+      const Tensor h = contiguous(permute(
+          reshape(slice(x, 2, part * C, (part + 1) * C), {B, Tl, n_head, hs}), {0, 2, 1, 3}));
+      return bf16 ? to_dtype(h, DType::kBFloat16) : h;
     };
-    const Tensor y = ring_attention(heads(0), heads(1), heads(2), *g, layout, /*causal=*/true);
-    return reshape(contiguous(permute(y, {0, 2, 1, 3})), {B, Tl, C});
+    Tensor y = ring_attention(heads(0), heads(1), heads(2), *g, layout, /*causal=*/true);
+    if (bf16) y = to_dtype(y, DType::kFloat32);
+    y = reshape(contiguous(permute(y, {0, 2, 1, 3})), {B, Tl, C});
+    return bf16 ? to_dtype(y, DType::kBFloat16) : y;
   };
   ops.classifier_loss = [g, layout, inner_loss = inner.classifier_loss](
                             const Tensor& h, const Tensor& wte, int64_t vocab_size,
