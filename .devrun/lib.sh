@@ -79,3 +79,16 @@ for line in sys.stdin:
           "ms".format(g="on" if r["gemv"] else "off",
                       pct=100 * r["effective_gbps"] / max(r["copy_gbps"], 1e-9), **r))'
 }
+# mpi_tests EXE NP FILTER LOG: a gtest binary of build/bin under $MPI -np NP into $OUT/LOG;
+# prints the count of each outcome and the failures; returns the job's status.
+mpi_tests() {
+  local exe=$1 np=$2 filter=$3 log=$4 rc
+  stamp "$exe -np $np $filter"
+  timeout 240 $MPI -np "$np" "build/bin/$exe" --gtest_color=no --gtest_filter="$filter" \
+    >"$OUT/$log" 2>&1
+  rc=$?
+  [ $rc = 0 ] || echo "$exe np $np FAILED (exit $rc)"
+  grep -aE "^\[ +(OK|FAILED|SKIPPED) +\]" "$OUT/$log" | awk '{print $1, $2, $3}' | sort | uniq -c
+  grep -aE "^\[  FAILED  \]|Failure$" "$OUT/$log" | sort -u | head -10
+  return $rc
+}

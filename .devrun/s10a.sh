@@ -10,20 +10,15 @@ set -uo pipefail
 status=0
 tar xJf .devbin/s10a.tar.xz || { echo "unpack failed"; exit 1; }
 nvidia-smi -L
-run_tests() {  # exe np filter log
-  local exe=$1 np=$2 filter=$3 log=$4
-  stamp "$exe -np $np $filter"
-  timeout 240 $MPI -np "$np" "build/bin/$exe" --gtest_color=no --gtest_filter="$filter" \
-    >"$OUT/$log" 2>&1 || { echo "$exe np $np FAILED (exit $?)"; status=1; }
   grep -aE "^\[ +(OK|FAILED|SKIPPED) +\]" "$OUT/$log" | awk '{print $1, $2, $3}' | sort | uniq -c
   grep -aE "^\[  FAILED  \]|Failure$" "$OUT/$log" | sort -u | head -10
 }
-run_tests tt_ch14_tests 4 '*Cuda*:Ch14_PipelineStrategy.*' ch14_np4.log
-run_tests tt_ch14_tests 2 '*Cuda*' ch14_np2.log
-run_tests tt_ch12_tests 2 '*Cuda*' ch12_np2.log
-run_tests tt_ch13_tests 2 '*Cuda*' ch13_np2.log
-run_tests tt_ch15_tests 2 '*CudaMpi*' ch15_np2.log
-run_tests tt_ch16_tests 2 '*Cuda*' ch16_np2.log
+mpi_tests tt_ch14_tests 4 '*Cuda*:Ch14_PipelineStrategy.*' ch14_np4.log || status=1
+mpi_tests tt_ch14_tests 2 '*Cuda*' ch14_np2.log || status=1
+mpi_tests tt_ch12_tests 2 '*Cuda*' ch12_np2.log || status=1
+mpi_tests tt_ch13_tests 2 '*Cuda*' ch13_np2.log || status=1
+mpi_tests tt_ch15_tests 2 '*CudaMpi*' ch15_np2.log || status=1
+mpi_tests tt_ch16_tests 2 '*Cuda*' ch16_np2.log || status=1
 PARTS=bubble BUBBLE_RUNS=${BUBBLE_RUNS:-"2:1f1b:8 2:1f1b:16 2:afab:8 4:afab:8 2:interleaved:8:2"} \
   BUDGET_S=${SWEEP_S:-300} timeout 330 bash .devrun/ch14b.sh 2>&1 | cut -c1-260 |
   grep -a "^ranks\|^pipeline\|FAILED\|SKIPPED\|^===" | cut -c1-220 || status=1

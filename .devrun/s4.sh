@@ -24,20 +24,12 @@ if [ "$PART" = 1 ] || [ ! -x build/bin/tt_ring_attention_bench ]; then
 fi
 
 if [ "$PART" = 1 ]; then
-  run_tests() {  # exe np filter log
-    local exe=$1 np=$2 filter=$3 log=$4
-    stamp "$exe -np $np $filter"
-    timeout 240 $MPI -np "$np" "build/bin/$exe" --gtest_filter="$filter" >"$OUT/$log" 2>&1
-    echo "exit $?"
-    grep -aE "^\[ +(OK|FAILED|SKIPPED) +\]" "$OUT/$log" | awk '{print $1, $2, $3}' | sort | uniq -c
-    grep -aE "^\[  FAILED  \]|Failure$" "$OUT/$log" | sort -u | head -10
-  }
-  run_tests tt_ch16_tests 4 '-Ch16_TrainGpt2Cp.*' ch16_np4.log
-  run_tests tt_ch16_tests 2 '*Cuda*' ch16_np2.log
-  run_tests tt_ch14_tests 4 '*Cuda*:Ch14_PipelineStrategy.*' ch14_np4.log
-  run_tests tt_ch14_tests 2 '*Cuda*' ch14_np2.log
-  run_tests tt_ch12_tests 2 '*Cuda*:*P2P*:*BatchSendRecv*' ch12_np2.log
-  run_tests tt_ch13_tests 2 '*Cuda*' ch13_np2.log
+  mpi_tests tt_ch16_tests 4 '-Ch16_TrainGpt2Cp.*' ch16_np4.log
+  mpi_tests tt_ch16_tests 2 '*Cuda*' ch16_np2.log
+  mpi_tests tt_ch14_tests 4 '*Cuda*:Ch14_PipelineStrategy.*' ch14_np4.log
+  mpi_tests tt_ch14_tests 2 '*Cuda*' ch14_np2.log
+  mpi_tests tt_ch12_tests 2 '*Cuda*:*P2P*:*BatchSendRecv*' ch12_np2.log
+  mpi_tests tt_ch13_tests 2 '*Cuda*' ch13_np2.log
   stamp done
 fi
 
