@@ -62,7 +62,12 @@ fi
 if [ "$gpus" -ge 4 ]; then
   data=/tmp/ch16_data
   mkdir -p "$data"
-  if [ -d /usr/share/games/fortunes ]; then corpus=/usr/share/games/fortunes; else corpus=README.md; fi
+  # The device image has no fortunes, and one README is too short for T = 65536: the chapters'
+  # text concatenated (~865k tokens of a 1024-id BPE), as .devrun/s10e.sh does.
+  if [ -d /usr/share/games/fortunes ]; then corpus=/usr/share/games/fortunes; else
+    corpus=/tmp/ch16_corpus && mkdir -p $corpus &&
+      cat chapters/*/README.md chapters/*/src/*.cc chapters/*/src/*.cu >$corpus/chapters.txt
+  fi
   build/bin/tt_prepare_data --input "$corpus" --out "$data" --vocab-size 1024 --val-fraction 0.1 \
     --overwrite >>"$OUT/train_cp.log" 2>&1
   # GPT-2 small's shape (L=12, C=768, NH=12), fp32, B = 1, no evaluation or sampling.
