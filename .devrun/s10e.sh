@@ -37,12 +37,10 @@ timeout 120 build/bin/tt_generate --random tinyllama-1.1b --device cuda --json -
 grep -a "copy bandwidth" $LOGS/gen.log
 gen_table $LOGS/gen.log
 fi
-want ch16 && for np in 2 4; do
-  stamp "ch16 CUDA tests np $np"
-  timeout 240 $MPI -np $np build/bin/tt_ch16_tests --gtest_color=no --gtest_filter='*Cuda*' \
-    >$LOGS/ch16_np$np.log 2>&1 || { echo "ch16 np $np FAILED"; status=1; }
-  grep -aE "^\[ +(OK|FAILED|SKIPPED) +\]" $LOGS/ch16_np$np.log | awk '{print $1, $2, $3}' | sort | uniq -c
-done
+if want ch16; then
+  OUT=$LOGS mpi_tests tt_ch16_tests 2 '*Cuda*' ch16_np2.log || status=1
+  OUT=$LOGS mpi_tests tt_ch16_tests 4 '*Cuda*' ch16_np4.log || status=1
+fi
 if want train; then
 stamp "train_gpt2 --precision bf16 --cp"
 data=/tmp/s10e_data corpus=/tmp/s10e_corpus

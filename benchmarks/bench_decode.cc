@@ -34,9 +34,7 @@
 #include "bench_common.h"
 #include "tt/dispatcher.h"
 #include "tt/llama.h"
-#include "tt/llama_ops.h"
 #include "tt/ops_elementwise.h"
-#include "tt/ops_matmul.h"
 
 namespace {
 
@@ -45,8 +43,9 @@ using tt::DType;
 using tt::Tensor;
 using tt::llama::GemvPrologue;
 
-constexpr int64_t kLayers = 22, kC = 2048, kF = 5632, kV = 32000;
-constexpr double kEps = 1e-5;
+constexpr int64_t kC = 2048, kF = 5632, kV = 32000;
+[[maybe_unused]] constexpr int64_t kLayers = 22;
+[[maybe_unused]] constexpr double kEps = 1e-5;
 
 struct Projection {
   const char* name;
@@ -62,6 +61,7 @@ const Projection kGateUp{"gate_up", 2 * kF, kC, GemvPrologue::kRmsNorm, false, f
 const Projection kDown{"down", kC, kF, GemvPrologue::kSwiglu, true, false};
 const Projection kHead{"head", kV, kC, GemvPrologue::kRmsNorm, false, true};
 
+#if TT_WITH_CUDA
 // A projection's tensors: `copies` weight matrices, the input rows a (after the previous op),
 // the norm weight and the output.
 struct Operands {
@@ -87,26 +87,21 @@ Operands make_operands(const Projection& p, int64_t M, int copies, Device device
   return o;
 }
 
-// out (+)= prologue(a) w^T, as Llama::run_bf16's `project` computes it; false when the GEMV
-// declines.
+// out (+)= prologue(a) w^T: the decode GEMV itself ("llama_decode_gemv", at any M it takes;
+// false when it declines), or the model's projection with the GEMV off (llama::project_bf16:
+// the prologue's kernel, then cuBLASLt).
 bool project(bool gemv, const Projection& p, const Operands& o, const Tensor& w) {
   if (gemv) {
     return tt::call_kernel<tt::llama::DecodeGemvKernel>("llama_decode_gemv", w.device(), o.out, o.a,
                                                         w, o.g, kEps, p.prologue, p.residual);
   }
-  Tensor x = o.a;
-  if (p.prologue == GemvPrologue::kRmsNorm) x = tt::rms_norm(o.a, o.g, kEps);
-  if (p.prologue == GemvPrologue::kSwiglu) {
-    x = tt::empty({o.a.size(0), p.K}, {o.a.dtype(), o.a.device()});
-    tt::call_kernel<tt::SwigluForwardKernel>("swiglu_forward", o.a.device(), x,
-                                             o.a.slice(1, 0, p.K), o.a.slice(1, p.K, 2 * p.K));
-  }
-  tt::call_kernel<tt::GemmKernel>("matmul_lt_gemm", w.device(), o.out, x, w.transpose(0, 1), 1.0,
-                                  p.residual ? 1.0 : 0.0);
+  const bool was_on = tt::llama::decode_gemv_enabled();
+  tt::llama::set_decode_gemv(false);
+  tt::llama::project_bf16(o.out, o.a, w, p.prologue, o.g, kEps, p.residual);
+  tt::llama::set_decode_gemv(was_on);
   return true;
 }
 
-#if TT_WITH_CUDA
 // Captures `work` in a CUDA graph and times its replays (GB/s from `bytes` a replay); skips
 // with `why` when work returns false.
 void time_graph(benchmark::State& state, Device device, double bytes,

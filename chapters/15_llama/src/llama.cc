@@ -79,26 +79,6 @@ std::atomic<bool>& gemv_setting() {
 // multiplies every weight again out of shared memory), so batches go to cuBLASLt.
 constexpr int64_t kGemvBatchRows = 1;
 
-// out [M, N] (+)= prologue(a) w^T: the decode GEMV when it applies (on, and M <= kGemvBatchRows),
-// else the prologue's own kernel (rms_norm, swiglu_forward on the halves of a) and gemm_wt.
-void project(const Tensor& out, const Tensor& a, const Tensor& w, GemvPrologue prologue,
-             const Tensor& norm_weight, double eps, bool accumulate) {
-  if (gemv_setting().load() && a.size(0) <= kGemvBatchRows &&
-      call_kernel<DecodeGemvKernel>("llama_decode_gemv", out.device(), out, a, w, norm_weight, eps,
-                                    prologue, accumulate)) {
-    return;
-  }
-  Tensor x = a;
-  if (prologue == GemvPrologue::kRmsNorm) x = rms_norm(a, norm_weight, eps);
-  if (prologue == GemvPrologue::kSwiglu) {
-    const int64_t F = a.size(1) / 2;
-    x = empty({a.size(0), F}, {a.dtype(), a.device()});
-    call_kernel<SwigluForwardKernel>("swiglu_forward", a.device(), x, a.slice(1, 0, F),
-                                     a.slice(1, F, 2 * F));
-  }
-  gemm_wt(out, x, w, accumulate);
-}
-
 // Rows idx of a bfloat16 table [V, C] (C even): a gather moves bits, so the table is read as
 // float32 pairs [V, C / 2] by chapter 06's embedding kernel (its index checks included).
 Tensor embed_bf16(const Tensor& table, const Tensor& idx) {
@@ -117,6 +97,24 @@ void set_decode_gemv(bool on) {
 
 bool decode_gemv_enabled() {
   return gemv_setting().load();
+}
+
+void project_bf16(const Tensor& out, const Tensor& a, const Tensor& w, GemvPrologue prologue,
+                  const Tensor& norm_weight, double eps, bool accumulate) {
+  if (gemv_setting().load() && a.size(0) <= kGemvBatchRows &&
+      call_kernel<DecodeGemvKernel>("llama_decode_gemv", out.device(), out, a, w, norm_weight, eps,
+                                    prologue, accumulate)) {
+    return;
+  }
+  Tensor x = a;
+  if (prologue == GemvPrologue::kRmsNorm) x = rms_norm(a, norm_weight, eps);
+  if (prologue == GemvPrologue::kSwiglu) {
+    const int64_t F = a.size(1) / 2;
+    x = empty({a.size(0), F}, {a.dtype(), a.device()});
+    call_kernel<SwigluForwardKernel>("swiglu_forward", a.device(), x, a.slice(1, 0, F),
+                                     a.slice(1, F, 2 * F));
+  }
+  gemm_wt(out, x, w, accumulate);
 }
 
 void LlamaConfig::validate() const {
@@ -387,9 +385,9 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
     LlamaMLP& mlp = *layer.mlp;
     const double eps = c.norm_eps;
     const Tensor qkv = empty({B, T, W}, bf16);
-    project(qkv.view({M, W}), x,
-            packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}),
-            GemvPrologue::kRmsNorm, layer.input_layernorm->weight, eps, false);
+    project_bf16(qkv.view({M, W}), x,
+                 packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}),
+                 GemvPrologue::kRmsNorm, layer.input_layernorm->weight, eps, false);
     const Tensor q = empty({B, NH, T, hs}, bf16);
     call_kernel<RopeAppendKernel>("llama_rope_append", device(), q, qkv, tables.cos, tables.sin,
                                   positions, start, cache.k[l], cache.v[l]);
@@ -403,15 +401,16 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
       call_kernel<KvCacheAttendKernel>("kv_cache_attend", device(), y, q, Tensor(), Tensor(),
                                        cache.k[l], cache.v[l], start);
     }
-    project(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), attn.o_proj->weight,
-            GemvPrologue::kNone, Tensor(), 0, true);
+    project_bf16(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), attn.o_proj->weight,
+                 GemvPrologue::kNone, Tensor(), 0, true);
     const Tensor gate_up = empty({M, 2 * F}, bf16);
-    project(gate_up, x, packed_rows({mlp.gate_proj->weight, mlp.up_proj->weight}),
-            GemvPrologue::kRmsNorm, layer.post_attention_layernorm->weight, eps, false);
-    project(x, gate_up, mlp.down_proj->weight, GemvPrologue::kSwiglu, Tensor(), 0, true);
+    project_bf16(gate_up, x, packed_rows({mlp.gate_proj->weight, mlp.up_proj->weight}),
+                 GemvPrologue::kRmsNorm, layer.post_attention_layernorm->weight, eps, false);
+    project_bf16(x, gate_up, mlp.down_proj->weight, GemvPrologue::kSwiglu, Tensor(), 0, true);
   }
   const Tensor logits = empty({M, c.vocab_size}, {DType::kFloat32, device()});
-  project(logits, x, head_weight(), GemvPrologue::kRmsNorm, model->norm->weight, c.norm_eps, false);
+  project_bf16(logits, x, head_weight(), GemvPrologue::kRmsNorm, model->norm->weight, c.norm_eps,
+               false);
   return logits.view({B, T, c.vocab_size});
 }
 

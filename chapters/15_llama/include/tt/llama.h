@@ -163,6 +163,14 @@ void set_decode_gemv(bool on);
 /// The setting of set_decode_gemv.
 bool decode_gemv_enabled();
 
+/// One projection of bfloat16 decoding, as `Llama` runs it: out [M, N] (+ out's old values with
+/// `accumulate`) = prologue(a) w^T for w [N, K], prologue one of GemvPrologue (RMSNorm with
+/// `norm_weight` and `eps`, or SwiGLU of a [M, 2K]). Through "llama_decode_gemv" when it is on
+/// (set_decode_gemv), M is 1 and the kernel takes the shapes; else the prologue's own kernel
+/// ("rms_norm", "swiglu_forward") then chapter 10's cuBLASLt GEMM with the residual as beta = 1.
+void project_bf16(const Tensor& out, const Tensor& a, const Tensor& w, GemvPrologue prologue,
+                  const Tensor& norm_weight, double eps, bool accumulate);
+
 namespace cpu {
 /// The CPU "kv_cache_attend" (exercise ch15.4): contiguous tensors of one dtype (float32 or
 /// float64), start[b] + Tq <= Tmax (checked, naming b).
