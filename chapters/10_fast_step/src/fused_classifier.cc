@@ -3,6 +3,8 @@
 // fused_classifier_cpu.cc) and "gemm". The CUDA kernels are in fused_classifier_cuda.cu and
 // chapter 07's cublas_matmul.cu.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "tt/cuda_ops.h"
 #endif
 #include "tt/parallel.h"
+#include "tt/safe_exp.h"
 
 namespace tt {
 
@@ -22,8 +25,9 @@ namespace {
 constexpr const char* kOp = "fused_classifier_loss";
 
 // Checks the front-end's inputs; returns N, the number of rows (tokens).
-int64_t check_inputs(const Tensor& x, const Tensor& wte, int64_t vocab_size,
-                     const Tensor& targets) {
+// A part of a split vocabulary may hold no token (V = 0); the whole vocabulary holds at least one.
+int64_t check_inputs(const Tensor& x, const Tensor& wte, int64_t vocab_size, const Tensor& targets,
+                     bool part = false) {
   TT_CHECK(x.defined() && wte.defined() && targets.defined(), kOp,
            ": x, wte and targets must be defined tensors");
   // float32 or float64 x with wte of its dtype; or bfloat16 x with float32 wte (mixed precision).
@@ -32,8 +36,8 @@ int64_t check_inputs(const Tensor& x, const Tensor& wte, int64_t vocab_size,
                wte.size(1) == x.size(-1),
            kOp, ": expected x [..., C] and wte [Vp, C] of one float dtype (or bfloat16 x and ",
            "float32 wte), got x ", x.describe(), ", wte ", wte.describe());
-  TT_CHECK(vocab_size >= 1 && vocab_size <= wte.size(0), kOp, ": vocab_size ", vocab_size,
-           " must be in [1, Vp] for wte ", wte.describe());
+  TT_CHECK(vocab_size >= (part ? 0 : 1) && vocab_size <= wte.size(0), kOp, ": vocab_size ",
+           vocab_size, " must be in [", part ? 0 : 1, ", Vp] for wte ", wte.describe());
   const Shape rows_shape(x.shape().begin(), x.shape().end() - 1);
   TT_CHECK(targets.dtype() == DType::kInt64 && targets.shape() == rows_shape, kOp,
            ": targets must be int64 of x's leading shape ", rows_shape, ", got ",
@@ -76,7 +80,10 @@ struct FusedClassifierFn : autograd::Function {
     const TensorOptions opts{x_in.dtype(), x_in.device()};
     const TensorOptions acc_opts{mixed ? DType::kFloat32 : x_in.dtype(), x_in.device()};
     const Tensor x = x_in.reshape({N, C}).contiguous();
-    const int64_t ld = classifier_padded_stride(V), rows_in = in[1].size(0);
+    // A part of a split vocabulary without tokens (V = 0) still multiplies one aligned block of
+    // its (padding) rows, so that no GEMM is empty; their gradient is zero.
+    const ClassifierVocabPart& part = options_.part;
+    const int64_t ld = classifier_padded_stride(std::max<int64_t>(V, 1)), rows_in = in[1].size(0);
     Tensor wte;
     if (mixed && rows_in < ld) {
       // An unpadded head (LLaMA's lm_head [V, C]): the cast goes into ld rows, the extra ones
@@ -108,9 +115,22 @@ struct FusedClassifierFn : autograd::Function {
       const Tensor xr = x.narrow(0, r0, rows);
       const Tensor z = buffer.narrow(0, 0, rows).narrow(1, 0, G);  // [rows, G], padded rows
       call_kernel<GemmKernel>(gemm, dev, z, xr, w_t, 1.0, 0.0);
-      call_kernel<ClassifierXentKernel>("classifier_xent_rows", dev, z,
-                                        row_loss.narrow(0, r0, rows), targets_.narrow(0, r0, rows),
-                                        V, scale);
+      const Tensor tr = targets_.narrow(0, r0, rows);
+      if (part.combine) {
+        // A split vocabulary: this part's statistics, made whole by combine (a collective in
+        // chapter 13), then the gradient from the whole log-sum-exp.
+        const Tensor stats = empty({2, rows}, acc_opts);
+        call_kernel<ClassifierRowStatsKernel>("classifier_row_stats", dev, z, stats, tr, part.first,
+                                              V);
+        part.combine(stats);
+        const Tensor lse = stats.select(0, 0);
+        row_loss.narrow(0, r0, rows).copy_(sub(lse, stats.select(0, 1)));
+        call_kernel<ClassifierRowGradKernel>("classifier_row_grad", dev, z, lse, tr, part.first, V,
+                                             scale);
+      } else {
+        call_kernel<ClassifierXentKernel>("classifier_xent_rows", dev, z,
+                                          row_loss.narrow(0, r0, rows), tr, V, scale);
+      }
       if (!need_grad_) continue;
       // z now holds dL/dz of these rows (for dL = 1), zero in the columns [V, G).
       call_kernel<GemmKernel>(gemm, dev, dx_.narrow(0, r0, rows), z, w, 1.0, 0.0);
@@ -170,6 +190,24 @@ void check_classifier_xent_args(const char* op, const Tensor& logits, const Tens
       logits.describe(), ", ", row_loss.describe(), ", ", targets.describe());
 }
 
+void check_classifier_part_args(const char* op, DeviceType device_type, const Tensor& logits,
+                                const Tensor& stats, const Shape& stats_shape,
+                                const Tensor& targets, int64_t vocab_size) {
+  TT_CHECK(logits.defined() && stats.defined() && targets.defined() && logits.dim() == 2 &&
+               logits.stride(1) == 1 && logits.stride(0) >= logits.size(1) && vocab_size >= 0 &&
+               vocab_size <= logits.size(1) && stats.is_contiguous() &&
+               stats.shape() == stats_shape &&
+               stats.dtype() ==
+                   (logits.dtype() == DType::kBFloat16 ? DType::kFloat32 : logits.dtype()) &&
+               logits.device().type == device_type && stats.device() == logits.device() &&
+               targets.is_contiguous() && targets.dtype() == DType::kInt64 &&
+               targets.shape() == Shape{logits.size(0)} && targets.device() == logits.device(),
+           op, ": expected logits [R, G >= V = ", vocab_size, "] with padded rows, statistics ",
+           stats_shape, " of their dtype (float32 for bfloat16) and int64 targets [R], all on ",
+           "one ", device_type_name(device_type), " device, got ", logits.describe(), ", ",
+           stats.describe(), ", ", targets.describe());
+}
+
 int64_t classifier_padded_stride(int64_t vocab_size) {
   return (vocab_size + kClassifierRowAlign - 1) / kClassifierRowAlign * kClassifierRowAlign;
 }
@@ -178,8 +216,9 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_size, DType dtype,
                               const FusedClassifierOptions& options) {
   const int64_t n = std::max<int64_t>(rows, 1);
   if (options.chunk_rows > 0) return std::min(options.chunk_rows, n);
-  const int64_t row_bytes =
-      classifier_padded_stride(vocab_size) * static_cast<int64_t>(dtype_size(dtype));
+  // A part of a split vocabulary without tokens (V = 0) still has rows of one aligned block.
+  const int64_t row_bytes = classifier_padded_stride(std::max<int64_t>(vocab_size, 1)) *
+                            static_cast<int64_t>(dtype_size(dtype));
   const int64_t fit = std::clamp<int64_t>(options.max_chunk_bytes / row_bytes, 1, n);
   const int64_t chunks = (n + fit - 1) / fit;
   return (n + chunks - 1) / chunks;  // balanced: no small last chunk
@@ -187,14 +226,25 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_size, DType dtype,
 
 Tensor fused_classifier_loss(const Tensor& x, const Tensor& wte, int64_t vocab_size,
                              const Tensor& targets, const FusedClassifierOptions& options) {
-  check_inputs(x, wte, vocab_size, targets);
+  const ClassifierVocabPart& part = options.part;
+  check_inputs(x, wte, vocab_size, targets, static_cast<bool>(part.combine));
+  // The targets are ids of the whole vocabulary (of which wte may hold one part).
+  int64_t whole = vocab_size;
+  if (part.combine) {
+    // A part of only padding may start anywhere (chapter 13's last ranks).
+    TT_CHECK(
+        part.first >= 0 && (vocab_size == 0 || part.first + vocab_size <= part.whole_vocab_size),
+        kOp, ": the vocabulary part [", part.first, ", ", part.first + vocab_size,
+        ") is not inside the whole vocabulary of ", part.whole_vocab_size, " tokens");
+    whole = part.whole_vocab_size;
+  }
   if (x.device().is_cpu()) {
-    check_target_range(targets, vocab_size);
+    check_target_range(targets, whole);
   } else if (options.check_targets) {
 #if TT_WITH_CUDA
     // On the host (one synchronization) or, under cuda::IndexChecks::kDevice (chapter 10's
     // sync-free step, CUDA graphs), recorded on the device for cuda::check_index_errors().
-    cuda::check_index_range("fused_classifier_loss", targets, vocab_size, "targets");
+    cuda::check_index_range("fused_classifier_loss", targets, whole, "targets");
 #endif
   }
   const bool need_grad = autograd::is_grad_enabled() && (x.requires_grad() || wte.requires_grad());
@@ -239,6 +289,65 @@ void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Te
         T* row = z + r * ld;
         loss[r] = classifier_row_xent<T>(row, V, t[r], s);
         std::fill(row + V, row + G, T(0));  // padding columns: no gradient
+      }
+    });
+  });
+}
+
+void classifier_row_stats(const Tensor& logits, const Tensor& stats, const Tensor& targets,
+                          int64_t first, int64_t vocab_size) {
+  const int64_t R = logits.size(0);
+  check_classifier_part_args("cpu::classifier_row_stats", DeviceType::kCPU, logits, stats,
+                             Shape{2, R}, targets, vocab_size);
+  if (logits.dtype() == DType::kBFloat16) {  // widened exactly to float32
+    classifier_row_stats(logits.to(DType::kFloat32), stats, targets, first, vocab_size);
+    return;
+  }
+  const int64_t ld = logits.stride(0);
+  const int64_t* t = targets.data<int64_t>();
+  dispatch_floating(logits.dtype(), "cpu::classifier_row_stats", [&]<typename T>() {
+    const T* z = logits.data<T>();
+    T* lse = stats.data<T>();
+    T* zt = lse + R;
+    parallel_for(0, R, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* row = z + r * ld;
+        T m = -std::numeric_limits<T>::infinity();
+        for (int64_t v = 0; v < vocab_size; ++v) m = std::fmax(m, row[v]);
+        double s = 0;
+        for (int64_t v = 0; v < vocab_size && m != -std::numeric_limits<T>::infinity(); ++v)
+          s += static_cast<double>(safe_exp(row[v] - m));
+        lse[r] = m == -std::numeric_limits<T>::infinity() ? m : m + static_cast<T>(std::log(s));
+        const int64_t local = t[r] - first;
+        zt[r] = local >= 0 && local < vocab_size ? row[local] : T(0);
+      }
+    });
+  });
+}
+
+void classifier_row_grad(const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                         int64_t first, int64_t vocab_size, double scale) {
+  check_classifier_part_args("cpu::classifier_row_grad", DeviceType::kCPU, logits, lse,
+                             Shape{logits.size(0)}, targets, vocab_size);
+  if (logits.dtype() == DType::kBFloat16) {  // computed in float32, rounded once
+    const Tensor wide = logits.to(DType::kFloat32);
+    classifier_row_grad(wide, lse, targets, first, vocab_size, scale);
+    logits.copy_(wide);
+    return;
+  }
+  const int64_t R = logits.size(0), G = logits.size(1), ld = logits.stride(0);
+  const int64_t* t = targets.data<int64_t>();
+  dispatch_floating(logits.dtype(), "cpu::classifier_row_grad", [&]<typename T>() {
+    T* z = logits.data<T>();
+    const T* l = lse.data<T>();
+    const T s = static_cast<T>(scale);
+    parallel_for(0, R, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        T* row = z + r * ld;
+        for (int64_t v = 0; v < vocab_size; ++v) row[v] = safe_exp(row[v] - l[r]) * s;
+        const int64_t local = t[r] - first;
+        if (local >= 0 && local < vocab_size) row[local] -= s;
+        std::fill(row + vocab_size, row + G, T(0));  // padding columns: no gradient
       }
     });
   });
@@ -289,6 +398,8 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, dou
 }
 
 TT_REGISTER_KERNEL("classifier_xent_rows", DeviceType::kCPU, cpu::classifier_xent_rows);
+TT_REGISTER_KERNEL("classifier_row_stats", DeviceType::kCPU, cpu::classifier_row_stats);
+TT_REGISTER_KERNEL("classifier_row_grad", DeviceType::kCPU, cpu::classifier_row_grad);
 TT_REGISTER_KERNEL("gemm", DeviceType::kCPU, cpu::gemm);
 
 }  // namespace cpu

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "classifier_test_util.h"
@@ -269,6 +270,46 @@ TEST(Ch10_7_FusedClassifier, NoRows) {
   const Tensor targets = zeros({0, 4}, {DType::kInt64});
   EXPECT_TRUE(std::isnan(fused_classifier_loss(x, wte, 5, targets).item()));
   EXPECT_TRUE(std::isnan(classifier_loss_unfused(x, wte, 5, targets).item()));
+}
+
+// A vocabulary split in parts (ClassifierVocabPart: chapter 13's vocab-parallel head, here in one
+// process): V = 29 of Vp = 48 in parts of 12 rows, so that part 2 holds 5 tokens and 7 pads and
+// part 3 only padding. Each part's statistics match the definition, every part returns the
+// whole loss, and the parts' dx add up to, their dwte rows make up, the unsplit gradients
+// (float64: the same arithmetic in another order, 1e-12). Chunks of 4 rows (N = 10).
+TEST(Ch10_FusedClassifierVocabPart, PartsMakeUpTheWholeVocabularyFloat64) {
+  const ClassifierCase c{2, 5, 6, 29, 48};
+  const ClassifierInputs in = classifier_inputs(c, 31, DType::kFloat64);
+  const ClassifierGrads ref = classifier_grads(false, in, c.V, DType::kFloat64, kCpu);
+  for (const int64_t chunk : {4, 0}) {
+    SCOPED_TRACE("chunk_rows " + std::to_string(chunk));
+    const ClassifierGrads got =
+        split_classifier_grads(in, c.V, 12, DType::kFloat64, kCpu, 1e-12, chunk);
+    EXPECT_NEAR(got.loss.item(), ref.loss.item(), 1e-12 * std::abs(ref.loss.item()));
+    EXPECT_LE(rel_norm_error(got.dx, ref.dx), 1e-12);
+    EXPECT_LE(rel_norm_error(got.dwte, ref.dwte), 1e-12);
+    const Tensor pad = got.dwte.narrow(0, c.V, c.Vp - c.V);
+    EXPECT_TENSOR_NEAR(pad, zeros(pad.shape(), {DType::kFloat64}), 0.0, 0.0);
+  }
+}
+
+TEST(Ch10_FusedClassifierVocabPart, Errors) {
+  const ClassifierCase c{2, 3, 4, 10, 12};
+  const ClassifierInputs in = classifier_inputs(c, 1, DType::kFloat32);
+  FusedClassifierOptions opt;
+  opt.part.first = 8;
+  opt.part.whole_vocab_size = 20;
+  opt.part.combine = [](const Tensor&) {};
+  // A part [8, 16) of a vocabulary of 20: fine as shapes go; the targets are whole ids.
+  Tensor t = in.targets.clone();
+  t.data<int64_t>()[2] = 20;
+  EXPECT_TT_ERROR(fused_classifier_loss(in.x, in.wte, 8, t, opt), "fused_classifier_loss",
+                  "targets[2] = 20", "out of range [0, 20)");
+  opt.part.first = 15;
+  EXPECT_TT_ERROR(fused_classifier_loss(in.x, in.wte, 8, in.targets, opt), "fused_classifier_loss",
+                  "[15, 23)", "20 tokens");
+  EXPECT_TT_ERROR(fused_classifier_loss(in.x, in.wte, -1, in.targets, opt), "fused_classifier_loss",
+                  "vocab_size -1");
 }
 
 }  // namespace

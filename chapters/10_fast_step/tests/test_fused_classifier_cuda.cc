@@ -146,5 +146,19 @@ TEST(Ch10_7_FusedClassifierCuda, Errors) {
   EXPECT_TRUE(std::isnan(loss.item()));
 }
 
+// The split vocabulary's row kernels on the GPU (ClassifierVocabPart, chapter 13's vocab-parallel
+// head): V = 1000 of Vp = 1280 in parts of 320 rows (the last one 40 tokens and 280 pads), in
+// chunks of 24 rows, float64 against the unsplit float64 reference (1e-12). Chapter 11 tests
+// bfloat16.
+TEST(Ch10_FusedClassifierVocabPartCuda, PartsMakeUpTheWholeVocabulary) {
+  TT_SKIP_IF_NO_CUDA();
+  const ClassifierCase c{2, 33, 64, 1000, 1280};
+  const ClassifierInputs in = classifier_inputs(c, 41, DType::kFloat64);
+  const ClassifierGrads ref = classifier_grads(false, in, c.V, DType::kFloat64, kCpu);
+  const ClassifierGrads got =
+      split_classifier_grads(in, c.V, 320, DType::kFloat64, Device::cuda(), 1e-12, 24);
+  expect_close(got, ref, {1e-12, 1e-12});
+}
+
 }  // namespace
 }  // namespace tt::test10

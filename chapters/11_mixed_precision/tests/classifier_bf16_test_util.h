@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../10_fast_step/tests/classifier_test_util.h"
 #include "linear_bf16_test_util.h"
 #include "tt/classifier_bf16.h"
 #include "tt/fused_classifier.h"
@@ -90,6 +91,24 @@ inline void check_classifier_case(int64_t B, int64_t T, int64_t C, int64_t V, in
   EXPECT_TRUE(within_bound(x.grad(), xr.grad(), dx_bound.reshape({B, T, C}), 1.0)) << "dx";
   // The padding rows [V, Vp) get an exactly zero gradient (bound 0).
   EXPECT_TRUE(within_bound(wte.grad(), wr.grad(), dw_bound, 1.0)) << "dwte";
+}
+
+/// Chapter 10's split vocabulary (ClassifierVocabPart, chapter 13's vocab-parallel head) under
+/// the bfloat16 policy on `device`: V = 50 of Vp = 80 in parts of 16 rows (part 3 holds 2 tokens,
+/// part 4 only padding), chunks of 5 rows, against the unsplit bf16 classifier. Both round the
+/// same logits to bfloat16 and compute in float32, so the part statistics match the float64
+/// definition to 1e-5 and the loss the unsplit one to 1e-5; the gradients differ by the
+/// bfloat16 rounding of each part's dx (1e-2 norm-relative).
+inline void check_split_vocabulary(Device device, uint64_t seed) {
+  const test10::ClassifierCase c{2, 7, 16, 50, 80};
+  const test10::ClassifierInputs in = test10::classifier_inputs(c, seed, DType::kFloat32);
+  const test10::ClassifierGrads ref =
+      test10::classifier_grads(true, in, c.V, DType::kBFloat16, device);
+  const test10::ClassifierGrads got =
+      test10::split_classifier_grads(in, c.V, 16, DType::kBFloat16, device, 1e-5, 5);
+  EXPECT_NEAR(got.loss.item(), ref.loss.item(), 1e-5 * std::abs(ref.loss.item()));
+  EXPECT_LE(test10::rel_norm_error(got.dx, ref.dx), 1e-2);
+  EXPECT_LE(test10::rel_norm_error(got.dwte, ref.dwte), 1e-2);
 }
 
 }  // namespace tt::test11

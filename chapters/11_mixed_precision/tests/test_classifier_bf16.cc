@@ -26,5 +26,9 @@ TEST(Ch11_ClassifierBf16, RejectsOtherDtypes) {
                Error);
 }
 
+TEST(Ch11_ClassifierBf16, SplitVocabularyMatchesTheWholeOne) {
+  test11::check_split_vocabulary(Device::cpu(), 2540);
+}
+
 }  // namespace
 }  // namespace tt

@@ -19,5 +19,10 @@ TEST(Ch11_ClassifierBf16Cuda, ChunksAccumulateDwInFloat32) {
   check_classifier_case(3, 5, 16, 70, 128, 2, Device::cuda(), 2630);
 }
 
+TEST(Ch11_ClassifierBf16Cuda, SplitVocabularyMatchesTheWholeOne) {
+  TT_SKIP_IF_NO_CUDA();
+  test11::check_split_vocabulary(Device::cuda(), 2640);
+}
+
 }  // namespace
 }  // namespace tt

@@ -282,10 +282,17 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
                               {DType::kInt64, idx.device()});
     return add(x, wpe.forward(pos));
   };
-  ops.classifier_loss = [plan](const Tensor& x, const Tensor& wte, int64_t vocab_size,
-                               const Tensor& targets) {
+  // A base with a classifier of its own (chapter 10's fused one, chapter 11's bf16 one) gets its
+  // vocab-parallel form: the fused classifier on this rank's rows, bfloat16 GEMMs under bf16.
+  // The plain base gets exercise ch13.4 on this rank's float logits.
+  ops.classifier_loss = [plan, fused = static_cast<bool>(base.classifier_loss)](
+                            const Tensor& x, const Tensor& wte, int64_t vocab_size,
+                            const Tensor& targets) {
     dist::ProcessGroup& group = *plan->group;
     Tensor h = plan->sequence_parallel ? gather_from_sequence(x, group) : copy_to_tp(x, group);
+    if (fused) {
+      return vocab_parallel_classifier_loss(h, wte, targets, plan->vocab, vocab_size, group);
+    }
     h = to_dtype(h, wte.dtype());
     const Tensor logits = matmul(h, transpose(wte, 0, 1));  // [B, T, Vp/tp]: this rank's columns
     return vocab_parallel_cross_entropy(view(logits, {-1, plan->vocab.size}), targets.reshape({-1}),

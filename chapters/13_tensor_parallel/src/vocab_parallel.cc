@@ -1,14 +1,16 @@
 // The vocabulary split over a tensor-parallel group (tt/vocab_parallel.h): the shard
-// arithmetic, the partial lookup and the vocab-parallel embedding. The cross-entropy (ch13.4) is
-// in vocab_parallel_loss.cc.
+// arithmetic, the partial lookup, the vocab-parallel embedding and the fused vocab-parallel head.
+// The cross-entropy (ch13.4) is in vocab_parallel_loss.cc.
 #include "tt/vocab_parallel.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "tt/error.h"
+#include "tt/fused_classifier.h"
 #include "tt/ops_elementwise.h"
 #include "tt/ops_nn.h"
+#include "tt/ops_reduce.h"
 #include "tt/ops_view.h"
 #include "tt/tensor_parallel.h"
 
@@ -57,6 +59,31 @@ Tensor vocab_parallel_lookup(const Tensor& weight, const Tensor& idx, int64_t st
   mask_shape.push_back(1);
   const Tensor mask = from_vector(mine, mask_shape).to(weight.device()).to(weight.dtype());
   return mul(embedding(weight, local_idx), mask);
+}
+
+Tensor vocab_parallel_classifier_loss(const Tensor& x, const Tensor& wte, const Tensor& targets,
+                                      const VocabShard& shard, int64_t vocab_size,
+                                      dist::ProcessGroup& group) {
+  TT_CHECK(wte.defined() && wte.dim() == 2 && wte.size(0) == shard.size,
+           "vocab_parallel_classifier_loss (", group.where(),
+           "): expected this rank's rows of the table [", shard.size, ", C], got ",
+           wte.defined() ? wte.describe() : std::string("(undefined)"));
+  FusedClassifierOptions options;
+  options.part.first = shard.start;
+  options.part.whole_vocab_size = vocab_size;
+  // stats [2, R]: this rank's log-sum-exp (-inf with no valid column) and target logit (0 where
+  // the target is another rank's). One all_gather; every rank then combines the same [tp, 2, R]
+  // in the same order, so the loss is bitwise the same on every rank.
+  options.part.combine = [&group](const Tensor& stats) {
+    const int64_t R = stats.size(1);
+    Tensor all = empty({group.world_size(), 2 * R}, {stats.dtype(), stats.device()});
+    group.all_gather(all, stats.view({2 * R}));
+    const Tensor lse = all.narrow(1, 0, R), zt = all.narrow(1, R, R);  // [tp, R] each
+    const Tensor m = max(lse, 0);  // finite: some rank holds a valid column
+    stats.select(0, 0).copy_(add(m, log(sum(exp(sub(lse, unsqueeze(m, 0))), {0}))));
+    stats.select(0, 1).copy_(sum(zt, {0}));
+  };
+  return fused_classifier_loss(x, wte, shard.valid, targets, options);
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& full,

@@ -94,4 +94,19 @@ TEST(Ch13_TensorParallelCudaMpi, Gpt2OnGpusMatchesTheCpuModel) {
   });
 }
 
+// The fused vocab-parallel head on GPUs (chapter 10's split-vocabulary row kernels, the
+// statistics all-gathered through NCCL) against the fused classifier on the CPU (ch13_test_util.h):
+// float32 (TF32 off) at 1e-5; bfloat16 (cuBLASLt's bf16 GEMMs against chapter 11's CPU
+// emulation: a logit may round to the neighbouring bf16 value) at 1e-3 on the loss and 2e-2 on
+// the gradients. V = 9 of 16: at tp = 4 the last rank holds only padding.
+TEST(Ch13_TensorParallelCudaMpi, VocabParallelClassifierOnGpusMatchesTheCpu) {
+  tt::dist::ProcessGroup& world = tt::dist::world();
+  SKIP_WITHOUT_NCCL(world);
+  const tt::Device gpu = tt::Device::cuda(world.local_rank());
+  ch13_test::check_fused_head(13, 16, tt::DType::kFloat32, 51, gpu, 1e-5, 1e-5);
+  ch13_test::check_fused_head(9, 16, tt::DType::kFloat32, 54, gpu, 1e-5, 1e-5);
+  ch13_test::check_fused_head(13, 16, tt::DType::kBFloat16, 57, gpu, 1e-3, 2e-2);
+  ch13_test::check_fused_head(9, 16, tt::DType::kBFloat16, 60, gpu, 1e-3, 2e-2);
+}
+
 }  // namespace

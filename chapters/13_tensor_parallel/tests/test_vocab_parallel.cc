@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ch13_test_util.h"
+#include "tt/parallel.h"
 #include "tt/vocab_parallel.h"
 
 namespace {
@@ -128,6 +129,19 @@ TEST(Ch13_VocabParallelEmbedding, MatchesEmbeddingMpi) {
                            full.weight.grad().narrow(0, emb.shard.start, emb.shard.size)),
               kTol);
   });
+}
+
+// The fused vocab-parallel head against the fused classifier on the whole table in one process
+// (ch13_test_util.h's check_fused_head): float32 at 1e-5, bfloat16 at 1e-5 on the loss and 1e-2
+// on the gradients, with vocabularies as the cross-entropy test: 13 of 16 and 9 of 16 (a rank of
+// only padding).
+TEST(Ch13_VocabParallelClassifier, MatchesTheFusedClassifierMpi) {
+  tt::ScopedNumThreads one_thread(1);
+  for (const tt::DType dtype : {tt::DType::kFloat32, tt::DType::kBFloat16}) {
+    const double grad_tol = dtype == tt::DType::kBFloat16 ? 1e-2 : kTol;
+    check_fused_head(13, 16, dtype, 41, tt::Device::cpu(), kTol, grad_tol);
+    check_fused_head(9, 16, dtype, 44, tt::Device::cpu(), kTol, grad_tol);
+  }
 }
 
 }  // namespace

@@ -52,6 +52,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "tt/tensor.h"
 
@@ -75,6 +76,15 @@ using ClassifierXentKernel = void(const Tensor& logits, const Tensor& row_loss,
 void check_classifier_xent_args(const char* op, const Tensor& logits, const Tensor& row_loss,
                                 const Tensor& targets, int64_t vocab_size);
 
+/// Checks the arguments of a "classifier_row_stats" (stats_shape [2, R]) or "classifier_row_grad"
+/// (stats = lse, stats_shape [R]) kernel of `device_type`: 2-D logits with unit column stride
+/// and row stride >= G >= vocab_size >= 0, contiguous stats of stats_shape and the accumulation
+/// dtype, contiguous int64 targets [R], all on one device of that type; throws tt::Error naming
+/// `op` and the tensors.
+void check_classifier_part_args(const char* op, DeviceType device_type, const Tensor& logits,
+                                const Tensor& stats, const Shape& stats_shape,
+                                const Tensor& targets, int64_t vocab_size);
+
 /// Row strides of the logits buffer are multiples of this many elements (256 bytes of float32).
 inline constexpr int64_t kClassifierRowAlign = 64;
 
@@ -83,6 +93,39 @@ inline constexpr int64_t kClassifierRowAlign = 64;
 /// loss forward + backward (bench_classifier): every chunk reads and writes all of dW once, and
 /// small chunks make small GEMMs.
 inline constexpr int64_t kClassifierChunkBytes = int64_t{512} << 20;
+
+/// Row kernel "classifier_row_stats", the first half of the row kernel for one part of a split
+/// vocabulary (ClassifierVocabPart): for logits [R, G] (rows may be padded, as above) whose first
+/// V <= G columns are the tokens [first, first + V) of the whole vocabulary, contiguous int64
+/// targets [R] (whole-vocabulary ids) and a contiguous stats [2, R] of the accumulation dtype
+/// (float32 for bfloat16 logits), writes stats[0][r] = logsumexp(z_r[0, V)) (-inf when V = 0)
+/// and stats[1][r] = z_{r, t_r - first} when first <= t_r < first + V, else 0. Reads only.
+using ClassifierRowStatsKernel = void(const Tensor& logits, const Tensor& stats,
+                                      const Tensor& targets, int64_t first, int64_t vocab_size);
+
+/// Row kernel "classifier_row_grad", the second half: given each row's log-sum-exp over the
+/// WHOLE vocabulary, lse [R] (contiguous, the accumulation dtype), overwrites columns [0, V) of
+/// each row in place with scale * (exp(z - lse) - [first + v = t_r]) and columns [V, G) with 0.
+/// With the whole vocabulary in one part (first = 0) this is classifier_xent_rows's gradient.
+using ClassifierRowGradKernel = void(const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                                     int64_t first, int64_t vocab_size, double scale);
+
+/// One part of a vocabulary split over ranks (chapter 13's vocab-parallel head): wte holds the
+/// tokens [first, first + V) of a vocabulary of whole_vocab_size tokens, the targets are
+/// whole-vocabulary ids, and every chunk's softmax statistics are made whole by `combine`.
+/// The row kernel then runs in two halves around it: "classifier_row_stats", combine,
+/// "classifier_row_grad". Active when combine is set.
+struct ClassifierVocabPart {
+  /// The whole-vocabulary id of wte's row 0.
+  int64_t first = 0;
+  /// The tokens of the whole vocabulary: the targets must lie in [0, whole_vocab_size).
+  int64_t whole_vocab_size = 0;
+  /// Called once per chunk, on every part's rank alike (it may be a collective), with stats [2,
+  /// R] of the accumulation dtype as "classifier_row_stats" wrote them for this part. Must
+  /// replace row 0 by the log-sum-exp over all parts (log sum_p exp(stats_p[0])) and row 1 by the
+  /// sum over the parts of row 1 (the target's logit: one part has it).
+  std::function<void(const Tensor& stats)> combine;
+};
 
 /// Tuning knobs of fused_classifier_loss (the defaults are what training uses).
 struct FusedClassifierOptions {
@@ -98,6 +141,8 @@ struct FusedClassifierOptions {
   /// cuda::check_index_errors() without waiting. With false (CUDA only), a target out of range
   /// gives a NaN loss instead of an error.
   bool check_targets = true;
+  /// A part of a split vocabulary (see ClassifierVocabPart); the whole vocabulary by default.
+  ClassifierVocabPart part{};
 };
 
 /// V rounded up to a multiple of kClassifierRowAlign: the row stride of the logits buffer.
@@ -120,6 +165,12 @@ int64_t classifier_chunk_rows(int64_t rows, int64_t vocab_size, DType dtype,
 /// adds to whatever else uses it, e.g. the token embedding). Throws tt::Error naming
 /// "fused_classifier_loss", the shapes, dtypes and devices on bad inputs, and the position and
 /// value of a target outside [0, V).
+///
+/// With options.part.combine set, wte holds one part of a split vocabulary: vocab_size (V >= 0)
+/// is this part's tokens, the targets are whole-vocabulary ids, the returned loss is the whole
+/// vocabulary's mean cross-entropy (the same on every part), and the gradients are this part's:
+/// dwte for its rows, dx = this part's term of the sum over the vocabulary (the parts' dx add up
+/// to the whole one: chapter 13's f operator sums them).
 Tensor fused_classifier_loss(const Tensor& x, const Tensor& wte, int64_t vocab_size,
                              const Tensor& targets, const FusedClassifierOptions& options = {});
 
@@ -148,6 +199,14 @@ extern template double classifier_row_xent<double>(double*, int64_t, int64_t, do
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
                           int64_t vocab_size, double scale);
 
+/// The CPU kernel "classifier_row_stats" (ClassifierRowStatsKernel); sums in double.
+void classifier_row_stats(const Tensor& logits, const Tensor& stats, const Tensor& targets,
+                          int64_t first, int64_t vocab_size);
+
+/// The CPU kernel "classifier_row_grad" (ClassifierRowGradKernel).
+void classifier_row_grad(const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                         int64_t first, int64_t vocab_size, double scale);
+
 /// The CPU kernel "gemm" (GemmKernel): Eigen's GEMM on Eigen::Map views of the operands, with
 /// out's row stride as its outer stride.
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
@@ -162,6 +221,16 @@ namespace cuda {
 /// float32, float64, and bfloat16 logits (computed in float32, float32 row_loss).
 void classifier_xent_rows(const Tensor& logits, const Tensor& row_loss, const Tensor& targets,
                           int64_t vocab_size, double scale);
+
+/// The CUDA kernel "classifier_row_stats": classifier_xent_rows's first pass (one block per row,
+/// the same fixed tree), writing the row's log-sum-exp and target logit instead of the loss.
+void classifier_row_stats(const Tensor& logits, const Tensor& stats, const Tensor& targets,
+                          int64_t first, int64_t vocab_size);
+
+/// The CUDA kernel "classifier_row_grad": classifier_xent_rows's second pass, with the given
+/// log-sum-exp.
+void classifier_row_grad(const Tensor& logits, const Tensor& lse, const Tensor& targets,
+                         int64_t first, int64_t vocab_size, double scale);
 
 }  // namespace cuda
 

@@ -97,8 +97,9 @@ class TensorParallelGPT2 {
 
   /// The operation set that runs `base` (reference, fast, bf16: chapters 09-11) split over the
   /// group: every linear layer through f / g (or the sequence all-gather / reduce-scatter)
-  /// around base.linear, base.linear_gelu; the embedding and the loss vocab-parallel (base's
-  /// classifier_loss is not used); description "<base>; tensor parallel tp=2[, sequence
+  /// around base.linear, base.linear_gelu; the embedding and the loss vocab-parallel: when base
+  /// has a classifier_loss (fast, bf16) the fused vocab_parallel_classifier_loss, else
+  /// vocab_parallel_cross_entropy on float logits; description "<base>; tensor parallel tp=2[, sequence
   /// parallel]".
   gpt2::ModelOps wrap(gpt2::ModelOps base) const;
   /// model().set_ops(wrap(base)).

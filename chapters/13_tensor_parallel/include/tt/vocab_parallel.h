@@ -60,6 +60,22 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
                                     const VocabShard& shard, int64_t vocab_size,
                                     dist::ProcessGroup& group);
 
+/// The fused vocab-parallel head and loss: chapter 10's fused classifier (tt/fused_classifier.h)
+/// on this rank's rows of the tied table, x [..., C] against wte [shard.size, C] (float32 or
+/// float64 x with wte of its dtype, or bfloat16 x with float32 wte: chapter 11's bfloat16 GEMMs),
+/// with the rows' softmax statistics made whole over `group` (ClassifierVocabPart). Per chunk of
+/// rows one all_gather of [2, rows] numbers (this rank's log-sum-exp and target logit) crosses
+/// the group; the logits exist one chunk at a time, of this rank's columns only. Returns the
+/// mean cross-entropy over the whole vocabulary of vocab_size tokens, the same 0-d loss on every
+/// rank; gradients: this rank's term of dx (x must enter through f, copy_to_tp, which sums them)
+/// and wte's rows (zero for the padded ones). The same loss as
+/// vocab_parallel_cross_entropy(matmul(x, wte^T), ...) in float32, computed as ModelOps' fast
+/// and bf16 classifiers compute it on one rank. Throws tt::Error naming the op for bad shapes,
+/// dtypes or a target outside [0, vocab_size).
+Tensor vocab_parallel_classifier_loss(const Tensor& x, const Tensor& wte, const Tensor& targets,
+                                      const VocabShard& shard, int64_t vocab_size,
+                                      dist::ProcessGroup& group);
+
 /// An embedding whose table is split by rows over a tensor-parallel group: forward(idx) is
 /// g(vocab_parallel_lookup(weight, idx, start)), the whole lookup on every rank.
 class VocabParallelEmbedding : public nn::Module {
