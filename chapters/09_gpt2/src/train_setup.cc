@@ -67,7 +67,8 @@ Device pick_device(const std::string& name) {
   return d;
 }
 
-std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig& config) {
+std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig& config,
+                                                               Device picked) {
   // One process, or N started by mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE).
   const bool mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
   // --tp / --sequence-parallel: chapter 13's "tp" (tensor parallel x data parallel).
@@ -80,6 +81,7 @@ std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig
                                                : config.zero == 1 ? "zero1"
                                                : mpi              ? "ddp"
                                                                   : "single");
+  strategy->set_device_type(picked.type);  // before the groups: CUDA ones may connect GPUs
   strategy->set_model_parallelism(static_cast<int>(config.tp), config.sequence_parallel);
   strategy->set_context_parallelism(static_cast<int>(config.cp));
   strategy->set_pipeline({static_cast<int>(config.pp), static_cast<int>(config.micro_batches),
@@ -104,7 +106,7 @@ RunStart start_run(TrainConfig& config) {
     std::printf("%s\n", picked.str().c_str());
     return {nullptr, picked};
   }
-  std::unique_ptr<gpt2::ParallelStrategy> parallel = make_parallel_strategy(config);
+  std::unique_ptr<gpt2::ParallelStrategy> parallel = make_parallel_strategy(config, picked);
   // Every rank was started with the same options (else: an error naming the rank that was not).
   check_same_on_all_ranks(config, *parallel);
   config.validate_for(parallel->data_world_size());

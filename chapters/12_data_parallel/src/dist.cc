@@ -517,7 +517,22 @@ std::unique_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   }
   auto group = std::make_unique<ProcessGroup>(std::move(sub));
   group->set_timeout_seconds(timeout_s_);
+  if (cuda_backend_) {  // every rank of this group has it: all take part in ncclCommSplit
+    Watchdog::Scope scope(
+        *watchdog_, detail::str("ncclCommSplit(color=", color, ", key=", key, ")"), timeout_s_);
+    group->cuda_backend_ = split_nccl_backend(*cuda_backend_, *group->backend_, color, key);
+  }
   return group;
+}
+
+void ProcessGroup::init_cuda() {
+  if (cuda_backend_) return;
+  Watchdog::Scope scope(*watchdog_, "init_cuda (ncclCommInitRank)", timeout_s_);
+  cuda_backend_ = make_nccl_backend(*backend_);
+}
+
+std::string ProcessGroup::cuda_backend_name() const {
+  return cuda_backend_ ? cuda_backend_->name() : std::string();
 }
 
 // ----- the one-process backend -------------------------------------------------------------

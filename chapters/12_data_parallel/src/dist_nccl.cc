@@ -119,11 +119,7 @@ class NcclBackend final : public Backend {
         rank_(bootstrap.rank()),
         size_(bootstrap.world_size()),
         device_(bootstrap.local_rank()) {
-    const int gpus = cuda::device_count();
-    TT_CHECK(device_ < gpus, "tt::dist nccl (rank ", rank_, " of ", size_,
-             "): this rank is number ", device_, " on its machine and needs GPU ", device_,
-             ", but the machine has ", gpus, " GPU(s); start at most ", gpus,
-             " rank(s) per machine for CUDA tensors");
+    check_device();
     // NVLink SHARP (multicast) is not available on every multi-GPU machine and makes
     // ncclCommInitRank fail there; the user's own setting wins.
     setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
@@ -138,10 +134,27 @@ class NcclBackend final : public Backend {
     cuda::DeviceGuard guard(device_);
     check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank",
           detail::str(size_, " ranks on cuda:", device_));
-    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    TT_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
-    TT_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
-    TT_CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(float)));
+    create_stream();
+  }
+  // A sub-group's communicator: ncclCommSplit of `parent`'s (a collective of parent's ranks),
+  // over the ranks of `bootstrap` (the sub-group's CPU backend, split with the same color and
+  // key, so that both order the ranks alike).
+  NcclBackend(NcclBackend& parent, Backend& bootstrap, int color, int key)
+      : bootstrap_(bootstrap),
+        rank_(bootstrap.rank()),
+        size_(bootstrap.world_size()),
+        device_(parent.device_),
+        split_(true) {
+    cuda::DeviceGuard guard(device_);
+    check(ncclCommSplit(parent.comm_, color, key, &comm_, nullptr), "ncclCommSplit",
+          detail::str("color ", color, ", key ", key, " of ", parent.size_, " ranks"));
+    int n = 0, r = 0;
+    check(ncclCommCount(comm_, &n), "ncclCommCount", "");
+    check(ncclCommUserRank(comm_, &r), "ncclCommUserRank", "");
+    TT_CHECK(n == size_ && r == rank_, "tt::dist nccl: ncclCommSplit(color ", color, ", key ", key,
+             ") gave rank ", r, " of ", n, ", but the CPU backend's split gave rank ", rank_,
+             " of ", size_);
+    create_stream();
   }
   ~NcclBackend() override {
     cuda::DeviceGuard guard(device_);
@@ -154,7 +167,25 @@ class NcclBackend final : public Backend {
   NcclBackend(const NcclBackend&) = delete;
   NcclBackend& operator=(const NcclBackend&) = delete;
 
-  std::string name() const override { return "nccl"; }
+  std::string name() const override { return split_ ? "nccl (ncclCommSplit)" : "nccl"; }
+
+ private:
+  void check_device() const {
+    const int gpus = cuda::device_count();
+    TT_CHECK(device_ < gpus, "tt::dist nccl (rank ", rank_, " of ", size_,
+             "): this rank is number ", device_, " on its machine and needs GPU ", device_,
+             ", but the machine has ", gpus, " GPU(s); start at most ", gpus,
+             " rank(s) per machine for CUDA tensors");
+  }
+  // The communication stream, its ordering event and the barrier's scratch (device_ current).
+  void create_stream() {
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TT_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
+    TT_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+    TT_CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(float)));
+  }
+
+ public:
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   int local_rank() const override { return device_; }
@@ -265,6 +296,7 @@ class NcclBackend final : public Backend {
 
   Backend& bootstrap_;
   int rank_, size_, device_;
+  bool split_ = false;  // made by ncclCommSplit
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t inputs_ready_ = nullptr;
@@ -277,12 +309,24 @@ std::unique_ptr<Backend> make_nccl_backend(Backend& bootstrap) {
   return std::make_unique<NcclBackend>(bootstrap);
 }
 
+std::unique_ptr<Backend> split_nccl_backend(Backend& parent, Backend& bootstrap, int color,
+                                            int key) {
+  auto* nccl = dynamic_cast<NcclBackend*>(&parent);
+  TT_CHECK(nccl != nullptr, "tt::dist split_nccl_backend: the parent backend '", parent.name(),
+           "' is not an NCCL backend");
+  return std::make_unique<NcclBackend>(*nccl, bootstrap, color, key);
+}
+
 #else
 
 std::unique_ptr<Backend> make_nccl_backend(Backend& bootstrap) {
   TT_THROW("tt::dist (rank ", bootstrap.rank(), " of ", bootstrap.world_size(),
            "): this build has no NCCL, so collectives cannot take CUDA tensors (configure a CUDA "
            "build where cmake/FindNCCL.cmake finds nccl.h and libnccl)");
+}
+
+std::unique_ptr<Backend> split_nccl_backend(Backend& parent, Backend&, int, int) {
+  TT_THROW("tt::dist split_nccl_backend (parent '", parent.name(), "'): this build has no NCCL");
 }
 
 #endif

@@ -135,4 +135,8 @@ std::string ProcessGrid::where() const {
   return s + ")";
 }
 
+void connect_world_gpus(DeviceType type) {
+  if (type == DeviceType::kCUDA) dist::world().init_cuda();
+}
+
 }  // namespace tt::tp

@@ -33,6 +33,8 @@ class TensorParallelStrategy final : public gpt2::ParallelStrategy {
   int data_rank() const override { return grid_->coordinate("dp"); }
   int data_world_size() const override { return grid_->size("dp"); }
 
+  void set_device_type(DeviceType type) override { connect_world_gpus(type); }
+
   void set_model_parallelism(int tp, bool sequence_parallel) override {
     // A collective of the world: the grid's groups (every rank calls it with the same tp; the
     // options were compared before, and ProcessGrid checks the sizes again).

@@ -109,4 +109,39 @@ TEST(Ch13_TensorParallelCudaMpi, VocabParallelClassifierOnGpusMatchesTheCpu) {
   ch13_test::check_fused_head(9, 16, tt::DType::kBFloat16, 60, gpu, 1e-3, 2e-2);
 }
 
+// With the world's NCCL communicator made first (init_cuda, what train_gpt2 --tp/--pp/--cp does
+// on GPUs), every group of a grid gets its own by ncclCommSplit when the grid splits the world:
+// named so, and its collectives sum and gather over the right ranks in the right order.
+TEST(Ch13_TensorParallelCudaMpi, GridGroupsAreNcclCommSplitOfTheWorld) {
+  tt::dist::ProcessGroup& world = tt::dist::world();
+  SKIP_WITHOUT_NCCL(world);
+  const tt::Device gpu = tt::Device::cuda(world.local_rank());
+  world.init_cuda();
+  EXPECT_NE(world.cuda_backend_name(), "");
+  for (int tp : ch13_test::tp_sizes(world.world_size())) {
+    SCOPED_TRACE("tp=" + std::to_string(tp));
+    tt::tp::ProcessGrid grid = tt::tp::ProcessGrid::dp_tp(world, tp);
+    for (const char* dim : {"dp", "tp"}) {
+      SCOPED_TRACE(dim);
+      tt::dist::ProcessGroup& g = grid.group(dim);
+      EXPECT_EQ(g.cuda_backend_name(), "nccl (ncclCommSplit)");
+      // The world ranks of the group, in group order, gathered on the GPU.
+      Tensor mine = tt::full({1}, static_cast<double>(world.rank()), {tt::DType::kFloat32, gpu});
+      Tensor all = tt::empty({g.world_size(), 1}, {tt::DType::kFloat32, gpu});
+      g.all_gather(all, mine);
+      const std::vector<float> got = all.to(tt::Device::cpu()).contiguous().to_vector<float>();
+      std::vector<int> coord = grid.coordinates_of(world.rank());
+      const int d = std::string(dim) == "dp" ? 0 : 1;
+      double want_sum = 0;
+      for (int k = 0; k < g.world_size(); ++k) {
+        coord[d] = k;
+        EXPECT_EQ(got[k], static_cast<float>(grid.rank_of(coord))) << "member " << k;
+        want_sum += grid.rank_of(coord);
+      }
+      g.all_reduce(mine);
+      EXPECT_EQ(mine.to(tt::Device::cpu()).item(), want_sum);
+    }
+  }
+}
+
 }  // namespace

@@ -103,6 +103,8 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   int data_rank() const override { return grid().coordinate("dp"); }
   int data_world_size() const override { return grid().size("dp"); }
 
+  void set_device_type(DeviceType type) override { tp::connect_world_gpus(type); }
+
   void set_context_parallelism(int cp) override {
     TT_CHECK(cp >= 1, "the pipeline strategy \"pp\": --cp must be >= 1, got ", cp);
     if (cp > 1) (void)context_parallel_wrap();  // chapter 16 linked in, else a clear error

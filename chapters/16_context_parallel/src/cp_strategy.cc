@@ -34,6 +34,8 @@ class ContextParallelStrategy final : public gpt2::ParallelStrategy {
   int data_rank() const override { return grid_ ? grid_->coordinate("dp") : rank(); }
   int data_world_size() const override { return grid_ ? grid_->size("dp") : world_size(); }
 
+  void set_device_type(DeviceType type) override { tp::connect_world_gpus(type); }
+
   void set_model_parallelism(int tp, bool sequence_parallel) override {
     TT_CHECK(!sequence_parallel,
              "cp strategy: context parallelism does not compose with "

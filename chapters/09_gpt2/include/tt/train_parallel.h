@@ -91,6 +91,11 @@ class ParallelStrategy {
   /// llm.c export).
   bool splits_model() const { return data_world_size() != world_size(); }
 
+  /// Told first, before any other setting, the type of device every rank trains on
+  /// (train_gpt2 --device). A strategy whose process groups carry CUDA tensors may connect the
+  /// GPUs here (chapters 13, 14, 16: the world's NCCL communicator, so that the grid's groups
+  /// are ncclCommSplit of it; a collective). Default: nothing.
+  virtual void set_device_type(DeviceType type) { (void)type; }
   /// Asks the strategy to split every model over `tp` ranks (tensor parallelism), with
   /// sequence parallelism when `sequence_parallel` (train_gpt2 --tp, --sequence-parallel).
   /// Default: accepts tp = 1 without sequence parallelism only, else throws tt::Error naming

@@ -37,8 +37,10 @@ Device pick_device(const std::string& name);
 /// The strategy of the run: "pp" for --pp > 1 (chapter 14), "tp" for --tp > 1 or
 /// --sequence-parallel (chapter 13), "zero1" for --zero 1, "ddp" when started by mpirun
 /// (OpenMPI's OMPI_COMM_WORLD_SIZE is set), else "single" (gpt2::make_parallel_strategy), told
-/// the model parallelism and the pipeline (set_model_parallelism, set_pipeline).
-std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig& config);
+/// the device type of the run first (set_device_type: `picked`'s), then the model parallelism and
+/// the pipeline (set_model_parallelism, set_pipeline).
+std::unique_ptr<gpt2::ParallelStrategy> make_parallel_strategy(const TrainConfig& config,
+                                                               Device picked = Device::cpu());
 
 /// This rank's device: with several ranks on GPUs, cuda:local_rank (NCCL needs one GPU per
 /// rank); otherwise `picked`. Throws tt::Error when the machine has fewer GPUs than local ranks.

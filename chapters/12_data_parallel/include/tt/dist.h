@@ -278,11 +278,20 @@ class ProcessGroup {
   [[nodiscard]] std::unique_ptr<Work> batch_send_recv_async(const std::vector<P2POp>& ops);
   /// A new group of the ranks of this group that pass the same `color` (>= 0), ranked by
   /// (`key`, rank in this group): chapter 13's data- and tensor-parallel groups. Every rank of
-  /// this group must call it (a collective: MPI_Comm_split on the CPU backend). CUDA tensors of
-  /// the new group get their own NCCL communicator on the first CUDA collective (a fresh
-  /// ncclUniqueId broadcast over the new group, ncclCommInitRank; not ncclCommSplit). Destroy
-  /// the new group before finalize().
+  /// this group must call it (a collective: MPI_Comm_split on the CPU backend). When this group
+  /// already has its NCCL communicator (init_cuda(), or a CUDA collective before), the new group
+  /// gets its own now, by ncclCommSplit; otherwise on its first CUDA collective (a fresh
+  /// ncclUniqueId broadcast over the new group, ncclCommInitRank). Destroy the new group before
+  /// finalize().
   std::unique_ptr<ProcessGroup> split(int color, int key);
+  /// Creates this group's NCCL communicator now (on the GPU local_rank()) instead of at the first
+  /// CUDA collective, so that groups split from it afterwards use ncclCommSplit. A collective of
+  /// the group's ranks; nothing when it exists. Throws as the first CUDA collective would (no
+  /// NCCL, no such GPU).
+  void init_cuda();
+  /// The name of the NCCL backend of this group's CUDA tensors ("nccl", "nccl (ncclCommSplit)"),
+  /// or "" before it exists.
+  std::string cuda_backend_name() const;
 
   /// The watchdog limit of one call, in seconds.
   double timeout_seconds() const { return timeout_s_; }
@@ -335,5 +344,13 @@ std::unique_ptr<Backend> make_self_backend();
 /// not exist (more ranks on this machine than GPUs), or when NCCL fails, naming the call, rank
 /// and device.
 std::unique_ptr<Backend> make_nccl_backend(Backend& bootstrap);
+/// The NCCL backend of a sub-group: ncclCommSplit(`parent`'s communicator, color, key), a
+/// collective of parent's ranks (NCCL shares the parent's topology and connections instead of
+/// bootstrapping a new communicator). `bootstrap` is the sub-group's CPU backend, split from
+/// parent's bootstrap with the same color and key; the two must agree on the rank (checked).
+/// Name "nccl (ncclCommSplit)". Throws tt::Error when parent is not an NCCL backend, when the
+/// build has no NCCL, or when NCCL fails.
+std::unique_ptr<Backend> split_nccl_backend(Backend& parent, Backend& bootstrap, int color,
+                                            int key);
 
 }  // namespace tt::dist

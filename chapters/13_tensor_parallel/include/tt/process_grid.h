@@ -89,4 +89,10 @@ class ProcessGrid {
   std::vector<std::shared_ptr<dist::ProcessGroup>> groups_;
 };
 
+/// For a run on `type` devices: on CUDA, creates the world's NCCL communicator now
+/// (dist::world().init_cuda(), a collective of the world), so that the groups of every grid made
+/// afterwards are ncclCommSplit of it; nothing on the CPU. The strategies "tp", "pp" and "cp"
+/// call it from ParallelStrategy::set_device_type.
+void connect_world_gpus(DeviceType type);
+
 }  // namespace tt::tp
