@@ -24,7 +24,10 @@ class CopyToTpFn final : public autograd::Function {
   std::string name() const override { return "CopyToTpBackward"; }
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
 #if TT_SOLUTION
-    return {private_copy(in[0])};
+    // A view: a new tensor over the same memory (the identity needs no copy; nothing writes
+    // into it: the next layer only reads it). A strided input is made contiguous first.
+    const Tensor x = in[0].contiguous();
+    return {x.view(x.shape())};
 #else
     TT_TODO("ch13.1", "f forward: the input unchanged, as a new tensor");
 #endif

@@ -531,6 +531,10 @@ void ProcessGroup::init_cuda() {
   cuda_backend_ = make_nccl_backend(*backend_);
 }
 
+void ProcessGroup::release_cuda() {
+  cuda_backend_.reset();
+}
+
 std::string ProcessGroup::cuda_backend_name() const {
   return cuda_backend_ ? cuda_backend_->name() : std::string();
 }

@@ -139,4 +139,8 @@ void connect_world_gpus(DeviceType type) {
   if (type == DeviceType::kCUDA) dist::world().init_cuda();
 }
 
+void release_world_gpus() {
+  dist::world().release_cuda();
+}
+
 }  // namespace tt::tp

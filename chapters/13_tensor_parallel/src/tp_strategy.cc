@@ -43,6 +43,7 @@ class TensorParallelStrategy final : public gpt2::ParallelStrategy {
   }
 
   void prepare_model(nn::Module& model) override {
+    release_world_gpus();  // the grid is split: its groups have their communicators
     auto* gpt = dynamic_cast<gpt2::GPT2*>(&model);
     TT_CHECK(gpt != nullptr, "the tensor-parallel strategy splits GPT-2 models only, got a ",
              model.type_name());

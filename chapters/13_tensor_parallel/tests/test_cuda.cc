@@ -111,7 +111,8 @@ TEST(Ch13_TensorParallelCudaMpi, VocabParallelClassifierOnGpusMatchesTheCpu) {
 
 // With the world's NCCL communicator made first (init_cuda, what train_gpt2 --tp/--pp/--cp does
 // on GPUs), every group of a grid gets its own by ncclCommSplit when the grid splits the world:
-// named so, and its collectives sum and gather over the right ranks in the right order.
+// named so, its collectives sum and gather over the right ranks in the right order, and it
+// keeps working after the world frees its communicator.
 TEST(Ch13_TensorParallelCudaMpi, GridGroupsAreNcclCommSplitOfTheWorld) {
   tt::dist::ProcessGroup& world = tt::dist::world();
   SKIP_WITHOUT_NCCL(world);
@@ -141,6 +142,14 @@ TEST(Ch13_TensorParallelCudaMpi, GridGroupsAreNcclCommSplitOfTheWorld) {
       g.all_reduce(mine);
       EXPECT_EQ(mine.to(tt::Device::cpu()).item(), want_sum);
     }
+    // The groups keep their communicators when the world frees its own (what the strategies do
+    // once their grids are split).
+    world.release_cuda();
+    EXPECT_EQ(world.cuda_backend_name(), "");
+    Tensor one = tt::full({1}, 1.0, {tt::DType::kFloat32, gpu});
+    grid.group("tp").all_reduce(one);
+    EXPECT_EQ(one.to(tt::Device::cpu()).item(), static_cast<double>(tp));
+    world.init_cuda();  // for the next tp's grid
   }
 }
 

@@ -145,6 +145,7 @@ class PipelineStrategy final : public gpt2::ParallelStrategy {
   }
 
   void prepare_model(nn::Module& model) override {
+    tp::release_world_gpus();  // the grid is split: its groups have their communicators
     gpt2::GPT2& gpt = as_gpt2(model);
     // More virtual stages than blocks (e.g. an --init-llmc model): refused before any split.
     (void)gpt2_stage_layers(gpt.config(), spec_.stages * spec_.chunks);

@@ -53,7 +53,10 @@ class ContextParallelStrategy final : public gpt2::ParallelStrategy {
         world,
         std::vector<tp::GridDim>{{"dp", world.world_size() / (cp * tp_)}, {"cp", cp}, {"tp", tp_}});
   }
-  void prepare_model(nn::Module& model) override { inner_->prepare_model(model); }
+  void prepare_model(nn::Module& model) override {
+    tp::release_world_gpus();  // the grids are split: their groups have their communicators
+    inner_->prepare_model(model);
+  }
   gpt2::ModelOps model_ops(gpt2::ModelOps ops) const override {
     TT_CHECK(grid_ != nullptr, "cp strategy: set_context_parallelism must come before model_ops");
     return context_parallel_ops(inner_->model_ops(std::move(ops)), grid_->group("cp"),

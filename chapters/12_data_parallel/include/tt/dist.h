@@ -289,6 +289,10 @@ class ProcessGroup {
   /// the group's ranks; nothing when it exists. Throws as the first CUDA collective would (no
   /// NCCL, no such GPU).
   void init_cuda();
+  /// Destroys this group's NCCL communicator (after the work queued on it), freeing its buffers;
+  /// the next CUDA collective makes a new one. Groups split from it keep theirs. Nothing when
+  /// there is none.
+  void release_cuda();
   /// The name of the NCCL backend of this group's CUDA tensors ("nccl", "nccl (ncclCommSplit)"),
   /// or "" before it exists.
   std::string cuda_backend_name() const;
