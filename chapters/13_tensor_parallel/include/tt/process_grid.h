@@ -96,8 +96,8 @@ class ProcessGrid {
 void connect_world_gpus(DeviceType type);
 
 /// Frees the world's NCCL communicator once the grids are split (dist::world().release_cuda():
-/// their groups keep their own; training sends nothing over the whole world on GPUs). Its
-/// buffers took 586 MiB a GPU on H200s. The strategies call it from prepare_model.
+/// their groups keep their own; training sends nothing over the whole world on GPUs): 216 MiB a
+/// GPU on 4 H200s. The strategies call it from prepare_model.
 void release_world_gpus();
 
 }  // namespace tt::tp
