@@ -92,3 +92,12 @@ mpi_tests() {
   grep -aE "^\[  FAILED  \]|Failure$" "$OUT/$log" | sort -u | head -10
   return $rc
 }
+# prep_data DIR: the chapters' READMEs (and docs/, README.md) as a GPT-2-tokenized corpus in DIR
+# (tt_prepare_data, 20% validation), once; the log in $OUT/prep.log.
+prep_data() {
+  [ -d "$1" ] && return 0
+  local inputs=() f
+  for f in chapters/*/README.md docs/*.md README.md; do [ -f "$f" ] && inputs+=(--input "$f"); done
+  build/bin/tt_prepare_data "${inputs[@]}" --format paragraph --gpt2-vocab --val-fraction 0.2 \
+    --out "$1" >"$OUT/prep.log" 2>&1 || { tail -5 "$OUT/prep.log"; return 1; }
+}

@@ -20,10 +20,7 @@ for np in 2 4; do
 done
 
 data=/tmp/s11_data
-inputs=()
-for f in chapters/*/README.md docs/*.md README.md; do [ -f "$f" ] && inputs+=(--input "$f"); done
-build/bin/tt_prepare_data "${inputs[@]}" --format paragraph --gpt2-vocab --val-fraction 0.2 \
-  --out "$data" >"$OUT/prep.log" 2>&1 || { tail -5 "$OUT/prep.log"; status=1; }
+prep_data "$data" || status=1
 
 stamp "PyTorch DTensor TP (eager, bf16 autocast)"
 for tp in 1 2 4; do

@@ -7,10 +7,7 @@ set -uo pipefail
 . .devrun/lib.sh
 tar xJf .devbin/s11c.tar.xz || exit 1
 data=/tmp/s11_data
-inputs=()
-for f in chapters/*/README.md docs/*.md README.md; do [ -f "$f" ] && inputs+=(--input "$f"); done
-build/bin/tt_prepare_data "${inputs[@]}" --format paragraph --gpt2-vocab --val-fraction 0.2 \
-  --out "$data" >"$OUT/prep.log" 2>&1 || tail -5 "$OUT/prep.log"
+prep_data "$data"
 for extra in "" "--sequence-parallel"; do
   r=/tmp/s11_trace
   rm -rf $r

@@ -11,10 +11,7 @@ stamp "ch13 CUDA tests np 4"
 $MPI -np 4 build/bin/tt_ch13_tests --gtest_color=no --gtest_filter='*Cuda*' >"$OUT/ch13_np4.log" 2>&1 || status=1
 grep -aE "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|worst" "$OUT/ch13_np4.log" | sed 's/ ([0-9]* ms)//' | sort | uniq -c
 data=/tmp/s11_data
-inputs=()
-for f in chapters/*/README.md docs/*.md README.md; do [ -f "$f" ] && inputs+=(--input "$f"); done
-build/bin/tt_prepare_data "${inputs[@]}" --format paragraph --gpt2-vocab --val-fraction 0.2 \
-  --out "$data" >"$OUT/prep.log" 2>&1 || tail -5 "$OUT/prep.log"
+prep_data "$data"
 run() {
   local np=$1 tp=$2 extra=$3 r=/tmp/s11_run launch=""
   [ "$np" -gt 1 ] && launch="$MPI_APP -np $np"

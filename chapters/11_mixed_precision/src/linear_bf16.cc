@@ -6,6 +6,7 @@
 #include "tt/linear_bf16.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tt/autograd.h"
@@ -64,6 +65,7 @@ struct LinearBf16Fn : autograd::Function {
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor& x = in[0];
     x_dtype_ = x.dtype();
+    dgrad_hook_ = ScopedDgradHook::current();
     x_ = x.to(kBf16).contiguous();  // no copy when x is already contiguous bfloat16
     // The optimizer's bfloat16 copies of the masters (tt/master_weights.h), or casts of them.
     w_ = bf16_weight(in[1]);
@@ -106,6 +108,7 @@ struct LinearBf16Fn : autograd::Function {
                  ": no GEMM algorithm for dy ", dh.describe(), ", W ", w_.describe());
       }
       out[0] = dx.to(x_dtype_);
+      if (dgrad_hook_) dgrad_hook_(out[0]);  // before the dW GEMM: its work may overlap it
     }
     const bool need_db = has_bias_ && needs_input_grad(2);
     if (needs_input_grad(1) || need_db) {
@@ -133,9 +136,11 @@ struct LinearBf16Fn : autograd::Function {
   void release_saved() override {
     Function::release_saved();
     x_ = w_ = pre_ = Tensor();
+    dgrad_hook_ = nullptr;
   }
 
   bool gelu_;
+  DgradHook dgrad_hook_;  // the hook installed when forward ran (ScopedDgradHook)
   bool has_bias_ = false;
   DType x_dtype_ = DType::kFloat32;
   Tensor x_, w_, pre_;  // bfloat16 x, W and pre-activation: no history, no reference cycle
@@ -157,6 +162,22 @@ Tensor linear_bf16_impl(const char* op, const Tensor& x, nn::Linear& layer, bool
 }
 
 }  // namespace
+
+namespace {
+thread_local DgradHook current_dgrad_hook;
+}  // namespace
+
+ScopedDgradHook::ScopedDgradHook(DgradHook hook) : previous_(std::move(current_dgrad_hook)) {
+  current_dgrad_hook = std::move(hook);
+}
+
+ScopedDgradHook::~ScopedDgradHook() {
+  current_dgrad_hook = std::move(previous_);
+}
+
+const DgradHook& ScopedDgradHook::current() {
+  return current_dgrad_hook;
+}
 
 Tensor linear_bf16(const Tensor& x, nn::Linear& layer) {
   return linear_bf16_impl("linear_bf16", x, layer, false);

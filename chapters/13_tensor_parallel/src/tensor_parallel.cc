@@ -77,6 +77,40 @@ Tensor weight_shard(const char* kind, const nn::Linear& full, int64_t dim,
   return full.weight.detach().narrow(dim, begin, n / group.world_size()).contiguous().clone();
 }
 
+// f with an all-reduce started early (EarlyGradReduce).
+class CopyToTpEarlyFn final : public autograd::Function {
+ public:
+  CopyToTpEarlyFn(dist::ProcessGroup& group, std::shared_ptr<EarlyGradReduce> early)
+      : group_(group), early_(std::move(early)) {}
+  std::string name() const override { return "CopyToTpEarlyBackward"; }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor x = in[0].contiguous();
+    return {x.view(x.shape())};
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    EarlyGradReduce& e = *early_;
+    const Tensor& dy = g[0];
+    const bool same = e.work != nullptr && dy.is_contiguous() && e.source.defined() &&
+                      dy.data_ptr() == e.source.data_ptr() && dy.numel() == e.source.numel();
+    if (e.work) e.work->wait();
+    Tensor out;
+    if (same) {
+      out = e.sum.view(dy.shape());
+      ++e.finished;
+    } else {
+      out = dy.contiguous().clone();
+      group_.all_reduce(out, dist::ReduceOp::kSum);
+    }
+    e.source = e.sum = Tensor();
+    e.work.reset();
+    return {out};
+  }
+
+ private:
+  dist::ProcessGroup& group_;
+  std::shared_ptr<EarlyGradReduce> early_;
+};
+
 }  // namespace
 
 Tensor gather_last_dim(const Tensor& x, dist::ProcessGroup& group) {
@@ -148,6 +182,20 @@ Tensor TensorParallelMLP::forward(const Tensor& x) {
   // No communication between the two layers: GELU is elementwise, so it applies to each rank's
   // hidden slice independently.
   return c_proj->forward(gelu(c_fc->forward(x)));
+}
+
+void EarlyGradReduce::start(const Tensor& dx, dist::ProcessGroup& group) {
+  TT_CHECK(work == nullptr, "EarlyGradReduce (", group.where(),
+           "): an all-reduce is already in flight for this layer");
+  source = dx;
+  sum = dx.contiguous().clone();
+  work = group.all_reduce_async(sum, dist::ReduceOp::kSum);
+}
+
+Tensor copy_to_tp_early(const Tensor& x, dist::ProcessGroup& group,
+                        std::shared_ptr<EarlyGradReduce> early) {
+  TT_CHECK(early != nullptr, "copy_to_tp_early (", group.where(), "): no EarlyGradReduce");
+  return autograd::Function::apply<CopyToTpEarlyFn>({x}, group, std::move(early))[0];
 }
 
 }  // namespace tt::tp

@@ -4,6 +4,7 @@
 #include "tt/tp_gpt2.h"
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "tt/autograd.h"
 #include "tt/dispatcher.h"
 #include "tt/error.h"
+#include "tt/linear_bf16.h"
 #include "tt/mixed_precision.h"
 #include "tt/ops_elementwise.h"
 #include "tt/ops_matmul.h"
@@ -58,12 +60,18 @@ const char* split_name(Split s) {
 // The ranks of `group` must split the same model the same way: each shares its view and every
 // rank compares all of them (one small all-gather), so a difference is an error on every rank.
 void check_agreement(const gpt2::GPT2Config& c, dist::ProcessGroup& group, const TpOptions& o) {
-  static const char* const kNames[] = {"tp",         "n_layer",          "n_head",
-                                       "n_embd",     "vocab_size",       "padded_vocab_size",
-                                       "block_size", "sequence_parallel"};
-  const std::vector<int64_t> mine = {
-      group.world_size(), c.n_layer,           c.n_head,     c.n_embd,
-      c.vocab_size,       c.padded_vocab_size, c.block_size, o.sequence_parallel ? 1 : 0};
+  static const char* const kNames[] = {"tp",         "n_layer",           "n_head",
+                                       "n_embd",     "vocab_size",        "padded_vocab_size",
+                                       "block_size", "sequence_parallel", "early_grad_reduce"};
+  const std::vector<int64_t> mine = {group.world_size(),
+                                     c.n_layer,
+                                     c.n_head,
+                                     c.n_embd,
+                                     c.vocab_size,
+                                     c.padded_vocab_size,
+                                     c.block_size,
+                                     o.sequence_parallel ? 1 : 0,
+                                     o.early_grad_reduce ? 1 : 0};
   const auto k = static_cast<int64_t>(mine.size());
   Tensor all = empty({group.world_size(), k}, {DType::kInt64, Device::cpu()});
   group.all_gather(all, from_vector(mine, {k}));
@@ -180,6 +188,7 @@ struct LayerPlan {
 struct TensorParallelGPT2::Plan {
   dist::ProcessGroup* group = nullptr;
   bool sequence_parallel = false;
+  bool early_grad_reduce = false;
   VocabShard vocab;
   std::unordered_map<const nn::Linear*, LayerPlan> layers;
 
@@ -192,6 +201,17 @@ struct TensorParallelGPT2::Plan {
   // Into a column-parallel layer: f (replicated input), or the all-gather of the tokens.
   Tensor enter(const Tensor& x) const {
     return sequence_parallel ? gather_from_sequence(x, *group) : copy_to_tp(x, *group);
+  }
+  // A column-parallel layer on x: enter(x), then run(in). With early_grad_reduce (and no SP) f's
+  // all-reduce starts in the layer's own backward, right after its dx GEMM (chapter 11's
+  // DgradHook), and overlaps its weight-gradient GEMM; f's backward then only waits for it.
+  template <typename Run>
+  Tensor column(const Tensor& x, Run run) const {
+    if (!early_grad_reduce || sequence_parallel) return run(enter(x));
+    auto early = std::make_shared<EarlyGradReduce>();
+    const Tensor in = copy_to_tp_early(x, *group, early);
+    ScopedDgradHook hook([early, g = group](const Tensor& dx) { early->start(dx, *g); });
+    return run(in);
   }
   // Out of a row-parallel layer: g (sum), or the reduce-scatter to this rank's tokens.
   Tensor leave(const Tensor& y) const {
@@ -213,6 +233,7 @@ TensorParallelGPT2::TensorParallelGPT2(gpt2::GPT2& model, dist::ProcessGroup& gr
   plan_ = std::make_shared<Plan>();
   plan_->group = &group;
   plan_->sequence_parallel = options.sequence_parallel;
+  plan_->early_grad_reduce = options.early_grad_reduce;
   plan_->vocab = vocab_;
   for (const auto& [name, param] : model.named_parameters()) {
     TT_CHECK(!param.grad().defined(), "TensorParallelGPT2: split the model before training (", name,
@@ -247,7 +268,7 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
     auto run = [&](const Tensor& in) {
       return base_linear ? base_linear(in, layer) : layer.forward(in);
     };
-    if (p.kind == LayerKind::kColumn) return run(plan->enter(x));
+    if (p.kind == LayerKind::kColumn) return plan->column(x, run);
     const Tensor y = plan->leave(run(x));
     if (!p.bias.defined()) return y;
     if (y.dtype() == p.bias.dtype()) return add(y, p.bias);
@@ -263,8 +284,9 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
                                                                 nn::Linear& layer) {
     TT_CHECK(plan->layer(layer).kind == LayerKind::kColumn,
              "TensorParallelGPT2: linear_gelu on a row-parallel layer (", layer.extra_repr(), ")");
-    const Tensor in = plan->enter(x);
-    return base_linear_gelu ? base_linear_gelu(in, layer) : gelu(layer.forward(in));
+    return plan->column(x, [&](const Tensor& in) {
+      return base_linear_gelu ? base_linear_gelu(in, layer) : gelu(layer.forward(in));
+    });
   };
   ops.embed = [plan](const Tensor& idx, nn::Embedding& wte, nn::Embedding& wpe) {
     dist::ProcessGroup& group = *plan->group;

@@ -5,6 +5,7 @@
 // (the one-process format), so a run resumes under any layout.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,6 +41,9 @@ class TensorParallelStrategy final : public gpt2::ParallelStrategy {
     // options were compared before, and ProcessGrid checks the sizes again).
     grid_ = std::make_unique<ProcessGrid>(ProcessGrid::dp_tp(world_, tp));
     options_.sequence_parallel = sequence_parallel;
+    // Opt-in until measured on GPUs: f's all-reduce overlapping the weight-gradient GEMM.
+    const char* early = std::getenv("TT_TP_EARLY_GRAD_REDUCE");
+    options_.early_grad_reduce = early != nullptr && std::string(early) == "1";
   }
 
   void prepare_model(nn::Module& model) override {

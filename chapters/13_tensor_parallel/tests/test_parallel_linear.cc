@@ -16,6 +16,8 @@
 #include <string>
 
 #include "ch13_test_util.h"
+#include "tt/linear_bf16.h"
+#include "tt/mixed_precision.h"
 
 namespace {
 
@@ -83,6 +85,42 @@ TEST(Ch13_2_ColumnParallel, GradientsMatchLinearMpi) {
       EXPECT_LE(max_abs_diff(col.weight.grad(), part(full.weight.grad(), 0, begin, n)), kTol);
       EXPECT_TRUE(bitwise_equal(col.bias.grad(), part(full.bias.grad(), 0, begin, n)));
     }
+  });
+}
+
+// f's all-reduce started inside chapter 11's bf16 linear backward (EarlyGradReduce, through the
+// layer's DgradHook, right after its dx GEMM) against plain f: the same input gradient bit for
+// bit (the same sum, started earlier), and the early sum was the one taken. The input is float32,
+// so the bf16 layer returns a float32 dx, which MPI can sum.
+TEST(Ch13_EarlyGradReduce, SameInputGradientAsFMpi) {
+  constexpr int64_t kIn = 8, kOut = 16;
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
+    const int64_t n = kOut / tp, begin = n * group.rank();
+    const tt::nn::Linear full = make_linear(kIn, kOut, 3);
+    tt::nn::Linear shard(kIn, n);
+    shard.weight.copy_(part(full.weight, 0, begin, n));
+    shard.bias.copy_(part(full.bias, 0, begin, n));
+    const Tensor w = part(make_input(kRows, kOut, 4), 1, begin, n);
+    auto input_grad = [&](bool early_reduce) {
+      Tensor x = make_input(kRows, kIn, 5).set_requires_grad();
+      auto early = std::make_shared<tt::tp::EarlyGradReduce>();
+      Tensor y;
+      if (early_reduce) {
+        const Tensor in = tt::tp::copy_to_tp_early(x, group, early);
+        tt::ScopedDgradHook hook([early, &group](const Tensor& dx) { early->start(dx, group); });
+        y = tt::linear_bf16(in, shard);
+      } else {
+        y = tt::linear_bf16(tt::tp::copy_to_tp(x, group), shard);
+      }
+      tt::autograd::backward(weighted_sum(tt::to_dtype(y, tt::DType::kFloat32), w));
+      EXPECT_EQ(early->finished, early_reduce ? 1 : 0);
+      shard.weight.set_grad(Tensor());
+      shard.bias.set_grad(Tensor());
+      return x.grad();
+    };
+    const Tensor want = input_grad(false), got = input_grad(true);
+    ASSERT_TRUE(got.defined());
+    EXPECT_TRUE(bitwise_equal(got, want)) << "max |diff| " << max_abs_diff(got, want);
   });
 }
 

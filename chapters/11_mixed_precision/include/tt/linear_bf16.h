@@ -25,11 +25,37 @@
 /// | "matmul_lt_dgrad" | MatmulLtDgradKernel | cpu::matmul_lt_dgrad | cuda::matmul_lt_dgrad |
 #pragma once
 
+#include <functional>
+
 #include "tt/layers.h"
 #include "tt/lt_gemm.h"
 #include "tt/tensor.h"
 
 namespace tt {
+
+/// Work on a bf16 linear layer's input gradient that may overlap the layer's weight-gradient GEMM
+/// (chapter 13 starts its tensor-parallel all-reduce of dx there). Called by the backward of
+/// linear_bf16 and linear_gelu_bf16 with dx (x's dtype and shape [M, K]) right after the dx GEMM
+/// is queued and before the dW GEMM; it must not modify dx.
+using DgradHook = std::function<void(const Tensor& dx)>;
+
+/// Installs `hook` for the bf16 linear layers whose forward runs in this scope, on this thread:
+/// each such layer keeps the hook and calls it in its backward. The previous hook is restored at
+/// the end of the scope.
+class ScopedDgradHook {
+ public:
+  /// Installs `hook` (an empty one: none).
+  explicit ScopedDgradHook(DgradHook hook);
+  /// Restores the previous hook.
+  ~ScopedDgradHook();
+  ScopedDgradHook(const ScopedDgradHook&) = delete;
+  ScopedDgradHook& operator=(const ScopedDgradHook&) = delete;
+  /// The hook installed on this thread (empty when none).
+  static const DgradHook& current();
+
+ private:
+  DgradHook previous_;
+};
 
 /// y = x W^T + b in bfloat16 for `layer` (bias optional; the signature of
 /// gpt2::ModelOps::linear): x [..., in] float32 or bfloat16 on the layer's device, the layer's

@@ -38,6 +38,26 @@ Tensor copy_to_tp(const Tensor& x, dist::ProcessGroup& group);
 /// output's gradient unchanged.
 Tensor reduce_from_tp(const Tensor& x, dist::ProcessGroup& group);
 
+/// An all-reduce of a column-parallel layer's input gradient started early, by the layer's own
+/// backward (chapter 11's DgradHook, right after the dx GEMM), so that it overlaps the layer's
+/// weight-gradient GEMM; copy_to_tp_early's backward finishes it.
+struct EarlyGradReduce {
+  /// Starts the all-reduce (sum over `group`) of a private copy of `dx`, without waiting.
+  void start(const Tensor& dx, dist::ProcessGroup& group);
+  Tensor source;                     ///< the dx it was started on
+  Tensor sum;                        ///< the private copy being summed
+  std::unique_ptr<dist::Work> work;  ///< the collective in flight
+  int64_t finished = 0;              ///< backward passes that took the early sum (for tests)
+};
+
+/// f (copy_to_tp) whose backward takes the sum `early` started when the gradient it receives is
+/// the one `early` saw (the same memory and size: the layer after f is its only user), waiting
+/// for it; otherwise (or when nothing was started) it waits for what is in flight and sums the
+/// gradient itself, as f does. Forward: a view of x. Every rank must take the same path (they
+/// run the same graph).
+Tensor copy_to_tp_early(const Tensor& x, dist::ProcessGroup& group,
+                        std::shared_ptr<EarlyGradReduce> early);
+
 /// Concatenates the ranks' `x` ([..., n] each) along the last dim in rank order ([..., tp*n]);
 /// backward keeps this rank's slice of the gradient. The optional output gather of a
 /// column-parallel linear.

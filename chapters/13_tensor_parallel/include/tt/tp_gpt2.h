@@ -48,6 +48,11 @@ namespace tt::tp {
 /// How a model is split.
 struct TpOptions {
   bool sequence_parallel = false;  ///< shard LayerNorm and residual regions along the sequence
+  /// Start f's backward all-reduce inside each column-parallel layer's backward, right after its
+  /// dx GEMM, so that it overlaps the layer's weight-gradient GEMM (chapter 11's bf16 layers
+  /// call the hook; others keep f's plain all-reduce). Not with sequence_parallel (ignored).
+  /// train_gpt2: TT_TP_EARLY_GRAD_REDUCE=1.
+  bool early_grad_reduce = false;
 };
 
 /// How one parameter of a GPT-2 is split over the tensor-parallel group.
