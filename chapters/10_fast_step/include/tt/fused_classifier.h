@@ -72,7 +72,8 @@ using ClassifierXentKernel = void(const Tensor& logits, const Tensor& row_loss,
 /// Checks the arguments of a "classifier_xent_rows" kernel (the contract above: 2-D logits with
 /// unit column stride and row stride >= G >= vocab_size >= 1, row_loss [R] of their dtype,
 /// contiguous int64 targets [R], all on one device); throws tt::Error naming `op` and the
-/// tensors. The kernels check their device type themselves.
+/// tensors (check_classifier_part_args with row_loss as the [R] values, and vocab_size >= 1). The
+/// kernels check their device type themselves.
 void check_classifier_xent_args(const char* op, const Tensor& logits, const Tensor& row_loss,
                                 const Tensor& targets, int64_t vocab_size);
 
