@@ -1,26 +1,58 @@
 #!/usr/bin/env bash
-# For the next session (issue 24): measure TpOptions::early_grad_reduce on 2-4 GPUs. Carried
-# binaries (.devbin/s12a.tar.xz: tt_ch13_tests, train_gpt2, tt_prepare_data built for sm_90):
-#  1. chapter 13's CUDA tests at np 2 (the bf16 curve test has an early-reduce layout);
-#  2. bf16 train_gpt2, L36 H20 C1280, B=8 T=1024, tp 2 and (4 GPUs) tp 4, with and without
+# Session 12, first call (4 GPUs). Carried binaries (.devbin/s12a.tar.xz: tt_ch13_tests,
+# train_gpt2, tt_prepare_data, tt_allreduce_bench built for sm_90):
+#  1. the pp and cp strategies on GPUs after their groups became ncclCommSplit of the world's
+#     communicator (7f85212, ce3d287): --pp 2, --cp 2, --pp 2 --cp 2, --tp 2 --cp 2 against one GPU,
+#     float32 (losses within 1e-4) and bf16 (tools/compare_runs --tol 2e-2);
+#  2. chapter 13's CUDA tests at np 2 (the bf16 curve test has an early-reduce layout);
+#  3. bf16 train_gpt2, L36 H20 C1280, B=8 T=1024, tp 2 and 4 with and without
 #     TT_TP_EARLY_GRAD_REDUCE=1, steps 4-6, in the same call;
-#  3. --trace of tp 2 with it (tools/trace_ops: the idle time against 23.2 ms without).
+#  4. NCCL all-reduce, all-gather sizes of the TP collectives (tt_allreduce_bench) at 2 and 4.
 set -uo pipefail
 . .devrun/lib.sh
 status=0
 tar xJf .devbin/s12a.tar.xz || exit 1
 gpus=$(nvidia-smi -L | wc -l)
-stamp "ch13 CUDA tests np 2"
-$MPI -np 2 build/bin/tt_ch13_tests --gtest_color=no --gtest_filter='*Cuda*' >"$OUT/ch13_np2.log" 2>&1 || status=1
-grep -aE "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|worst" "$OUT/ch13_np2.log" | sed 's/ ([0-9]* ms)//' | sort | uniq -c
 data=/tmp/s12_data
 prep_data "$data" || status=1
+small() {  # NAME NP PRECISION [FLAGS...]: a small GPT-2 for 12 steps into /tmp/s12_NAME
+  local name=$1 np=$2 prec=$3 r=/tmp/s12_$1
+  shift 3
+  rm -rf $r
+  $MPI_APP -np "$np" build/bin/train_gpt2 --data $data --out $r --device cuda --precision "$prec" \
+    --layers 4 --heads 4 --channels 256 --T 256 --B 8 --steps 12 --warmup 2 --eval-every 0 \
+    --eval-batches 1 --sample-tokens 1 --log-every 1 --seed 7 "$@" >$r.log 2>&1 ||
+    { echo "$name FAILED"; tail -5 $r.log | cut -c1-300; status=1; }
+}
+stamp "pp/cp/tp strategies against one GPU"
+for prec in fp32 bf16; do
+  small one_$prec 1 $prec
+  small pp2_$prec 2 $prec --pp 2 --micro-batches 2
+  small cp2_$prec 2 $prec --cp 2
+  small tp2_$prec 2 $prec --tp 2
+  if [ "$gpus" -ge 4 ]; then
+    small pp2cp2_$prec 4 $prec --pp 2 --cp 2 --micro-batches 2
+    small tp2cp2_$prec 4 $prec --tp 2 --cp 2
+  fi
+  tol=1e-4
+  [ $prec = bf16 ] && tol=2e-2
+  for r in pp2 cp2 tp2 pp2cp2 tp2cp2; do
+    [ -f /tmp/s12_${r}_$prec/train.csv ] || continue
+    echo "--- $r $prec vs one GPU"
+    python3 tools/compare_runs /tmp/s12_one_$prec/train.csv /tmp/s12_${r}_$prec/train.csv \
+      --tol $tol --window 1 2>&1 | head -4 || status=1
+  done
+done
+grep -ah "^step 12/12 |" /tmp/s12_*.log | cut -c1-100 | head -12
+stamp "ch13 CUDA tests np 2"
+mpi_tests tt_ch13_tests 2 '*Cuda*' ch13_np2.log || status=1
+grep -a "worst" "$OUT/ch13_np2.log" | head -8
 run() {  # NP [ENV...]
   local np=$1 r=/tmp/s12_run
   shift
   rm -rf $r
   echo "--- tp $np $*"
-  env "$@" $MPI_APP -np "$np" build/bin/train_gpt2 --data $data --out $r --device cuda \
+  env "$@" $MPI_APP -np "$np" -x TT_TP_EARLY_GRAD_REDUCE build/bin/train_gpt2 --data $data --out $r --device cuda \
     --precision bf16 --layers 36 --heads 20 --channels 1280 --T 1024 --B 8 --steps 8 \
     --kill-after-step 6 --warmup 1 --eval-every 0 --eval-batches 1 --sample-tokens 1 \
     --log-every 1 --tp "$np" >$r.log 2>&1
@@ -28,20 +60,18 @@ run() {  # NP [ENV...]
   grep -aE "rror|what\(\)" $r.log | head -3 | cut -c1-300
 }
 stamp "throughput"
+export TT_TP_EARLY_GRAD_REDUCE=0
 for np in 2 4; do
   [ "$gpus" -ge $np ] || continue
-  run $np
+  run $np TT_TP_EARLY_GRAD_REDUCE=0
   run $np TT_TP_EARLY_GRAD_REDUCE=1
+  run $np TT_TP_EARLY_GRAD_REDUCE=0
 done
-stamp "trace tp 2, early reduce"
-r=/tmp/s12_trace
-rm -rf $r
-TT_TP_EARLY_GRAD_REDUCE=1 $MPI_APP -np 2 -x TT_TP_EARLY_GRAD_REDUCE build/bin/train_gpt2 \
-  --data $data --out $r --device cuda --precision bf16 --layers 36 --heads 20 --channels 1280 \
-  --T 1024 --B 8 --steps 4 --warmup 1 --eval-every 0 --eval-batches 1 --sample-tokens 1 \
-  --log-every 1 --tp 2 --trace "$OUT/tp2e.json" --trace-steps 3 >$r.log 2>&1
-grep -aE "^step [2-4]/4 \||rror" $r.log | cut -c1-120
-python3 tools/trace_ops "$OUT/tp2e.json" --top 12 2>&1 | tee "$OUT/tp2e.ops.txt"
-rm -rf $r "$OUT/tp2e.json"
+stamp "collectives"
+for np in 2 4; do
+  [ "$gpus" -ge $np ] || continue
+  $MPI -np $np build/bin/tt_allreduce_bench --device cuda --min-bytes 4194304 --max-mib 64 \
+    --iters 20 --warmup 5 2>&1 | tail -6
+done
 stamp "s12a done (status $status)"
 exit $status

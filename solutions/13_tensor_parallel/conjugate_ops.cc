@@ -11,10 +11,14 @@ namespace tt::tp {
 
 namespace {
 
-// A copy of `t` in fresh contiguous memory, which a collective may overwrite in place
-// (maybe_unused: the starter's TODOs do not call it).
-[[maybe_unused]] Tensor private_copy(const Tensor& t) {
-  return t.contiguous().clone();
+// The sum over `group` of `t` in new memory: an out-of-place all-reduce that reads t and
+// writes a fresh tensor (t and whoever else holds it see no change; on NCCL one collective,
+// no copy). maybe_unused: the starter's TODOs do not call it.
+[[maybe_unused]] Tensor summed(const Tensor& t, dist::ProcessGroup& group) {
+  const Tensor in = t.contiguous();
+  Tensor out = empty(in.shape(), {in.dtype(), in.device()});
+  group.all_reduce(out, in, dist::ReduceOp::kSum);
+  return out;
 }
 
 // f: identity forward, all-reduce backward.
@@ -34,13 +38,11 @@ class CopyToTpFn final : public autograd::Function {
   }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
 #if TT_SOLUTION
-    Tensor grad = private_copy(g[0]);
-    group_.all_reduce(grad, dist::ReduceOp::kSum);
-    return {grad};
+    return {summed(g[0], group_)};
 #else
     TT_TODO("ch13.1",
-            "f backward: the sum over the group's ranks of the output gradient (a private copy "
-            "all-reduced in place)");
+            "f backward: the sum over the group's ranks of the output gradient, in a new tensor "
+            "(group.all_reduce(out, in): out of place)");
 #endif
   }
 
@@ -55,13 +57,11 @@ class ReduceFromTpFn final : public autograd::Function {
   std::string name() const override { return "ReduceFromTpBackward"; }
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
 #if TT_SOLUTION
-    Tensor out = private_copy(in[0]);
-    group_.all_reduce(out, dist::ReduceOp::kSum);
-    return {out};
+    return {summed(in[0], group_)};
 #else
     TT_TODO("ch13.1",
-            "g forward: the sum over the group's ranks of the input (a private copy all-reduced "
-            "in place; never change the input)");
+            "g forward: the sum over the group's ranks of the input, in a new tensor "
+            "(group.all_reduce(out, in): out of place; never change the input)");
 #endif
   }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {

@@ -195,19 +195,19 @@ Tensor GPT2::loss(const Tensor& idx, const Tensor& targets) {
 }
 
 Tensor GPT2::loss_from_hidden(const Tensor& h, const Tensor& targets) {
-  TT_CHECK(h.defined() && h.dim() == 3 && targets.defined() && targets.dim() == 2 &&
-               h.size(0) == targets.size(0),
+  TT_CHECK(h.defined() && h.dim() == 3 && targets.defined() && targets.dim() == 2,
            "GPT2::loss_from_hidden: hidden states ",
            h.defined() ? h.describe() : std::string("(undefined)"), " and targets ",
            targets.defined() ? targets.describe() : std::string("(undefined)"),
            " must be [B, T, C] and [B, T]");
-  // A classifier_loss hook may be given this rank's part of the sequence (chapter 13's sequence
-  // parallelism: h is [B, T / tp, C]) and checks the lengths itself.
+  // A classifier_loss hook may be given this rank's part of the tokens (chapter 13's sequence
+  // parallelism: h is [B, T / tp, C] or [B / tp, T, C]) and checks the shapes itself.
   if (ops_->classifier_loss) {
     return ops_->classifier_loss(h, wte->weight, config_.vocab_size, targets);
   }
-  TT_CHECK(h.size(1) == targets.size(1), "GPT2::loss_from_hidden: hidden states ", h.describe(),
-           " and targets ", targets.describe(), " must be [B, T, C] and [B, T]");
+  TT_CHECK(h.size(0) == targets.size(0) && h.size(1) == targets.size(1),
+           "GPT2::loss_from_hidden: hidden states ", h.describe(), " and targets ",
+           targets.describe(), " must be [B, T, C] and [B, T]");
   return cross_entropy(view(logits(h), {-1, config_.vocab_size}), targets.reshape({-1}));
 }
 

@@ -55,7 +55,8 @@ Tensor widen(const void* p, DType t, bool trans, int64_t rows, int64_t cols, int
 // ----- the autograd Function -------------------------------------------------------------------
 
 // Inputs {x [M, K] (float32 or bfloat16), w [N, K] float32} or {x, w, b [N] float32}; output
-// y [M, N] bfloat16 (gelu of it with gelu_). Keeps the bfloat16 x and W for backward.
+// y [M, N] bfloat16 (gelu of it with gelu_). Keeps the bfloat16 x (or what the pack hook makes
+// of it) and W for backward.
 struct LinearBf16Fn : autograd::Function {
   explicit LinearBf16Fn(bool gelu) : gelu_(gelu) {}
   std::string name() const override {
@@ -65,25 +66,31 @@ struct LinearBf16Fn : autograd::Function {
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor& x = in[0];
     x_dtype_ = x.dtype();
-    dgrad_hook_ = ScopedDgradHook::current();
+    hooks_ = ScopedLinearHooks::current();
     x_ = x.to(kBf16).contiguous();  // no copy when x is already contiguous bfloat16
+    x_shape_ = x_.shape();
     // The optimizer's bfloat16 copies of the masters (tt/master_weights.h), or casts of them.
     w_ = bf16_weight(in[1]);
     const Tensor b = in.size() > 2 ? bf16_weight(in[2]) : Tensor();
     const Device dev = x.device();
     Tensor y = empty({x.size(0), w_.size(0)}, {kBf16, dev});
     if (gelu_) pre_ = empty(y.shape(), {kBf16, dev});
-    if (y.numel() == 0) return {y};  // no rows (or no outputs): nothing to compute
-    if (call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", dev, y, x_, w_, b, pre_)) {
-      return {y};
-    }
+    y = run_forward(y, b);
+    if (hooks_.pack) x_ = hooks_.pack(x_);  // after the GEMM, which needed the whole x
+    return {y};
+  }
+  // The forward GEMM(s) of x_ and w_ into y (and pre_); returns the output.
+  Tensor run_forward(const Tensor& y, const Tensor& b) {
+    const Device dev = y.device();
+    if (y.numel() == 0) return y;  // no rows (or no outputs): nothing to compute
+    if (call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", dev, y, x_, w_, b, pre_)) return y;
     // cuBLASLt's GELU epilogue needs out % 8 == 0: the bias epilogue into pre, then GELU.
     TT_CHECK(gelu_ && call_kernel<MatmulLtForwardKernel>("matmul_lt_forward", dev, pre_, x_, w_, b,
                                                          Tensor()),
              name(), ": no GEMM algorithm for x ", x_.describe(), ", W ", w_.describe());
     Tensor g = empty(y.shape(), {DType::kFloat32, dev});
     call_kernel<UnaryForwardKernel>("gelu_forward", dev, g, pre_.to(DType::kFloat32));
-    return {g.to(kBf16)};
+    return g.to(kBf16);
   }
   void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
     has_bias_ = in.size() > 2;
@@ -100,7 +107,7 @@ struct LinearBf16Fn : autograd::Function {
     const bool empty_problem = dh.numel() == 0;  // no rows: zero gradients
     std::vector<Tensor> out(has_bias_ ? 3 : 2);
     if (needs_input_grad(0)) {
-      Tensor dx = empty(x_.shape(), {kBf16, dev});
+      Tensor dx = empty(x_shape_, {kBf16, dev});
       if (empty_problem) {
         dx.fill_(0.0);
       } else {
@@ -108,7 +115,12 @@ struct LinearBf16Fn : autograd::Function {
                  ": no GEMM algorithm for dy ", dh.describe(), ", W ", w_.describe());
       }
       out[0] = dx.to(x_dtype_);
-      if (dgrad_hook_) dgrad_hook_(out[0]);  // before the dW GEMM: its work may overlap it
+      if (hooks_.dgrad) hooks_.dgrad(out[0]);  // before the dW GEMM: its work may overlap it
+    }
+    if (hooks_.unpack) {  // x back for the dW GEMM, after dx (whose GEMM did not need it)
+      x_ = hooks_.unpack(x_).to(kBf16).contiguous();
+      TT_CHECK(x_.shape() == x_shape_, name(), ": the unpack hook gave ", x_.describe(),
+               " for the saved input ", x_shape_);
     }
     const bool need_db = has_bias_ && needs_input_grad(2);
     if (needs_input_grad(1) || need_db) {
@@ -136,14 +148,15 @@ struct LinearBf16Fn : autograd::Function {
   void release_saved() override {
     Function::release_saved();
     x_ = w_ = pre_ = Tensor();
-    dgrad_hook_ = nullptr;
+    hooks_ = LinearHooks{};
   }
 
   bool gelu_;
-  DgradHook dgrad_hook_;  // the hook installed when forward ran (ScopedDgradHook)
+  LinearHooks hooks_;  // the hooks installed when forward ran (ScopedLinearHooks)
   bool has_bias_ = false;
   DType x_dtype_ = DType::kFloat32;
-  Tensor x_, w_, pre_;  // bfloat16 x, W and pre-activation: no history, no reference cycle
+  Shape x_shape_;       // x's shape [M, K] (x_ may be packed)
+  Tensor x_, w_, pre_;  // bfloat16 x (or its pack), W and pre-activation: no history, no cycle
 };
 
 Tensor linear_bf16_impl(const char* op, const Tensor& x, nn::Linear& layer, bool gelu) {
@@ -164,19 +177,22 @@ Tensor linear_bf16_impl(const char* op, const Tensor& x, nn::Linear& layer, bool
 }  // namespace
 
 namespace {
-thread_local DgradHook current_dgrad_hook;
+thread_local LinearHooks current_linear_hooks;
 }  // namespace
 
-ScopedDgradHook::ScopedDgradHook(DgradHook hook) : previous_(std::move(current_dgrad_hook)) {
-  current_dgrad_hook = std::move(hook);
+ScopedLinearHooks::ScopedLinearHooks(LinearHooks hooks) : previous_(current_linear_hooks) {
+  TT_CHECK(static_cast<bool>(hooks.pack) == static_cast<bool>(hooks.unpack),
+           "ScopedLinearHooks: pack and unpack come together (got only ",
+           hooks.pack ? "pack" : "unpack", ")");
+  current_linear_hooks = std::move(hooks);
 }
 
-ScopedDgradHook::~ScopedDgradHook() {
-  current_dgrad_hook = std::move(previous_);
+ScopedLinearHooks::~ScopedLinearHooks() {
+  current_linear_hooks = std::move(previous_);
 }
 
-const DgradHook& ScopedDgradHook::current() {
-  return current_dgrad_hook;
+const LinearHooks& ScopedLinearHooks::current() {
+  return current_linear_hooks;
 }
 
 Tensor linear_bf16(const Tensor& x, nn::Linear& layer) {

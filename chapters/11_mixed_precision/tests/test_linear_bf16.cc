@@ -2,6 +2,7 @@
 // bfloat16-rounded values; the tolerances are derived in linear_bf16_test_util.h.
 #include "accum_fusion_test_util.h"
 #include "linear_bf16_test_util.h"
+#include "tt/mixed_precision.h"
 
 namespace tt {
 namespace {
@@ -113,6 +114,59 @@ TEST(Ch11_LinearBf16, GradientAccumulationFusionIsBitExact) {
     };
     test11::check_accumulation_fusion(fwd, Device::cpu(), 37, 24, 40, 2700);
   }
+}
+
+// LinearHooks: dgrad sees dx before the dW GEMM; pack decides what the layer keeps of its input
+// (here a float32 copy, counted) and unpack gives it back for dW; the values and gradients are
+// those without hooks, bit for bit; pack without unpack is refused.
+TEST(Ch11_LinearBf16, HooksSeeDxAndPackTheSavedInput) {
+  for (const bool gelu : {false, true}) {
+    SCOPED_TRACE(gelu ? "linear_gelu_bf16" : "linear_bf16");
+    auto run = [gelu](bool hooked, int* calls) {
+      Generator gen(21);
+      nn::Linear layer(16, 24, true, gen);
+      Tensor x = randn({5, 16}, gen).set_requires_grad(true);
+      Tensor y;
+      {
+        LinearHooks hooks;
+        if (hooked) {
+          hooks.dgrad = [calls](const Tensor& dx) {
+            EXPECT_EQ(dx.shape(), (Shape{5, 16}));
+            ++calls[0];
+          };
+          hooks.pack = [calls](const Tensor& xb) {
+            EXPECT_EQ(xb.dtype(), DType::kBFloat16);
+            ++calls[1];
+            return xb.to(DType::kFloat32);  // what the layer keeps: a different tensor
+          };
+          hooks.unpack = [calls](const Tensor& packed) {
+            EXPECT_EQ(packed.dtype(), DType::kFloat32) << "unpack gets what pack returned";
+            ++calls[2];
+            return packed.to(DType::kBFloat16);
+          };
+        }
+        ScopedLinearHooks scope(hooks);
+        y = gelu ? linear_gelu_bf16(x, layer) : linear_bf16(x, layer);
+      }
+      EXPECT_FALSE(ScopedLinearHooks::current().pack) << "the scope restores the hooks";
+      if (hooked) {
+        EXPECT_EQ(calls[1], 1) << "pack runs in forward";
+      }
+      EXPECT_EQ(calls[2], 0) << "unpack waits for backward";
+      autograd::backward(sum(to_dtype(y, DType::kFloat32)));
+      std::vector<std::vector<float>> out = {
+          y.to(DType::kFloat32).to_vector<float>(), x.grad().to_vector<float>(),
+          layer.weight.grad().to_vector<float>(), layer.bias.grad().to_vector<float>()};
+      return out;
+    };
+    int calls[3] = {0, 0, 0}, none[3] = {0, 0, 0};
+    const auto want = run(false, none);
+    const auto got = run(true, calls);
+    EXPECT_EQ(calls[0], 1);
+    EXPECT_EQ(calls[2], 1);
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;
+  }
+  EXPECT_THROW(ScopedLinearHooks({.pack = [](const Tensor& x) { return x; }}), Error);
 }
 
 }  // namespace

@@ -263,41 +263,15 @@ void ProcessGroup::count(const Tensor& t, int64_t ring_phases) {
   ring_bytes_ += ring_phases * b * (world_size_ - 1) / world_size_;
 }
 
-void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
-  check_tensor("all_reduce", t, op == ReduceOp::kAvg);
-  Backend& backend = backend_for(t);
-  check_agreement(kAllReduce, t, 0, static_cast<int64_t>(op));
-  const bool divide = op == ReduceOp::kAvg && !backend.native_avg();
-  {
-    Watchdog::Scope scope(
-        *watchdog_, detail::str("all_reduce(", reduce_op_name(op), ") of ", describe_elems(t)),
-        timeout_s_);
-    backend.all_reduce(t, divide ? ReduceOp::kSum : op);
-  }
-  if (divide) divide_by(t, world_size_);
-  count(t, 2);
+void ProcessGroup::check_all_reduce(const char* call, const Tensor& output, const Tensor& input,
+                                    ReduceOp op) const {
+  check_tensor(call, output, op == ReduceOp::kAvg);
+  check_tensor(call, input, op == ReduceOp::kAvg);
+  TT_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() &&
+               output.device() == input.device(),
+           "tt::dist ", call, " (", where(), "): output ", output.describe(), " and input ",
+           input.describe(), " must have the same dtype, number of elements and device");
 }
-
-std::unique_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
-  check_tensor("all_reduce_async", t, op == ReduceOp::kAvg);
-  Backend& backend = backend_for(t);
-  check_agreement(kAllReduce, t, 0, static_cast<int64_t>(op));
-  const bool divide = op == ReduceOp::kAvg && !backend.native_avg();
-  std::string what =
-      detail::str("all_reduce_async(", reduce_op_name(op), ") of ", describe_elems(t));
-  std::unique_ptr<BackendWork> work;
-  const auto started = std::chrono::steady_clock::now();
-  {
-    Watchdog::Scope scope(*watchdog_, what, timeout_s_);
-    work = backend.all_reduce_async(t, divide ? ReduceOp::kSum : op);
-  }
-  count(t, 2);
-  auto handle = std::make_unique<Work>(*this, std::move(work), t, divide, std::move(what), started);
-  (void)handle->is_completed();  // a collective that completed at once gets its finish time now
-  return handle;
-}
-
-// ----- Work --------------------------------------------------------------------------------
 
 namespace {
 
@@ -310,9 +284,61 @@ class DoneWork final : public BackendWork {
 
 }  // namespace
 
+std::unique_ptr<Work> ProcessGroup::start_all_reduce(const char* call, const Tensor& output,
+                                                     const Tensor& input, ReduceOp op,
+                                                     bool blocking) {
+  check_all_reduce(call, output, input, op);
+  Backend& backend = backend_for(output);
+  check_agreement(kAllReduce, output, 0, static_cast<int64_t>(op));
+  const bool divide = op == ReduceOp::kAvg && !backend.native_avg();
+  const ReduceOp backend_op = divide ? ReduceOp::kSum : op;
+  std::string what = detail::str(call, "(", reduce_op_name(op), ") of ", describe_elems(input));
+  std::unique_ptr<BackendWork> work;
+  const auto started = std::chrono::steady_clock::now();
+  {
+    Watchdog::Scope scope(*watchdog_, what, timeout_s_);
+    if (blocking && output.data_ptr() == input.data_ptr()) {
+      backend.all_reduce(output, backend_op);
+      work = std::make_unique<DoneWork>();
+    } else {
+      work = backend.all_reduce_into_async(output, input, backend_op);
+    }
+  }
+  count(output, 2);
+  auto handle = std::make_unique<Work>(*this, std::move(work), output, divide, std::move(what),
+                                       started, input);
+  (void)handle->is_completed();  // a collective that completed at once gets its finish time now
+  return handle;
+}
+
+void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+  start_all_reduce("all_reduce", t, t, op, true)->wait();
+}
+
+void ProcessGroup::all_reduce(const Tensor& output, const Tensor& input, ReduceOp op) {
+  start_all_reduce("all_reduce", output, input, op, true)->wait();
+}
+
+std::unique_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) {
+  return start_all_reduce("all_reduce_async", t, t, op, false);
+}
+
+std::unique_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& output, const Tensor& input,
+                                                     ReduceOp op) {
+  return start_all_reduce("all_reduce_async", output, input, op, false);
+}
+
+// ----- Work --------------------------------------------------------------------------------
+
 std::unique_ptr<BackendWork> Backend::all_reduce_async(const Tensor& t, ReduceOp op) {
   all_reduce(t, op);
   return std::make_unique<DoneWork>();
+}
+
+std::unique_ptr<BackendWork> Backend::all_reduce_into_async(const Tensor& output,
+                                                            const Tensor& input, ReduceOp op) {
+  if (output.data_ptr() != input.data_ptr()) output.copy_(input.view(output.shape()));
+  return all_reduce_async(output, op);
 }
 
 void Backend::batch_send_recv(const std::vector<P2POp>& ops) {
@@ -331,10 +357,11 @@ std::unique_ptr<Backend> Backend::split(int color, int key) {
 }
 
 Work::Work(ProcessGroup& group, std::unique_ptr<BackendWork> work, Tensor t, bool divide,
-           std::string what, std::chrono::steady_clock::time_point started)
+           std::string what, std::chrono::steady_clock::time_point started, Tensor input)
     : group_(group),
       work_(std::move(work)),
       tensor_(std::move(t)),
+      input_(std::move(input)),
       divide_(divide),
       what_(std::move(what)),
       started_(started) {
@@ -371,7 +398,7 @@ void Work::wait() {
     finished_ = std::chrono::steady_clock::now();
   }
   if (divide_) divide_by(tensor_, group_.world_size());
-  tensor_ = Tensor();  // the buffer may be reused or freed from now on
+  tensor_ = input_ = Tensor();  // the buffers may be reused or freed from now on
 }
 
 void ProcessGroup::broadcast(const Tensor& t, int root) {

@@ -2,6 +2,7 @@
 // turned into tt::Error. Without MPI (TT_WITH_MPI unset) make_mpi_backend returns nullptr and
 // world() falls back to the one-process group.
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "tt/dist.h"
@@ -123,13 +124,23 @@ class MpiBackend final : public Backend {
 
   void min_max(const std::vector<int64_t>& values, std::vector<int64_t>& mins,
                std::vector<int64_t>& maxs) override {
-    const int n = static_cast<int>(values.size());
-    mins.assign(values.size(), 0);
-    maxs.assign(values.size(), 0);
-    check_mpi(MPI_Allreduce(values.data(), mins.data(), n, MPI_INT64_T, MPI_MIN, comm_),
+    // One collective for both (it runs before every collective of a group): the minima of the
+    // values and of their negations, max(v) = -min(-v). The values are codes and sizes, never
+    // INT64_MIN (whose negation overflows).
+    const std::size_t n = values.size();
+    std::vector<int64_t> both(2 * n);
+    for (std::size_t i = 0; i < n; ++i) {
+      TT_CHECK(values[i] != std::numeric_limits<int64_t>::min(),
+               "tt::dist mpi min_max: INT64_MIN cannot be negated");
+      both[i] = values[i];
+      both[n + i] = -values[i];
+    }
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, both.data(), static_cast<int>(2 * n), MPI_INT64_T,
+                            MPI_MIN, comm_),
               "MPI_Allreduce(MIN) of the agreement check", rank_);
-    check_mpi(MPI_Allreduce(values.data(), maxs.data(), n, MPI_INT64_T, MPI_MAX, comm_),
-              "MPI_Allreduce(MAX) of the agreement check", rank_);
+    mins.assign(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(n));
+    maxs.resize(n);
+    for (std::size_t i = 0; i < n; ++i) maxs[i] = -both[n + i];
   }
   void all_reduce(const Tensor& t, ReduceOp) override {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"),

@@ -197,9 +197,13 @@ class NcclBackend final : public Backend {
   }
   void all_reduce(const Tensor& t, ReduceOp op) override { all_reduce_async(t, op)->wait(); }
   std::unique_ptr<BackendWork> all_reduce_async(const Tensor& t, ReduceOp op) override {
-    return run("ncclAllReduce", describe("all_reduce", t, op), [&] {
-      return ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                           nccl_type(t.dtype()), nccl_op(op), comm_, stream_);
+    return all_reduce_into_async(t, t, op);
+  }
+  std::unique_ptr<BackendWork> all_reduce_into_async(const Tensor& output, const Tensor& input,
+                                                     ReduceOp op) override {
+    return run("ncclAllReduce", describe("all_reduce", input, op), [&] {
+      return ncclAllReduce(input.data_ptr(), output.data_ptr(), static_cast<size_t>(input.numel()),
+                           nccl_type(input.dtype()), nccl_op(op), comm_, stream_);
     });
   }
   void broadcast(const Tensor& t, int root) override {

@@ -103,6 +103,20 @@ inline void expect_all_reduce_sum_and_avg(tt::dist::ProcessGroup& g, tt::Device 
   g.all_reduce(a, tt::dist::ReduceOp::kAvg);
   EXPECT_TENSOR_NEAR(a.to(tt::Device::cpu()),
                      tt::div(summed_values(5, N, tt::DType::kFloat64), N).view({5, 1}), 0, 1e-15);
+  // Out of place, blocking and started: the sum (or mean) in `out`, the input unchanged.
+  const Tensor in = rank_values(n, g.rank(), tt::DType::kFloat32, device);
+  Tensor out = tt::zeros({n}, {.dtype = tt::DType::kFloat32, .device = device});
+  g.all_reduce(out, in, tt::dist::ReduceOp::kSum);
+  EXPECT_TENSOR_NEAR(out.to(tt::Device::cpu()), summed_values(n, N, tt::DType::kFloat32), 0, 0);
+  Tensor mean = tt::zeros({n}, {.dtype = tt::DType::kFloat32, .device = device});
+  g.all_reduce_async(mean, in, tt::dist::ReduceOp::kAvg)->wait();
+  EXPECT_TENSOR_NEAR(mean.to(tt::Device::cpu()),
+                     tt::div(summed_values(n, N, tt::DType::kFloat64), N).to(tt::DType::kFloat32),
+                     0, 1e-6);
+  EXPECT_TENSOR_NEAR(in.to(tt::Device::cpu()), rank_values(n, g.rank(), tt::DType::kFloat32), 0, 0)
+      << "an out-of-place all_reduce must not change its input";
+  EXPECT_TT_ERROR(g.all_reduce(tt::zeros({n + 1}, {.device = device}), in), "all_reduce",
+                  "must have the same dtype, number of elements and device");
 }
 
 /// broadcast from the last rank, reduce_scatter sum and avg, all_gather and barrier on `device`.

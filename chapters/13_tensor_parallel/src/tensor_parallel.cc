@@ -47,22 +47,23 @@ class GatherLastDimFn final : public autograd::Function {
 // This rank's tokens forward (no communication), all-gather backward.
 class SplitToSequenceFn final : public autograd::Function {
  public:
-  explicit SplitToSequenceFn(dist::ProcessGroup& group) : group_(group) {}
+  SplitToSequenceFn(dist::ProcessGroup& group, int64_t dim) : group_(group), dim_(dim) {}
   std::string name() const override { return "SplitToSequenceBackward"; }
   std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
     const Tensor& x = in[0];
-    TT_CHECK(x.dim() >= 2 && x.size(1) % group_.world_size() == 0, "split_to_sequence (",
-             group_.where(), "): needs [B, T, ...] with T divisible by tp=", group_.world_size(),
-             ", got ", x.describe());
-    const int64_t n = x.size(1) / group_.world_size();
-    return {x.narrow(1, n * group_.rank(), n).contiguous()};
+    TT_CHECK((dim_ == 0 || dim_ == 1) && x.dim() >= 2 && x.size(dim_) % group_.world_size() == 0,
+             "split_to_sequence (", group_.where(), "): needs [B, T, ...] with dim ", dim_,
+             " (0 or 1) divisible by tp=", group_.world_size(), ", got ", x.describe());
+    const int64_t n = x.size(dim_) / group_.world_size();
+    return {x.narrow(dim_, n * group_.rank(), n).contiguous()};
   }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    return {sequence_all_gather(g[0], group_)};
+    return {sequence_all_gather(g[0], group_, dim_)};
   }
 
  private:
   dist::ProcessGroup& group_;
+  int64_t dim_;
 };
 
 // This rank's part [begin, begin + n/tp) of `full`'s weight along `dim` (0: output features,
@@ -98,8 +99,9 @@ class CopyToTpEarlyFn final : public autograd::Function {
       out = e.sum.view(dy.shape());
       ++e.finished;
     } else {
-      out = dy.contiguous().clone();
-      group_.all_reduce(out, dist::ReduceOp::kSum);
+      const Tensor in = dy.contiguous();
+      out = empty(in.shape(), {in.dtype(), in.device()});
+      group_.all_reduce(out, in, dist::ReduceOp::kSum);
     }
     e.source = e.sum = Tensor();
     e.work.reset();
@@ -117,8 +119,8 @@ Tensor gather_last_dim(const Tensor& x, dist::ProcessGroup& group) {
   return autograd::Function::apply<GatherLastDimFn>({x}, group)[0];
 }
 
-Tensor split_to_sequence(const Tensor& x, dist::ProcessGroup& group) {
-  return autograd::Function::apply<SplitToSequenceFn>({x}, group)[0];
+Tensor split_to_sequence(const Tensor& x, dist::ProcessGroup& group, int64_t dim) {
+  return autograd::Function::apply<SplitToSequenceFn>({x}, group, dim)[0];
 }
 
 int64_t shard_begin(const char* what, int64_t n, int parts, int rank) {
@@ -188,8 +190,9 @@ void EarlyGradReduce::start(const Tensor& dx, dist::ProcessGroup& group) {
   TT_CHECK(work == nullptr, "EarlyGradReduce (", group.where(),
            "): an all-reduce is already in flight for this layer");
   source = dx;
-  sum = dx.contiguous().clone();
-  work = group.all_reduce_async(sum, dist::ReduceOp::kSum);
+  const Tensor in = dx.contiguous();
+  sum = empty(in.shape(), {in.dtype(), in.device()});
+  work = group.all_reduce_async(sum, in, dist::ReduceOp::kSum);  // out of place: dx unchanged
 }
 
 Tensor copy_to_tp_early(const Tensor& x, dist::ProcessGroup& group,

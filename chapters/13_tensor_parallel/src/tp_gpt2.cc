@@ -60,9 +60,17 @@ const char* split_name(Split s) {
 // The ranks of `group` must split the same model the same way: each shares its view and every
 // rank compares all of them (one small all-gather), so a difference is an error on every rank.
 void check_agreement(const gpt2::GPT2Config& c, dist::ProcessGroup& group, const TpOptions& o) {
-  static const char* const kNames[] = {"tp",         "n_layer",           "n_head",
-                                       "n_embd",     "vocab_size",        "padded_vocab_size",
-                                       "block_size", "sequence_parallel", "early_grad_reduce"};
+  static const char* const kNames[] = {"tp",
+                                       "n_layer",
+                                       "n_head",
+                                       "n_embd",
+                                       "vocab_size",
+                                       "padded_vocab_size",
+                                       "block_size",
+                                       "sequence_parallel",
+                                       "early_grad_reduce",
+                                       "shard_whole_sequences",
+                                       "regather_in_backward"};
   const std::vector<int64_t> mine = {group.world_size(),
                                      c.n_layer,
                                      c.n_head,
@@ -71,7 +79,9 @@ void check_agreement(const gpt2::GPT2Config& c, dist::ProcessGroup& group, const
                                      c.padded_vocab_size,
                                      c.block_size,
                                      o.sequence_parallel ? 1 : 0,
-                                     o.early_grad_reduce ? 1 : 0};
+                                     o.early_grad_reduce ? 1 : 0,
+                                     o.shard_whole_sequences ? 1 : 0,
+                                     o.regather_in_backward ? 1 : 0};
   const auto k = static_cast<int64_t>(mine.size());
   Tensor all = empty({group.world_size(), k}, {DType::kInt64, Device::cpu()});
   group.all_gather(all, from_vector(mine, {k}));
@@ -189,6 +199,12 @@ struct TensorParallelGPT2::Plan {
   dist::ProcessGroup* group = nullptr;
   bool sequence_parallel = false;
   bool early_grad_reduce = false;
+  bool shard_whole_sequences = true;
+  bool regather_in_backward = true;
+  // The token dim of the sequence-parallel regions in the current forward (1: T/tp tokens of
+  // each sequence, 0: B/tp whole sequences), picked by the embedding from the batch's shape:
+  // every forward starts there.
+  mutable int64_t token_dim = 1;
   VocabShard vocab;
   std::unordered_map<const nn::Linear*, LayerPlan> layers;
 
@@ -198,24 +214,36 @@ struct TensorParallelGPT2::Plan {
              ") that is not one of the split model's reached its operations");
     return it->second;
   }
-  // Into a column-parallel layer: f (replicated input), or the all-gather of the tokens.
-  Tensor enter(const Tensor& x) const {
-    return sequence_parallel ? gather_from_sequence(x, *group) : copy_to_tp(x, *group);
-  }
-  // A column-parallel layer on x: enter(x), then run(in). With early_grad_reduce (and no SP) f's
-  // all-reduce starts in the layer's own backward, right after its dx GEMM (chapter 11's
-  // DgradHook), and overlaps its weight-gradient GEMM; f's backward then only waits for it.
+  // A column-parallel layer on x: f or the all-gather of the tokens, then run(in). With
+  // early_grad_reduce (and no SP) f's all-reduce starts in the layer's own backward, right after
+  // its dx GEMM (chapter 11's LinearHooks::dgrad), and overlaps its weight-gradient GEMM; f's
+  // backward then only waits for it. With SP and regather_in_backward the layer keeps only this rank's tokens of its input
+  // (LinearHooks::pack) and all-gathers them again for its weight gradient (unpack).
   template <typename Run>
   Tensor column(const Tensor& x, Run run) const {
-    if (!early_grad_reduce || sequence_parallel) return run(enter(x));
+    if (sequence_parallel) {
+      const Tensor in = gather_from_sequence(x, *group, token_dim);
+      if (!regather_in_backward) return run(in);
+      const Tensor mine = x.detach();
+      ScopedLinearHooks hooks(
+          {.pack = [mine](const Tensor&) { return mine.to(DType::kBFloat16).contiguous(); },
+           .unpack =
+               [g = group, dim = token_dim](const Tensor& packed) {
+                 return sequence_all_gather(packed, *g, dim).view({-1, packed.size(-1)});
+               }});
+      return run(in);
+    }
+    if (!early_grad_reduce) return run(copy_to_tp(x, *group));
     auto early = std::make_shared<EarlyGradReduce>();
     const Tensor in = copy_to_tp_early(x, *group, early);
-    ScopedDgradHook hook([early, g = group](const Tensor& dx) { early->start(dx, *g); });
+    ScopedLinearHooks hooks(
+        {.dgrad = [early, g = group](const Tensor& dx) { early->start(dx, *g); }});
     return run(in);
   }
   // Out of a row-parallel layer: g (sum), or the reduce-scatter to this rank's tokens.
   Tensor leave(const Tensor& y) const {
-    return sequence_parallel ? reduce_scatter_to_sequence(y, *group) : reduce_from_tp(y, *group);
+    return sequence_parallel ? reduce_scatter_to_sequence(y, *group, token_dim)
+                             : reduce_from_tp(y, *group);
   }
 };
 
@@ -234,6 +262,8 @@ TensorParallelGPT2::TensorParallelGPT2(gpt2::GPT2& model, dist::ProcessGroup& gr
   plan_->group = &group;
   plan_->sequence_parallel = options.sequence_parallel;
   plan_->early_grad_reduce = options.early_grad_reduce;
+  plan_->shard_whole_sequences = options.shard_whole_sequences;
+  plan_->regather_in_backward = options.regather_in_backward;
   plan_->vocab = vocab_;
   for (const auto& [name, param] : model.named_parameters()) {
     TT_CHECK(!param.grad().defined(), "TensorParallelGPT2: split the model before training (", name,
@@ -294,9 +324,13 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
     int64_t begin = 0, n = idx.size(1);
     Tensor x;
     if (plan->sequence_parallel) {  // the sum, and only this rank's tokens of it
-      x = reduce_scatter_to_sequence(part, group);
-      n = x.size(1);
-      begin = n * group.rank();
+      const bool whole = plan->shard_whole_sequences && idx.size(0) % group.world_size() == 0;
+      plan->token_dim = whole ? 0 : 1;
+      x = reduce_scatter_to_sequence(part, group, plan->token_dim);
+      if (!whole) {  // positions [begin, begin + n) of every sequence
+        n = x.size(1);
+        begin = n * group.rank();
+      }
     } else {
       x = reduce_from_tp(part, group);
     }
@@ -311,7 +345,8 @@ gpt2::ModelOps TensorParallelGPT2::wrap(gpt2::ModelOps base) const {
                             const Tensor& x, const Tensor& wte, int64_t vocab_size,
                             const Tensor& targets) {
     dist::ProcessGroup& group = *plan->group;
-    Tensor h = plan->sequence_parallel ? gather_from_sequence(x, group) : copy_to_tp(x, group);
+    Tensor h = plan->sequence_parallel ? gather_from_sequence(x, group, plan->token_dim)
+                                       : copy_to_tp(x, group);
     if (fused) {
       return vocab_parallel_classifier_loss(h, wte, targets, plan->vocab, vocab_size, group);
     }
@@ -333,7 +368,7 @@ void TensorParallelGPT2::set_ops(gpt2::ModelOps base) {
 Tensor TensorParallelGPT2::logits(const Tensor& idx) {
   autograd::NoGradGuard no_grad;
   Tensor h = model_->hidden(idx);
-  if (options_.sequence_parallel) h = gather_from_sequence(h, *group_);
+  if (options_.sequence_parallel) h = gather_from_sequence(h, *group_, plan_->token_dim);
   const Tensor& w = model_->wte->weight;
   h = h.to(w.dtype());
   const Tensor all = gather_last_dim(matmul(h, transpose(w, 0, 1)), *group_);  // [B, T, Vp]

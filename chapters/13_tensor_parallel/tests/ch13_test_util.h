@@ -19,6 +19,7 @@
 #include "tt/ops_view.h"
 #include "tt/process_grid.h"
 #include "tt/tensor_parallel.h"
+#include "tt/tp_gpt2.h"
 #include "tt/vocab_parallel.h"
 
 namespace ch13_test {
@@ -130,6 +131,21 @@ inline void check_fused_head(int64_t vocab, int64_t padded, tt::DType dtype, uin
       EXPECT_EQ(tt::max(tt::mul(pad, pad)).item(), 0.0);
     }
   });
+}
+
+/// The splits every model test runs: plain TP, and SP with each token shard (T/tp tokens of
+/// every sequence, or B/tp whole sequences where tp divides the batch).
+inline const tt::tp::TpOptions kSplits[] = {
+    {.sequence_parallel = false},
+    {.sequence_parallel = true, .shard_whole_sequences = false},
+    {.sequence_parallel = true, .shard_whole_sequences = true},
+};
+
+/// The split's name for SCOPED_TRACE.
+inline std::string options_name(const tt::tp::TpOptions& o) {
+  if (!o.sequence_parallel) return "tensor parallel";
+  return o.shard_whole_sequences ? "sequence parallel, whole sequences where tp divides B"
+                                 : "sequence parallel, T/tp tokens of each sequence";
 }
 
 }  // namespace ch13_test

@@ -89,7 +89,7 @@ TEST(Ch13_2_ColumnParallel, GradientsMatchLinearMpi) {
 }
 
 // f's all-reduce started inside chapter 11's bf16 linear backward (EarlyGradReduce, through the
-// layer's DgradHook, right after its dx GEMM) against plain f: the same input gradient bit for
+// layer's dgrad hook, right after its dx GEMM) against plain f: the same input gradient bit for
 // bit (the same sum, started earlier), and the early sum was the one taken. The input is float32,
 // so the bf16 layer returns a float32 dx, which MPI can sum.
 TEST(Ch13_EarlyGradReduce, SameInputGradientAsFMpi) {
@@ -107,7 +107,8 @@ TEST(Ch13_EarlyGradReduce, SameInputGradientAsFMpi) {
       Tensor y;
       if (early_reduce) {
         const Tensor in = tt::tp::copy_to_tp_early(x, group, early);
-        tt::ScopedDgradHook hook([early, &group](const Tensor& dx) { early->start(dx, group); });
+        tt::ScopedLinearHooks hook(
+            {.dgrad = [early, &group](const Tensor& dx) { early->start(dx, group); }});
         y = tt::linear_bf16(in, shard);
       } else {
         y = tt::linear_bf16(tt::tp::copy_to_tp(x, group), shard);

@@ -74,6 +74,40 @@ TEST(Ch13_5_SequenceParallel, ReduceScatterSumsAndGathersBackMpi) {
   });
 }
 
+// dim 0: each rank holds B/tp whole sequences; the gather stacks the ranks' rows in rank order
+// and the reduce-scatter hands rank r the rows [r*B/tp, (r+1)*B/tp) of the sum, with the same
+// conjugate backward passes.
+TEST(Ch13_5_SequenceParallel, WholeSequencesAlongDimZeroMpi) {
+  constexpr int64_t kT = 3, kC = 2;
+  for_each_tp([&](int tp, dist::ProcessGroup& group) {
+    const int64_t B = 2 * tp, n = 2;
+    const Tensor whole = labelled(B, kT, kC, 0);
+    const auto rows_of = [&](const Tensor& x) {
+      return x.detach().narrow(0, n * group.rank(), n).contiguous();
+    };
+    Tensor mine = rows_of(whole).set_requires_grad();
+    Tensor gathered = tt::tp::gather_from_sequence(mine, group, 0);
+    ASSERT_EQ(gathered.shape(), whole.shape());
+    EXPECT_TRUE(bitwise_equal(gathered, whole)) << "rank r's sequences at rows [r*B/tp, ...)";
+    tt::autograd::backward(tt::sum(tt::mul(gathered, labelled(B, kT, kC, group.rank() + 1))));
+    Tensor sum_w = tt::zeros({B, kT, kC});
+    for (int r = 0; r < tp; ++r) sum_w = tt::add(sum_w, labelled(B, kT, kC, r + 1));
+    ASSERT_TRUE(mine.grad().defined());
+    EXPECT_TRUE(bitwise_equal(mine.grad(), rows_of(sum_w)));
+
+    Tensor partial = labelled(B, kT, kC, group.rank()).set_requires_grad();
+    Tensor y = tt::tp::reduce_scatter_to_sequence(partial, group, 0);
+    Tensor total = tt::zeros({B, kT, kC});
+    for (int r = 0; r < tp; ++r) total = tt::add(total, labelled(B, kT, kC, r));
+    ASSERT_EQ(y.shape(), (tt::Shape{n, kT, kC}));
+    EXPECT_TRUE(bitwise_equal(y, rows_of(total)));
+    const Tensor w = labelled(B, kT, kC, 7);
+    tt::autograd::backward(tt::sum(tt::mul(y, rows_of(w))));
+    ASSERT_TRUE(partial.grad().defined());
+    EXPECT_TRUE(bitwise_equal(partial.grad(), w));
+  });
+}
+
 TEST(Ch13_5_SequenceParallel, RejectsSequenceNotDivisibleMpi) {
   for_each_tp([&](int tp, dist::ProcessGroup& group) {
     if (tp == 1) return;
@@ -84,6 +118,12 @@ TEST(Ch13_5_SequenceParallel, RejectsSequenceNotDivisibleMpi) {
       EXPECT_NE(std::string(e.what()).find("not divisible by the tensor-parallel size"),
                 std::string::npos)
           << e.what();
+    }
+    try {
+      tt::tp::reduce_scatter_to_sequence(tt::zeros({tp + 1, 4, 3}), group, 0);
+      ADD_FAILURE() << "B = " << tp + 1 << " accepted along dim 0 at tp=" << tp;
+    } catch (const tt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the batch"), std::string::npos) << e.what();
     }
     dist::world().barrier();
   });

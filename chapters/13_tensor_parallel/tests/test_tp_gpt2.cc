@@ -28,7 +28,9 @@
 namespace {
 
 using ch13_test::for_each_tp;
+using ch13_test::kSplits;
 using ch13_test::max_abs_diff;
+using ch13_test::options_name;
 using tt::Tensor;
 namespace dist = tt::dist;
 namespace gpt2 = tt::gpt2;
@@ -60,10 +62,6 @@ Tensor learnable_targets(const Tensor& idx) {
   return tt::from_vector(v, idx.shape());
 }
 
-std::string options_name(bool sp) {
-  return sp ? "sequence parallel" : "tensor parallel";
-}
-
 // Every parameter's gradient of the split `model` against its shard of the unsplit `ref`'s.
 void expect_shards_of_ref_grads(gpt2::GPT2& model, tt::tp::TensorParallelGPT2& split,
                                 gpt2::GPT2& ref) {
@@ -92,10 +90,10 @@ TEST(Ch13_TensorParallelGPT2, LogitsLossAndGradientsMatchOneProcessMpi) {
     ref_norm_sq += tt::sum(tt::mul(p.grad(), p.grad())).item();
 
   for_each_tp([&](int tp, dist::ProcessGroup& group) {
-    for (bool sp : {false, true}) {
-      SCOPED_TRACE(options_name(sp));
+    for (const tt::tp::TpOptions& options : kSplits) {
+      SCOPED_TRACE(options_name(options));
       gpt2::GPT2 model(tiny_config(), 7);
-      tt::tp::TensorParallelGPT2 split(model, group, {.sequence_parallel = sp});
+      tt::tp::TensorParallelGPT2 split(model, group, options);
       EXPECT_EQ(model.wte->weight.size(0), 52 / tp);
       EXPECT_EQ(model.parameter("h.0.attn.c_attn.weight").size(0), 3 * 32 / tp);
       EXPECT_LE(max_abs_diff(split.logits(idx), ref_logits), kTol) << "logits [B, T, V]";
@@ -115,17 +113,17 @@ TEST(Ch13_TensorParallelGPT2, LogitsLossAndGradientsMatchOneProcessMpi) {
 TEST(Ch13_TensorParallelGPT2, FastOperationSetMatchesOneProcessMpi) {
   tt::ScopedNumThreads one_thread(1);
   ASSERT_TRUE(gpt2::has_model_ops("fast"));
-  const Tensor idx = tokens(2, 3), targets = tokens(2, 4);
+  const Tensor idx = tokens(4, 3), targets = tokens(4, 4);
   gpt2::GPT2 ref(tiny_config(), 9);
   ref.set_ops(gpt2::model_ops("fast"));
   Tensor ref_loss = ref.loss(idx, targets);
   tt::autograd::backward(ref_loss);
   for_each_tp([&](int tp, dist::ProcessGroup& group) {
-    for (bool sp : {false, true}) {
-      SCOPED_TRACE(options_name(sp));
+    for (const tt::tp::TpOptions& options : kSplits) {
+      SCOPED_TRACE(options_name(options));
       gpt2::GPT2 model(tiny_config(), 9);
       model.set_ops(gpt2::model_ops("fast"));
-      tt::tp::TensorParallelGPT2 split(model, group, {.sequence_parallel = sp});
+      tt::tp::TensorParallelGPT2 split(model, group, options);
       Tensor loss = model.loss(idx, targets);
       EXPECT_NEAR(loss.item(), ref_loss.item(), kTol);
       tt::autograd::backward(loss);
@@ -148,11 +146,11 @@ TEST(Ch13_TensorParallelGPT2, WrapsTheBf16OperationSet) {
   gpt2::GPT2 ref(tiny_config(), 7);
   ref.set_ops(gpt2::model_ops("bf16"));
   const double want = ref.loss(idx, targets).item();
-  for (bool sp : {false, true}) {
-    SCOPED_TRACE(options_name(sp));
+  for (const tt::tp::TpOptions& options : kSplits) {
+    SCOPED_TRACE(options_name(options));
     gpt2::GPT2 model(tiny_config(), 7);
     model.set_ops(gpt2::model_ops("bf16"));
-    tt::tp::TensorParallelGPT2 split(model, self, {.sequence_parallel = sp});
+    tt::tp::TensorParallelGPT2 split(model, self, options);
     EXPECT_NE(model.ops().description.find("bf16"), std::string::npos) << model.ops().description;
     Tensor loss = model.loss(idx, targets);
     EXPECT_NEAR(loss.item(), want, 1e-4);
@@ -164,29 +162,46 @@ TEST(Ch13_TensorParallelGPT2, WrapsTheBf16OperationSet) {
   }
 }
 
-// TpOptions::early_grad_reduce under the bf16 set, in a group of one: the loss and every
-// gradient equal those without it, bit for bit (the same sums, started earlier).
-TEST(Ch13_TensorParallelGPT2, EarlyGradReduceChangesNoBit) {
+// The options that only move work, under the bf16 set in a group of one: the loss and every
+// gradient are the same bit for bit with and without them. early_grad_reduce: the same sums,
+// started earlier. regather_in_backward (with SP): the weight-gradient GEMM reads the input
+// all-gathered again from the rank's tokens instead of the one kept from forward.
+TEST(Ch13_TensorParallelGPT2, OverlapAndRegatherChangeNoBit) {
   tt::ScopedNumThreads one_thread(1);
   dist::ProcessGroup self(dist::make_self_backend());
   const Tensor idx = tokens(2, 1), targets = tokens(2, 2);
-  std::vector<std::vector<float>> grads[2];
-  double losses[2] = {0, 0};
-  for (int early = 0; early < 2; ++early) {
+  auto run = [&](const tt::tp::TpOptions& options, double* loss_out) {
     gpt2::GPT2 model(tiny_config(), 7);
     model.set_ops(gpt2::model_ops("bf16"));
-    tt::tp::TensorParallelGPT2 split(model, self, {.early_grad_reduce = early == 1});
+    tt::tp::TensorParallelGPT2 split(model, self, options);
     Tensor loss = model.loss(idx, targets);
-    losses[early] = loss.item();
+    *loss_out = loss.item();
     tt::autograd::backward(loss);
     split.finish_backward();
+    std::vector<std::vector<float>> grads;
     for (const auto& [name, p] : model.named_parameters()) {
-      grads[early].push_back(p.grad().contiguous().to_vector<float>());
+      grads.push_back(p.grad().contiguous().to_vector<float>());
     }
+    return grads;
+  };
+  const struct {
+    tt::tp::TpOptions plain, moved;
+    const char* what;
+  } pairs[] = {
+      {{}, {.early_grad_reduce = true}, "early_grad_reduce"},
+      {{.sequence_parallel = true, .regather_in_backward = false},
+       {.sequence_parallel = true, .regather_in_backward = true},
+       "regather_in_backward"},
+  };
+  for (const auto& pair : pairs) {
+    SCOPED_TRACE(pair.what);
+    double loss[2] = {0, 0};
+    const auto want = run(pair.plain, &loss[0]);
+    const auto got = run(pair.moved, &loss[1]);
+    EXPECT_EQ(loss[1], loss[0]);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;
   }
-  EXPECT_EQ(losses[1], losses[0]);
-  ASSERT_EQ(grads[1].size(), grads[0].size());
-  for (std::size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[1][i], grads[0][i]) << i;
 }
 
 // The curves' length: 50 steps; 10 under the sanitizers (every code path of the run, at a fifth
@@ -202,6 +217,7 @@ constexpr int kCurveSteps = tt::testing::steps_unless_sanitized(50, 10);
 struct TrainRun {
   int tp = 0;
   bool sp = false;
+  bool whole_sequences = true;  // TpOptions::shard_whole_sequences
   bool dp = false;
   int first = 0;
   int steps = kCurveSteps;
@@ -242,7 +258,9 @@ std::vector<double> train(const TrainRun& run) {
     grid = std::make_unique<tt::tp::ProcessGrid>(tt::tp::ProcessGrid::dp_tp(world, run.tp));
     split = std::make_unique<tt::tp::TensorParallelGPT2>(
         *model, grid->group("tp"),
-        tt::tp::TpOptions{.sequence_parallel = run.sp, .early_grad_reduce = run.early_grad_reduce});
+        tt::tp::TpOptions{.sequence_parallel = run.sp,
+                          .shard_whole_sequences = run.whole_sequences,
+                          .early_grad_reduce = run.early_grad_reduce});
     if (run.dp) {
       dp_size = grid->size("dp");
       dp_rank = grid->coordinate("dp");
@@ -308,8 +326,8 @@ double expect_same_curve(const std::vector<double>& got, const std::vector<doubl
   return worst;
 }
 
-// One process: TP at tp = 1 (the wrappers alone); two ranks: TP2 and TP2 + SP; four ranks:
-// DP2 x TP2 and TP4 + SP.
+// One process: TP at tp = 1 (the wrappers alone); two ranks: TP2, TP2 + SP (whole sequences:
+// kB = 4) and TP2 + SP along T; four ranks: DP2 x TP2 and TP4 + SP.
 TEST(Ch13_TensorParallelGPT2, FiftyStepLossCurveMatchesOneProcessMpi) {
   tt::ScopedNumThreads one_thread(1);
   const std::vector<double> ref = train({});
@@ -323,6 +341,9 @@ TEST(Ch13_TensorParallelGPT2, FiftyStepLossCurveMatchesOneProcessMpi) {
   if (world == 2) {
     expect_same_curve(train(layout(2)), ref, 0, "TP2");
     expect_same_curve(train(layout(2, true)), ref, 0, "TP2 + SP");
+    TrainRun along_t = layout(2, true);
+    along_t.whole_sequences = false;
+    expect_same_curve(train(along_t), ref, 0, "TP2 + SP, T/tp tokens of each sequence");
   }
   if (world == 4) {
     expect_same_curve(train(layout(2, false, true)), ref, 0, "DP2 x TP2");
@@ -395,9 +416,9 @@ TEST(Ch13_TensorParallelGPT2, CheckpointResumesInOtherLayoutsMpi) {
 
 // Bytes the CPU allocator holds between forward and backward: the activations kept for
 // backward (and the loss), measured with the allocator's counters of this process (one rank).
-int64_t activation_bytes(bool sp, dist::ProcessGroup& group) {
+int64_t activation_bytes(const tt::tp::TpOptions& options, dist::ProcessGroup& group) {
   gpt2::GPT2 model(tiny_config(), 5);
-  tt::tp::TensorParallelGPT2 split(model, group, {.sequence_parallel = sp});
+  tt::tp::TensorParallelGPT2 split(model, group, options);
   const Tensor idx = tokens(kB, 9), targets = tokens(kB, 10);
   tt::Allocator& cpu = tt::backend_for(tt::DeviceType::kCPU).allocator(0);
   const auto before = static_cast<int64_t>(cpu.stats().allocated);
@@ -407,19 +428,24 @@ int64_t activation_bytes(bool sp, dist::ProcessGroup& group) {
   return held;
 }
 
+// kB = 4 rows: at tp = 2 and 4 the default shard is whole sequences.
 TEST(Ch13_TensorParallelGPT2, SequenceParallelHoldsLessActivationMemoryMpi) {
   tt::ScopedNumThreads one_thread(1);
   for_each_tp([&](int tp, dist::ProcessGroup& group) {
-    const int64_t plain = activation_bytes(false, group);
-    const int64_t sp = activation_bytes(true, group);
+    const int64_t plain = activation_bytes(kSplits[0], group);
+    const int64_t along_t = activation_bytes(kSplits[1], group);
+    const int64_t whole = activation_bytes(kSplits[2], group);
     if (dist::world().rank() == 0) {
       std::printf(
-          "[ activations ] tp=%d: %lld bytes per rank, %lld with sequence parallelism (%.2fx)\n",
-          tp, static_cast<long long>(plain), static_cast<long long>(sp),
-          static_cast<double>(plain) / static_cast<double>(sp));
+          "[ activations ] tp=%d: %lld bytes per rank, with sequence parallelism %lld along T "
+          "(%.2fx), %lld with whole sequences (%.2fx)\n",
+          tp, static_cast<long long>(plain), static_cast<long long>(along_t),
+          static_cast<double>(plain) / static_cast<double>(along_t), static_cast<long long>(whole),
+          static_cast<double>(plain) / static_cast<double>(whole));
     }
     if (tp > 1) {
-      EXPECT_LT(sp, plain) << "the LayerNorm and residual regions hold T/tp tokens";
+      EXPECT_LT(along_t, plain) << "the LayerNorm and residual regions hold T/tp tokens";
+      EXPECT_LT(whole, plain) << "the LayerNorm and residual regions hold B/tp sequences";
     }
   });
 }

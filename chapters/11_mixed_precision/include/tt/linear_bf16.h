@@ -33,28 +33,38 @@
 
 namespace tt {
 
-/// Work on a bf16 linear layer's input gradient that may overlap the layer's weight-gradient GEMM
-/// (chapter 13 starts its tensor-parallel all-reduce of dx there). Called by the backward of
-/// linear_bf16 and linear_gelu_bf16 with dx (x's dtype and shape [M, K]) right after the dx GEMM
-/// is queued and before the dW GEMM; it must not modify dx.
-using DgradHook = std::function<void(const Tensor& dx)>;
+/// What a bf16 linear layer (linear_bf16, linear_gelu_bf16) takes from the scope its forward
+/// runs in and keeps for its backward. Empty members do nothing.
+struct LinearHooks {
+  /// Work on the input gradient that may overlap the layer's weight-gradient GEMM (chapter 13
+  /// starts its tensor-parallel all-reduce of dx there): called by backward with dx (x's dtype and
+  /// shape [M, K]) right after the dx GEMM is queued and before the dW GEMM; must not modify dx.
+  std::function<void(const Tensor& dx)> dgrad{};
+  /// What the layer keeps of its bfloat16 input x [M, K] for the weight gradient: pack(x) in
+  /// forward, after the forward GEMM (PyTorch's saved-tensor hooks). Chapter 13's sequence
+  /// parallelism keeps only this rank's tokens. Needs unpack.
+  std::function<Tensor(const Tensor& x)> pack{};
+  /// x back from what pack returned, bfloat16 [M, K], in backward before the dW GEMM (after the
+  /// dx GEMM and the dgrad hook). Chapter 13 all-gathers the tokens again.
+  std::function<Tensor(const Tensor& packed)> unpack{};
+};
 
-/// Installs `hook` for the bf16 linear layers whose forward runs in this scope, on this thread:
-/// each such layer keeps the hook and calls it in its backward. The previous hook is restored at
-/// the end of the scope.
-class ScopedDgradHook {
+/// Installs `hooks` for the bf16 linear layers whose forward runs in this scope, on this thread:
+/// each such layer keeps them and uses them in its backward. The previous hooks are restored at
+/// the end of the scope. Throws tt::Error when exactly one of pack and unpack is set.
+class ScopedLinearHooks {
  public:
-  /// Installs `hook` (an empty one: none).
-  explicit ScopedDgradHook(DgradHook hook);
-  /// Restores the previous hook.
-  ~ScopedDgradHook();
-  ScopedDgradHook(const ScopedDgradHook&) = delete;
-  ScopedDgradHook& operator=(const ScopedDgradHook&) = delete;
-  /// The hook installed on this thread (empty when none).
-  static const DgradHook& current();
+  /// Installs `hooks` (empty members: none).
+  explicit ScopedLinearHooks(LinearHooks hooks);
+  /// Restores the previous hooks.
+  ~ScopedLinearHooks();
+  ScopedLinearHooks(const ScopedLinearHooks&) = delete;
+  ScopedLinearHooks& operator=(const ScopedLinearHooks&) = delete;
+  /// The hooks installed on this thread (all empty when none).
+  static const LinearHooks& current();
 
  private:
-  DgradHook previous_;
+  LinearHooks previous_;
 };
 
 /// y = x W^T + b in bfloat16 for `layer` (bias optional; the signature of

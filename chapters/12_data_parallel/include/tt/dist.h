@@ -131,6 +131,12 @@ class Backend {
   /// Starts all_reduce(t, op) and returns its handle; `t` must stay untouched until wait().
   /// The default runs the blocking all_reduce and returns a completed handle.
   virtual std::unique_ptr<BackendWork> all_reduce_async(const Tensor& t, ReduceOp op);
+  /// Out of place: `output` = `op` over the ranks of `input` (the same numel and dtype; they may
+  /// be the same tensor), `input` unchanged; returns the handle like all_reduce_async (`output`
+  /// untouched and `input` unchanged until wait()). The default copies input into output and
+  /// runs all_reduce_async(output); NCCL reads input and writes output in one collective.
+  virtual std::unique_ptr<BackendWork> all_reduce_into_async(const Tensor& output,
+                                                             const Tensor& input, ReduceOp op);
   /// `t` on every rank becomes `t` of rank `root`.
   virtual void broadcast(const Tensor& t, int root) = 0;
   /// `output` (n elements) = rank's slice [rank*n, (rank+1)*n) of `op` over the ranks of
@@ -176,9 +182,10 @@ class ProcessGroup;
 class Work {
  public:
   /// Wraps a backend collective on `t` started at `started`; `divide`: wait() divides `t` by
-  /// the world size (ProcessGroup::all_reduce_async builds it).
+  /// the world size (ProcessGroup::all_reduce_async builds it). `input`: what an out-of-place
+  /// collective reads, kept alive until wait().
   Work(ProcessGroup& group, std::unique_ptr<BackendWork> work, Tensor t, bool divide,
-       std::string what, std::chrono::steady_clock::time_point started);
+       std::string what, std::chrono::steady_clock::time_point started, Tensor input = Tensor());
   /// Waits when wait() was not called; an error is printed to stderr, not thrown.
   ~Work();
   Work(const Work&) = delete;
@@ -201,6 +208,7 @@ class Work {
   ProcessGroup& group_;
   std::unique_ptr<BackendWork> work_;
   Tensor tensor_;
+  Tensor input_;
   bool divide_;
   std::string what_;
   bool completed_ = false;
@@ -238,10 +246,17 @@ class ProcessGroup {
 
   /// In place: t = op over the ranks of t.
   void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::kSum);
+  /// Out of place: output = op over the ranks of input, input unchanged (the same dtype, numel
+  /// and device; on NCCL one collective, no copy). Chapter 13's f and g sum into new tensors.
+  void all_reduce(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum);
   /// Starts all_reduce(t, op) without waiting for it (the agreement check still runs first);
   /// `t` holds the result after the returned Work's wait(). Nonblocking collectives are
   /// matched across ranks in the order they are started, like blocking ones.
   [[nodiscard]] std::unique_ptr<Work> all_reduce_async(const Tensor& t,
+                                                       ReduceOp op = ReduceOp::kSum);
+  /// Starts all_reduce(output, input, op) without waiting for it: output holds the result after
+  /// the returned Work's wait(); input must stay unchanged until then.
+  [[nodiscard]] std::unique_ptr<Work> all_reduce_async(const Tensor& output, const Tensor& input,
                                                        ReduceOp op = ReduceOp::kSum);
   /// In place: t = t of rank `root`.
   void broadcast(const Tensor& t, int root = 0);
@@ -313,6 +328,10 @@ class ProcessGroup {
   friend class Work;
   class Watchdog;
   void check_tensor(const char* call, const Tensor& t, bool float_only, bool cuda_ok = true) const;
+  void check_all_reduce(const char* call, const Tensor& output, const Tensor& input,
+                        ReduceOp op) const;
+  std::unique_ptr<Work> start_all_reduce(const char* call, const Tensor& output,
+                                         const Tensor& input, ReduceOp op, bool blocking);
   Backend& backend_for(const Tensor& t);
   void check_agreement(int64_t call, const Tensor& t, int64_t root, int64_t op);
   void check_peer(const char* call, int peer) const;

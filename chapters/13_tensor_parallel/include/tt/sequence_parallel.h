@@ -20,6 +20,13 @@
 ///
 /// They are conjugate like f and g. Why the gather's backward sums: the gathered tensor feeds a
 /// column-parallel layer, whose input gradient on each rank is only that rank's partial term.
+///
+/// **Which tokens a rank holds.** Everything in the sharded regions works token by token, so any
+/// split of the B*T tokens gives the same result. `dim` picks one: 1 (the default) splits every
+/// sequence, T/tp tokens each, as Korthikanti et al. do in Megatron's [T, B, C] layout; in this
+/// project's [B, T, C] layout the collectives then move the rank dim (a permute, one copy on
+/// each side). 0 gives each rank B/tp whole sequences, where the collective's concatenation
+/// already is the layout: no copy. TensorParallelGPT2 takes dim 0 when tp divides B.
 #pragma once
 
 #include "tt/dist.h"
@@ -27,27 +34,30 @@
 
 namespace tt::tp {
 
-/// All-gather along dim 1 (the sequence): x [B, S, ...] on every rank -> [B, tp*S, ...], rank
-/// r's tokens at [r*S, (r+1)*S); backward reduce-scatters the gradient (exercise ch13.5).
-/// Throws tt::Error when x has fewer than 2 dims.
-Tensor gather_from_sequence(const Tensor& x, dist::ProcessGroup& group);
+/// All-gather along the token dim `dim` (1: the sequence, 0: whole sequences): x [B, S, ...] on
+/// every rank -> [B, tp*S, ...], rank r's tokens at [r*S, (r+1)*S) (dim 0: [tp*B, S, ...]);
+/// backward reduce-scatters the gradient (exercise ch13.5). Throws tt::Error when x has fewer
+/// than 2 dims or dim is not 0 or 1.
+Tensor gather_from_sequence(const Tensor& x, dist::ProcessGroup& group, int64_t dim = 1);
 
-/// Sum over the group, then this rank's tokens: x [B, T, ...] -> [B, T/tp, ...], the tokens
-/// [r*T/tp, (r+1)*T/tp) of the sum; backward all-gathers the gradient (exercise ch13.5).
-/// Throws tt::Error when tp does not divide T.
-Tensor reduce_scatter_to_sequence(const Tensor& x, dist::ProcessGroup& group);
+/// Sum over the group, then this rank's tokens along `dim`: x [B, T, ...] -> [B, T/tp, ...], the
+/// tokens [r*T/tp, (r+1)*T/tp) of the sum (dim 0: the sequences [r*B/tp, (r+1)*B/tp));
+/// backward all-gathers the gradient (exercise ch13.5). Throws tt::Error when tp does not
+/// divide x.size(dim).
+Tensor reduce_scatter_to_sequence(const Tensor& x, dist::ProcessGroup& group, int64_t dim = 1);
 
-/// This rank's tokens of a replicated x [B, T, ...] (no communication): [B, T/tp, ...]; backward
-/// all-gathers the gradient. Enters the sequence-parallel region from replicated data (tests).
-/// Throws tt::Error when tp does not divide T.
-Tensor split_to_sequence(const Tensor& x, dist::ProcessGroup& group);
+/// This rank's tokens of a replicated x [B, T, ...] along `dim` (no communication): [B, T/tp,
+/// ...]; backward all-gathers the gradient. Enters the sequence-parallel region from replicated
+/// data (tests). Throws tt::Error when tp does not divide x.size(dim).
+Tensor split_to_sequence(const Tensor& x, dist::ProcessGroup& group, int64_t dim = 1);
 
 /// The collective behind gather_from_sequence, without autograd: [B, S, ...] -> [B, tp*S, ...]
-/// (an all-gather into [tp, B, S, ...], then the rank dim moved next to the sequence).
-Tensor sequence_all_gather(const Tensor& x, dist::ProcessGroup& group);
+/// (an all-gather into [tp, B, S, ...], then the rank dim moved next to dim `dim`: a copy for
+/// dim 1, none for dim 0).
+Tensor sequence_all_gather(const Tensor& x, dist::ProcessGroup& group, int64_t dim = 1);
 /// The collective behind reduce_scatter_to_sequence, without autograd: [B, T, ...] ->
-/// [B, T/tp, ...] (the rank's tokens moved to the front, [tp, B, T/tp, ...], then a
-/// reduce-scatter). Throws tt::Error when tp does not divide T.
-Tensor sequence_reduce_scatter(const Tensor& x, dist::ProcessGroup& group);
+/// [B, T/tp, ...] (the rank's tokens moved to the front, [tp, B, T/tp, ...]: a copy for dim 1,
+/// none for dim 0; then a reduce-scatter). Throws tt::Error when tp does not divide x.size(dim).
+Tensor sequence_reduce_scatter(const Tensor& x, dist::ProcessGroup& group, int64_t dim = 1);
 
 }  // namespace tt::tp

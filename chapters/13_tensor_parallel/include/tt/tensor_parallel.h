@@ -39,13 +39,14 @@ Tensor copy_to_tp(const Tensor& x, dist::ProcessGroup& group);
 Tensor reduce_from_tp(const Tensor& x, dist::ProcessGroup& group);
 
 /// An all-reduce of a column-parallel layer's input gradient started early, by the layer's own
-/// backward (chapter 11's DgradHook, right after the dx GEMM), so that it overlaps the layer's
+/// backward (chapter 11's LinearHooks::dgrad, right after the dx GEMM), so that it overlaps the layer's
 /// weight-gradient GEMM; copy_to_tp_early's backward finishes it.
 struct EarlyGradReduce {
-  /// Starts the all-reduce (sum over `group`) of a private copy of `dx`, without waiting.
+  /// Starts the all-reduce (sum over `group`) of `dx` into a new tensor (out of place), without
+  /// waiting; dx must stay unchanged until the sum is taken.
   void start(const Tensor& dx, dist::ProcessGroup& group);
   Tensor source;                     ///< the dx it was started on
-  Tensor sum;                        ///< the private copy being summed
+  Tensor sum;                        ///< the new tensor the sum goes to
   std::unique_ptr<dist::Work> work;  ///< the collective in flight
   int64_t finished = 0;              ///< backward passes that took the early sum (for tests)
 };

@@ -48,10 +48,20 @@ namespace tt::tp {
 /// How a model is split.
 struct TpOptions {
   bool sequence_parallel = false;  ///< shard LayerNorm and residual regions along the sequence
+  /// With sequence_parallel: give each rank B/tp whole sequences when tp divides the batch
+  /// (the token dim 0 of tt/sequence_parallel.h: no permute around the collectives), else T/tp
+  /// tokens of every sequence. False: always T/tp tokens of every sequence.
+  bool shard_whole_sequences = true;
+  /// With sequence_parallel, under chapter 11's bf16 linear layers: each column-parallel layer
+  /// keeps only this rank's tokens of its gathered input for backward and all-gathers them again
+  /// for its weight gradient (Megatron-LM's choice: one more all-gather per layer in backward,
+  /// 1/tp of the activation memory that input held). Other operation sets keep the input.
+  /// train_gpt2: on (TT_TP_SP_REGATHER=0: off).
+  bool regather_in_backward = true;
   /// Start f's backward all-reduce inside each column-parallel layer's backward, right after its
   /// dx GEMM, so that it overlaps the layer's weight-gradient GEMM (chapter 11's bf16 layers
   /// call the hook; others keep f's plain all-reduce). Not with sequence_parallel (ignored).
-  /// train_gpt2: TT_TP_EARLY_GRAD_REDUCE=1.
+  /// train_gpt2 turns it on (TT_TP_EARLY_GRAD_REDUCE=0: off).
   bool early_grad_reduce = false;
 };
 
