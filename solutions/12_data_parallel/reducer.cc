@@ -41,17 +41,19 @@ void Reducer::reduce_bucket(int64_t b) {
     // (A gradient that already is this view, as finish_bucket leaves it, needs no copy.)
     if (p.grad().data_ptr() != slot.data_ptr()) slot.copy_(p.grad().reshape({e.numel}));
   }
-  works_[static_cast<std::size_t>(b)] = group_.all_reduce_async(buffer, ReduceOp::kAvg);
+  works_[static_cast<std::size_t>(b)] = group_.all_reduce_async(buffer, op_);
   reduced_order_.push_back(b);
   ++num_reductions_;
 #else
   (void)bucket, (void)buffer;
-  TT_TODO("ch12.3",
-          "Reducer::reduce_bucket: buffers_[b] holds every gradient of bucket b at its entry's "
-          "offset (an undefined gradient counts as zeros and becomes a zero tensor) and ONE "
-          "nonblocking average of it over the ranks is started, kept in works_[b] "
-          "(finish_bucket hands it to the gradients); b is appended to reduced_order_ and counted in "
-          "num_reductions_");
+  TT_TODO(
+      "ch12.3",
+      "Reducer::reduce_bucket: buffers_[b] holds every gradient of bucket b at its entry's "
+      "offset (an undefined gradient counts as zeros and becomes a zero tensor) and ONE "
+      "nonblocking all-reduce of it over the ranks with op_ (DDP: the average) is started, "
+      "kept in works_[b] "
+      "(finish_bucket hands it to the gradients); b is appended to reduced_order_ and counted in "
+      "num_reductions_");
 #endif
 }
 

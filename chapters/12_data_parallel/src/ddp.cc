@@ -10,8 +10,9 @@
 
 namespace tt::dist {
 
-Reducer::Reducer(std::vector<Tensor> params, std::vector<Bucket> buckets, ProcessGroup& group)
-    : params_(std::move(params)), buckets_(std::move(buckets)), group_(group) {
+Reducer::Reducer(std::vector<Tensor> params, std::vector<Bucket> buckets, ProcessGroup& group,
+                 ReduceOp op)
+    : params_(std::move(params)), buckets_(std::move(buckets)), group_(group), op_(op) {
   const std::size_t n = params_.size();
   bucket_of_.assign(n, -1);
   std::unordered_set<const TensorImpl*> seen;

@@ -30,12 +30,14 @@ void Reducer::reduce_bucket(int64_t b) {
   const Bucket& bucket = buckets_[static_cast<std::size_t>(b)];
   const Tensor& buffer = buffers_[static_cast<std::size_t>(b)];
   (void)bucket, (void)buffer;
-  TT_TODO("ch12.3",
-          "Reducer::reduce_bucket: buffers_[b] holds every gradient of bucket b at its entry's "
-          "offset (an undefined gradient counts as zeros and becomes a zero tensor) and ONE "
-          "nonblocking average of it over the ranks is started, kept in works_[b] "
-          "(finish_bucket hands it to the gradients); b is appended to reduced_order_ and counted in "
-          "num_reductions_");
+  TT_TODO(
+      "ch12.3",
+      "Reducer::reduce_bucket: buffers_[b] holds every gradient of bucket b at its entry's "
+      "offset (an undefined gradient counts as zeros and becomes a zero tensor) and ONE "
+      "nonblocking all-reduce of it over the ranks with op_ (DDP: the average) is started, "
+      "kept in works_[b] "
+      "(finish_bucket hands it to the gradients); b is appended to reduced_order_ and counted in "
+      "num_reductions_");
 }
 
 }  // namespace tt::dist

@@ -4,6 +4,7 @@
 #include "tt/tp_gpt2.h"
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -377,15 +378,18 @@ Tensor TensorParallelGPT2::logits(const Tensor& idx) {
 
 void TensorParallelGPT2::finish_backward() {
   if (!options_.sequence_parallel) return;
-  for (const auto& [name, p] : model_->named_parameters()) {
-    if (split_of(name) != Split::kReplicated) continue;
-    Tensor g = p.grad();
-    if (!g.defined() || !g.is_contiguous()) {
-      g = g.defined() ? g.contiguous() : zeros_like(p);
-      p.set_grad(g);
+  if (!replicated_) {  // on the parameters' device, after any move of the model
+    std::vector<Tensor> params;
+    for (const auto& [name, p] : model_->named_parameters()) {
+      if (split_of(name) == Split::kReplicated) params.push_back(p);
     }
-    group_->all_reduce(g);
+    // One bucket per dtype (they are all float32 here): one all-reduce a step.
+    std::vector<dist::Bucket> buckets =
+        dist::assign_buckets(params, std::numeric_limits<int64_t>::max());
+    replicated_ = std::make_unique<dist::Reducer>(std::move(params), std::move(buckets), *group_,
+                                                  dist::ReduceOp::kSum);
   }
+  replicated_->finalize_backward();  // marks every gradient ready, sums, hands the sums back
 }
 
 double TensorParallelGPT2::grad_norm() const {

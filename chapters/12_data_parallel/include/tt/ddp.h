@@ -85,8 +85,11 @@ double hidden_fraction(double begin, double end, double compute_end);
 class Reducer {
  public:
   /// Checks that `buckets` place every parameter exactly once, contiguously, with the
-  /// parameter's numel and dtype, and allocates one flat buffer per bucket.
-  Reducer(std::vector<Tensor> params, std::vector<Bucket> buckets, ProcessGroup& group);
+  /// parameter's numel and dtype, and allocates one flat buffer per bucket. `op`: what each
+  /// bucket's all-reduce computes, the average for data parallelism (chapter 13's sequence
+  /// parallelism sums its replicated gradients with kSum).
+  Reducer(std::vector<Tensor> params, std::vector<Bucket> buckets, ProcessGroup& group,
+          ReduceOp op = ReduceOp::kAvg);
 
   /// Parameter `param`'s gradient is final for this backward (exercise ch12.3): counts it in
   /// its bucket and starts the all-reduce (reduce_bucket) of every bucket, in order, from the
@@ -126,7 +129,7 @@ class Reducer {
  private:
   /// Starts bucket b's all-reduce (part of ch12.3): packs its gradients into the flat buffer
   /// (an undefined gradient counts as zeros and becomes a zero tensor) and starts one
-  /// nonblocking average of the buffer over the group, kept in works_[b]; finish_bucket(b)
+  /// nonblocking all-reduce (op_: the average for DDP) of the buffer over the group, kept in works_[b]; finish_bucket(b)
   /// hands the result to the gradients. A gradient that already is its view of the buffer
   /// (left so by finish_bucket and accumulated into in place since) is not copied.
   void reduce_bucket(int64_t b);
@@ -140,6 +143,7 @@ class Reducer {
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
   ProcessGroup& group_;
+  ReduceOp op_;                               // what each bucket's all-reduce computes
   std::vector<Tensor> buffers_;               // one flat buffer per bucket
   std::vector<int64_t> bucket_of_;            // parameter -> bucket
   std::vector<int64_t> pending_;              // bucket -> parameters not yet ready

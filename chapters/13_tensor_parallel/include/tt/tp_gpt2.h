@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "tt/ddp.h"
 #include "tt/dist.h"
 #include "tt/gpt2.h"
 #include "tt/gpt2_ops.h"
@@ -125,8 +126,9 @@ class TensorParallelGPT2 {
   Tensor logits(const Tensor& idx);
   /// After backward, before the update: with sequence parallelism each rank's gradient of a
   /// replicated parameter (LayerNorms, wpe, row-parallel biases) covers only its tokens, so they
-  /// are summed over the group (one all-reduce per parameter, in named order). Without it,
-  /// nothing to do. Every rank must call it.
+  /// are summed over the group: packed into one flat buffer and summed by one all-reduce
+  /// (chapter 12's Reducer with ReduceOp::kSum; the gradients become views of the buffer).
+  /// Without it, nothing to do. Every rank must call it.
   void finish_backward();
   /// The global L2 norm of the gradients: split parameters' squares summed over the group,
   /// replicated ones counted once (a collective of the group). Chapter 09's clipping of the
@@ -177,6 +179,7 @@ class TensorParallelGPT2 {
   TpOptions options_;
   VocabShard vocab_;
   std::shared_ptr<Plan> plan_;
+  std::unique_ptr<dist::Reducer> replicated_;  // SP: sums the replicated gradients (lazily made)
 };
 
 }  // namespace tt::tp
