@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# For the next session (issue 24): SP's replicated gradients summed by one all-reduce (3d6bc48,
+# chapter 12's Reducer with kSum) measured on GPUs. Carried binaries (.devbin/s13a.tar.xz:
+# tt_ch12_tests, tt_ch13_tests, train_gpt2, tt_prepare_data built for sm_90):
+#  1. chapter 12's CUDA tests at np 2 (the Reducer's op), chapter 13's at np 4;
+#  2. bf16 train_gpt2 at B=8 T=1024, steps 3-5, nvidia-smi peaks: 774M (L36 H20 C1280) at tp 1,
+#     tp 4, tp 4 + SP, tp 4 + SP without the re-gather (TT_TP_SP_REGATHER=0), tp 2 + SP;
+#     1.3B (L24 H16 C2048) at tp 1 and tp 4 + SP (the 1.80x of session 12);
+#  3. --trace of 774M tp 4 + SP (tools/trace_ops: where SP's step goes).
+set -uo pipefail
+. .devrun/lib.sh
+status=0
+tar xJf .devbin/s13a.tar.xz || exit 1
+gpus=$(nvidia-smi -L | wc -l)
+mpi_tests tt_ch12_tests 2 '*Cuda*' ch12_np2.log || status=1
+[ "$gpus" -ge 4 ] && { mpi_tests tt_ch13_tests 4 '*Cuda*' ch13_np4.log || status=1; }
+grep -a "activations\|worst" "$OUT/ch13_np4.log" | sort -u | head -12
+data=/tmp/s13_data
+prep_data "$data" || status=1
+run() {  # NAME NP SHAPE [ENV=V...] -- [FLAGS...]
+  local name=$1 np=$2 shape=$3 r=/tmp/s13_run envs=() threads=$(($(nproc) / $2))
+  shift 3
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  rm -rf $r
+  stamp "$name"
+  smi_start "$OUT/smi.csv"
+  env "${envs[@]}" OMP_NUM_THREADS=$threads $MPI_APP -np "$np" -x OMP_NUM_THREADS \
+    -x TT_TP_SP_REGATHER build/bin/train_gpt2 --data $data --out $r --device cuda \
+    --precision bf16 $shape --T 1024 --B 8 --steps 6 --kill-after-step 5 --warmup 1 \
+    --eval-every 0 --eval-batches 1 --sample-tokens 1 --log-every 1 "$@" >$r.log 2>&1
+  smi_stop
+  grep -aE "^step [3-5]/6 \|" $r.log | cut -c1-110
+  echo "peak MiB per GPU: $(smi_peaks "$OUT/smi.csv" "$np")"
+  grep -aE "rror|what\(\)" $r.log | head -3 | cut -c1-300
+}
+export TT_TP_SP_REGATHER=1
+m774="--layers 36 --heads 20 --channels 1280"
+m13="--layers 24 --heads 16 --channels 2048"
+run 774_tp1 1 "$m774"
+if [ "$gpus" -ge 4 ]; then
+  run 774_tp4 4 "$m774" -- --tp 4
+  run 774_tp4sp 4 "$m774" -- --tp 4 --sequence-parallel
+  run 774_tp4sp_keep 4 "$m774" TT_TP_SP_REGATHER=0 -- --tp 4 --sequence-parallel
+fi
+run 774_tp2sp 2 "$m774" -- --tp 2 --sequence-parallel
+run 13_tp1 1 "$m13"
+[ "$gpus" -ge 4 ] && run 13_tp4sp 4 "$m13" -- --tp 4 --sequence-parallel
+rm -f "$OUT/smi.csv"
+if [ "$gpus" -ge 4 ]; then
+  stamp "trace 774M tp 4 + SP"
+  r=/tmp/s13_trace
+  rm -rf $r
+  $MPI_APP -np 4 build/bin/train_gpt2 --data $data --out $r --device cuda --precision bf16 \
+    $m774 --T 1024 --B 8 --steps 4 --warmup 1 --eval-every 0 --eval-batches 1 \
+    --sample-tokens 1 --log-every 1 --tp 4 --sequence-parallel --trace "$OUT/tp4sp.json" \
+    --trace-steps 3 >$r.log 2>&1
+  grep -aE "^step [2-4]/4 \||rror" $r.log | cut -c1-120
+  python3 tools/trace_ops "$OUT/tp4sp.json" --top 14 2>&1 | tee "$OUT/tp4sp.ops.txt" | head -20
+  rm -f "$OUT/tp4sp.json"
+fi
+stamp "s13a done (status $status)"
+exit $status
