@@ -218,8 +218,9 @@ struct TensorParallelGPT2::Plan {
   // A column-parallel layer on x: f or the all-gather of the tokens, then run(in). With
   // early_grad_reduce (and no SP) f's all-reduce starts in the layer's own backward, right after
   // its dx GEMM (chapter 11's LinearHooks::dgrad), and overlaps its weight-gradient GEMM; f's
-  // backward then only waits for it. With SP and regather_in_backward the layer keeps only this rank's tokens of its input
-  // (LinearHooks::pack) and all-gathers them again for its weight gradient (unpack).
+  // backward then only waits for it. With SP and regather_in_backward the layer keeps only this
+  // rank's tokens of its input (LinearHooks::pack) and all-gathers them again for its weight
+  // gradient (unpack).
   template <typename Run>
   Tensor column(const Tensor& x, Run run) const {
     if (sequence_parallel) {

@@ -129,8 +129,8 @@ class Reducer {
  private:
   /// Starts bucket b's all-reduce (part of ch12.3): packs its gradients into the flat buffer
   /// (an undefined gradient counts as zeros and becomes a zero tensor) and starts one
-  /// nonblocking all-reduce (op_: the average for DDP) of the buffer over the group, kept in works_[b]; finish_bucket(b)
-  /// hands the result to the gradients. A gradient that already is its view of the buffer
+  /// nonblocking all-reduce (op_: the average for DDP) of the buffer over the group, kept in
+  /// works_[b]; finish_bucket(b) hands the result to the gradients. A gradient that already is its view of the buffer
   /// (left so by finish_bucket and accumulated into in place since) is not copied.
   void reduce_bucket(int64_t b);
   /// Waits for bucket b's all-reduce and makes each parameter's .grad its view of the bucket,

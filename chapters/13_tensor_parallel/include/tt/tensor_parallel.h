@@ -39,8 +39,8 @@ Tensor copy_to_tp(const Tensor& x, dist::ProcessGroup& group);
 Tensor reduce_from_tp(const Tensor& x, dist::ProcessGroup& group);
 
 /// An all-reduce of a column-parallel layer's input gradient started early, by the layer's own
-/// backward (chapter 11's LinearHooks::dgrad, right after the dx GEMM), so that it overlaps the layer's
-/// weight-gradient GEMM; copy_to_tp_early's backward finishes it.
+/// backward (chapter 11's LinearHooks::dgrad, right after the dx GEMM), so that it overlaps the
+/// layer's weight-gradient GEMM; copy_to_tp_early's backward finishes it.
 struct EarlyGradReduce {
   /// Starts the all-reduce (sum over `group`) of `dx` into a new tensor (out of place), without
   /// waiting; dx must stay unchanged until the sum is taken.
