@@ -101,3 +101,38 @@ prep_data() {
   build/bin/tt_prepare_data "${inputs[@]}" --format paragraph --gpt2-vocab --val-fraction 0.2 \
     --out "$1" >"$OUT/prep.log" 2>&1 || { tail -5 "$OUT/prep.log"; return 1; }
 }
+# train_run NAME NP SHAPE [VAR=VALUE...] -- [FLAGS...]: bf16 train_gpt2 on NP GPUs (B=8, T=1024,
+# steps 3-5 of 6, the model SHAPE's --layers/--heads/--channels) on the corpus $data, the VARs
+# set and passed to every rank; prints the steps, nvidia-smi's peak MiB per GPU and any error.
+train_run() {
+  local name=$1 np=$2 shape=$3 r=/tmp/train_run envs=() xs=() threads=$(($(nproc) / $2))
+  shift 3
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); xs+=(-x "${1%%=*}"); shift; done
+  [ $# -gt 0 ] && shift
+  rm -rf $r
+  stamp "$name"
+  smi_start "$OUT/smi.csv"
+  env "${envs[@]}" OMP_NUM_THREADS=$threads $MPI_APP -np "$np" -x OMP_NUM_THREADS "${xs[@]}" \
+    build/bin/train_gpt2 --data "$data" --out $r --device cuda --precision bf16 $shape --T 1024 \
+    --B 8 --steps 6 --kill-after-step 5 --warmup 1 --eval-every 0 --eval-batches 1 \
+    --sample-tokens 1 --log-every 1 "$@" >$r.log 2>&1
+  smi_stop
+  grep -aE "^step [3-5]/6 \|" $r.log | cut -c1-110
+  echo "peak MiB per GPU: $(smi_peaks "$OUT/smi.csv" "$np")"
+  rm -f "$OUT/smi.csv"
+  grep -aE "rror|what\(\)" $r.log | head -3 | cut -c1-300
+}
+# carried NAME: unpacks the binaries carried in .devbin/NAME.tar.xz (built for sm_90; exits when
+# it is missing) and sets $gpus to the machine's GPU count.
+carried() {
+  tar xJf ".devbin/$1.tar.xz" || exit 1
+  gpus=$(nvidia-smi -L | wc -l)
+}
+# tp_cuda_tests: chapter 12's CUDA tests at np 2 and chapter 13's at np 4 (on 4 GPUs), printing
+# the activation bytes and the bf16 curves' worst differences; status=1 on a failure.
+tp_cuda_tests() {
+  mpi_tests tt_ch12_tests 2 '*Cuda*' ch12_np2.log || status=1
+  [ "$gpus" -ge 4 ] || return 0
+  mpi_tests tt_ch13_tests 4 '*Cuda*' ch13_np4.log || status=1
+  grep -a "activations\|worst" "$OUT/ch13_np4.log" | sort -u | head -12
+}

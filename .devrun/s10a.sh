@@ -10,9 +10,6 @@ set -uo pipefail
 status=0
 tar xJf .devbin/s10a.tar.xz || { echo "unpack failed"; exit 1; }
 nvidia-smi -L
-  grep -aE "^\[ +(OK|FAILED|SKIPPED) +\]" "$OUT/$log" | awk '{print $1, $2, $3}' | sort | uniq -c
-  grep -aE "^\[  FAILED  \]|Failure$" "$OUT/$log" | sort -u | head -10
-}
 mpi_tests tt_ch14_tests 4 '*Cuda*:Ch14_PipelineStrategy.*' ch14_np4.log || status=1
 mpi_tests tt_ch14_tests 2 '*Cuda*' ch14_np2.log || status=1
 mpi_tests tt_ch12_tests 2 '*Cuda*' ch12_np2.log || status=1

@@ -10,43 +10,21 @@
 set -uo pipefail
 . .devrun/lib.sh
 status=0
-tar xJf .devbin/s13a.tar.xz || exit 1
-gpus=$(nvidia-smi -L | wc -l)
-mpi_tests tt_ch12_tests 2 '*Cuda*' ch12_np2.log || status=1
-[ "$gpus" -ge 4 ] && { mpi_tests tt_ch13_tests 4 '*Cuda*' ch13_np4.log || status=1; }
-grep -a "activations\|worst" "$OUT/ch13_np4.log" | sort -u | head -12
-data=/tmp/s13_data
+carried s13a
+tp_cuda_tests
+data=/tmp/s13_data  # the corpus train_run reads
 prep_data "$data" || status=1
-run() {  # NAME NP SHAPE [ENV=V...] -- [FLAGS...]
-  local name=$1 np=$2 shape=$3 r=/tmp/s13_run envs=() threads=$(($(nproc) / $2))
-  shift 3
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  [ $# -gt 0 ] && shift
-  rm -rf $r
-  stamp "$name"
-  smi_start "$OUT/smi.csv"
-  env "${envs[@]}" OMP_NUM_THREADS=$threads $MPI_APP -np "$np" -x OMP_NUM_THREADS \
-    -x TT_TP_SP_REGATHER build/bin/train_gpt2 --data $data --out $r --device cuda \
-    --precision bf16 $shape --T 1024 --B 8 --steps 6 --kill-after-step 5 --warmup 1 \
-    --eval-every 0 --eval-batches 1 --sample-tokens 1 --log-every 1 "$@" >$r.log 2>&1
-  smi_stop
-  grep -aE "^step [3-5]/6 \|" $r.log | cut -c1-110
-  echo "peak MiB per GPU: $(smi_peaks "$OUT/smi.csv" "$np")"
-  grep -aE "rror|what\(\)" $r.log | head -3 | cut -c1-300
-}
-export TT_TP_SP_REGATHER=1
 m774="--layers 36 --heads 20 --channels 1280"
 m13="--layers 24 --heads 16 --channels 2048"
-run 774_tp1 1 "$m774"
+train_run 774_tp1 1 "$m774"
 if [ "$gpus" -ge 4 ]; then
-  run 774_tp4 4 "$m774" -- --tp 4
-  run 774_tp4sp 4 "$m774" -- --tp 4 --sequence-parallel
-  run 774_tp4sp_keep 4 "$m774" TT_TP_SP_REGATHER=0 -- --tp 4 --sequence-parallel
+  train_run 774_tp4 4 "$m774" -- --tp 4
+  train_run 774_tp4sp 4 "$m774" -- --tp 4 --sequence-parallel
+  train_run 774_tp4sp_keep 4 "$m774" TT_TP_SP_REGATHER=0 -- --tp 4 --sequence-parallel
 fi
-run 774_tp2sp 2 "$m774" -- --tp 2 --sequence-parallel
-run 13_tp1 1 "$m13"
-[ "$gpus" -ge 4 ] && run 13_tp4sp 4 "$m13" -- --tp 4 --sequence-parallel
-rm -f "$OUT/smi.csv"
+train_run 774_tp2sp 2 "$m774" -- --tp 2 --sequence-parallel
+train_run 13_tp1 1 "$m13"
+[ "$gpus" -ge 4 ] && train_run 13_tp4sp 4 "$m13" -- --tp 4 --sequence-parallel
 if [ "$gpus" -ge 4 ]; then
   stamp "trace 774M tp 4 + SP"
   r=/tmp/s13_trace

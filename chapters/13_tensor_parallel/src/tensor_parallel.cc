@@ -99,9 +99,8 @@ class CopyToTpEarlyFn final : public autograd::Function {
       out = e.sum.view(dy.shape());
       ++e.finished;
     } else {
-      const Tensor in = dy.contiguous();
-      out = empty(in.shape(), {in.dtype(), in.device()});
-      group_.all_reduce(out, in, dist::ReduceOp::kSum);
+      // g's forward is the sum in a new tensor (backward runs without recording).
+      out = reduce_from_tp(dy, group_);
     }
     e.source = e.sum = Tensor();
     e.work.reset();
