@@ -136,3 +136,38 @@ tp_cuda_tests() {
   mpi_tests tt_ch13_tests 4 '*Cuda*' ch13_np4.log || status=1
   grep -a "activations\|worst" "$OUT/ch13_np4.log" | sort -u | head -12
 }
+# layouts_vs_one_gpu: a small GPT-2 (L4 C256, T 256, B 8, 12 steps) on the corpus $data under
+# --pp 2, --cp 2, --tp 2 and (4 GPUs) --pp 2 --cp 2, --tp 2 --cp 2 against one GPU, float32 and
+# bf16 (tools/compare_runs, per step: 2e-4 and 2e-2; GPU reduction orders differ by layout).
+layouts_vs_one_gpu() {
+  local prec tol r
+  small() {  # NAME NP PRECISION [FLAGS...]: into /tmp/layout_NAME
+    local name=$1 np=$2 p=$3 out=/tmp/layout_$1
+    shift 3
+    rm -rf $out
+    $MPI_APP -np "$np" build/bin/train_gpt2 --data "$data" --out $out --device cuda \
+      --precision "$p" --layers 4 --heads 4 --channels 256 --T 256 --B 8 --steps 12 --warmup 2 \
+      --eval-every 0 --eval-batches 1 --sample-tokens 1 --log-every 1 --seed 7 "$@" \
+      >$out.log 2>&1 || { echo "$name FAILED"; tail -5 $out.log | cut -c1-300; status=1; }
+  }
+  stamp "pp/cp/tp strategies against one GPU"
+  for prec in fp32 bf16; do
+    small one_$prec 1 $prec
+    small pp2_$prec 2 $prec --pp 2 --micro-batches 2
+    small cp2_$prec 2 $prec --cp 2
+    small tp2_$prec 2 $prec --tp 2
+    if [ "$gpus" -ge 4 ]; then
+      small pp2cp2_$prec 4 $prec --pp 2 --cp 2 --micro-batches 2
+      small tp2cp2_$prec 4 $prec --tp 2 --cp 2
+    fi
+    tol=2e-4
+    [ $prec = bf16 ] && tol=2e-2
+    for r in pp2 cp2 tp2 pp2cp2 tp2cp2; do
+      [ -f /tmp/layout_${r}_$prec/train.csv ] || continue
+      echo "--- $r $prec vs one GPU"
+      python3 tools/compare_runs /tmp/layout_one_$prec/train.csv \
+        /tmp/layout_${r}_$prec/train.csv --tol $tol --window 1 2>&1 | head -4 || status=1
+    done
+  done
+  grep -ah "^step 12/12 |" /tmp/layout_*.log | cut -c1-100 | head -12
+}

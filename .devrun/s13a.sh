@@ -6,7 +6,9 @@
 #  2. bf16 train_gpt2 at B=8 T=1024, steps 3-5, nvidia-smi peaks: 774M (L36 H20 C1280) at tp 1,
 #     tp 4, tp 4 + SP, tp 4 + SP without the re-gather (TT_TP_SP_REGATHER=0), tp 2 + SP;
 #     1.3B (L24 H16 C2048) at tp 1 and tp 4 + SP (the 1.80x of session 12);
-#  3. --trace of 774M tp 4 + SP (tools/trace_ops: where SP's step goes).
+#  3. --trace of 774M tp 4 + SP (tools/trace_ops: where SP's step goes);
+#  4. (first, after the tests) the pp, cp, tp and mixed layouts against one GPU
+#     (layouts_vs_one_gpu), after this session's all-reduce changes.
 set -uo pipefail
 . .devrun/lib.sh
 status=0
@@ -14,6 +16,7 @@ carried s13a
 tp_cuda_tests
 data=/tmp/s13_data  # the corpus train_run reads
 prep_data "$data" || status=1
+layouts_vs_one_gpu
 m774="--layers 36 --heads 20 --channels 1280"
 m13="--layers 24 --heads 16 --channels 2048"
 train_run 774_tp1 1 "$m774"
