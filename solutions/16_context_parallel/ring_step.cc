@@ -40,11 +40,7 @@ KVBlock ring_forward_step(const RingContext& ctx, int step, const Tensor& q, con
     if (!acc.out.defined()) {
       acc = part;  // step 0: the rank's own block covers every row
     } else {
-      const AttentionPart rows{acc.out.slice(2, plan.q_begin, plan.q_end),
-                               acc.lse.slice(2, plan.q_begin, plan.q_end)};
-      const AttentionPart merged = merge_attention(rows, part);
-      rows.out.copy_(merged.out);
-      rows.lse.copy_(merged.lse);
+      merge_attention_rows(acc, plan.q_begin, part);  // the rows that saw the block, in place
     }
   }
   if (transfer) transfer->wait();
@@ -54,8 +50,8 @@ KVBlock ring_forward_step(const RingContext& ctx, int step, const Tensor& q, con
   TT_TODO("ch16.3",
           "ring_forward_step: start sending kv to next() and receiving the next block from "
           "prev() (not at the last step), attend q to the block of rank (rank - step) mod N as "
-          "plan_block says, merge into acc's rows (step 0: acc = the block's result), wait, "
-          "return the received block");
+          "plan_block says, merge it into acc's rows with merge_attention_rows (step 0: acc = "
+          "the block's result), wait, return the received block");
 #endif
 }
 

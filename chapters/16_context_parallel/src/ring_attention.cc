@@ -158,9 +158,13 @@ AttentionPart attention_block_forward(const Tensor& q, const Tensor& k, const Te
   return part;
 }
 
-std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
-                                               const Tensor& v, const Tensor& out,
-                                               const Tensor& lse, bool causal, int64_t max_scores) {
+namespace {
+
+// attention_block_backward; `widen_bf16` false leaves bfloat16 gradients in bfloat16 (the ring
+// adds them to its float32 sums with add_rows, which widens as it reads).
+std::array<Tensor, 3> block_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                     const Tensor& v, const Tensor& out, const Tensor& lse,
+                                     bool causal, int64_t max_scores, bool widen_bf16) {
   check_block("cp::attention_block_backward", q, k, v);
   TT_CHECK(dout.defined() && out.defined() && lse.defined() && dout.shape() == q.shape() &&
                out.shape() == q.shape() && lse.dim() == 3 && lse.size(2) == q.size(2),
@@ -182,7 +186,7 @@ std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor&
         causal ? flash_kernels(q.dtype()).backward : flash_attention_bf16_full_kernels().backward;
     call_kernel<FlashAttentionBackwardKernel>(kernel, q.device(), g[0], g[1], g[2], row_major(dout),
                                               qc, kc, vc, row_major(out), lse.contiguous());
-    if (bf16) {
+    if (bf16 && widen_bf16) {
       for (Tensor& t : g) t = widen(t);
     }
     return g;
@@ -200,6 +204,82 @@ std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor&
     g[2].copy_(add(g[2], piece[2]));
   }
   return g;
+}
+
+// "what" for the error messages: the tensor's description, or "(undefined)".
+std::string describe(const Tensor& t) {
+  return t.defined() ? t.describe() : std::string("(undefined)");
+}
+
+// The geometry add_rows and merge_attention_rows need: acc [B, NH, Tl, hs] in float32 or
+// float64, delta [B, NH, m, hs] of acc's batch, heads and head size, rows [begin, begin + m)
+// inside Tl, delta of acc's dtype or bfloat16 for a float32 acc, one device.
+void check_rows(const char* op, const Tensor& acc, int64_t begin, const Tensor& delta) {
+  TT_CHECK(acc.defined() && delta.defined() && acc.dim() == 4 && delta.dim() == 4 &&
+               acc.size(0) == delta.size(0) && acc.size(1) == delta.size(1) &&
+               acc.size(3) == delta.size(3) && begin >= 0 && begin + delta.size(2) <= acc.size(2) &&
+               acc.device() == delta.device() &&
+               (acc.dtype() == DType::kFloat32 || acc.dtype() == DType::kFloat64) &&
+               (delta.dtype() == acc.dtype() ||
+                (delta.dtype() == DType::kBFloat16 && acc.dtype() == DType::kFloat32)),
+           op, ": expected acc [B, NH, Tl, hs] (float32 or float64) and [B, NH, m, hs] rows of ",
+           "its dtype (or bfloat16 for float32) on its device, with begin + m <= Tl; got acc ",
+           describe(acc), ", rows ", describe(delta), ", begin ", begin);
+}
+
+// Whether `op` runs as one kernel: a float32 accumulator, contiguous, on a device that has it.
+bool fused(const char* op, const Tensor& acc) {
+  return acc.dtype() == DType::kFloat32 && acc.is_contiguous() &&
+         KernelRegistry::instance().has(op, acc.device().type);
+}
+
+// `t` in `dtype` (a no-op when it has it).
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  return t.dtype() == dtype ? t : t.to(dtype);
+}
+
+}  // namespace
+
+std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                               const Tensor& v, const Tensor& out,
+                                               const Tensor& lse, bool causal, int64_t max_scores) {
+  return block_backward(dout, q, k, v, out, lse, causal, max_scores, /*widen_bf16=*/true);
+}
+
+void add_rows(const Tensor& acc, int64_t begin, const Tensor& delta) {
+  check_rows("cp::add_rows", acc, begin, delta);
+  if (fused("cp_add_rows", acc)) {
+    call_kernel<AddRowsKernel>("cp_add_rows", acc.device(), acc, begin, delta.contiguous());
+    return;
+  }
+  autograd::NoGradGuard no_grad;
+  const Tensor rows = acc.slice(2, begin, begin + delta.size(2));
+  rows.copy_(add(rows, as_dtype(delta, acc.dtype())));
+}
+
+void merge_attention_rows(const AttentionPart& acc, int64_t begin, const AttentionPart& part) {
+  check_rows("cp::merge_attention_rows", acc.out, begin, part.out);
+  const int64_t m = part.out.size(2);
+  TT_CHECK(acc.lse.defined() && part.lse.defined() && acc.lse.dim() == 3 && part.lse.dim() == 3 &&
+               acc.lse.size(0) == acc.out.size(0) && acc.lse.size(1) == acc.out.size(1) &&
+               acc.lse.size(2) == acc.out.size(2) && part.lse.size(0) == acc.out.size(0) &&
+               part.lse.size(1) == acc.out.size(1) && part.lse.size(2) == m &&
+               acc.lse.dtype() == acc.out.dtype() && part.lse.dtype() == acc.out.dtype() &&
+               acc.lse.device() == acc.out.device() && part.lse.device() == acc.out.device(),
+           "cp::merge_attention_rows: expected lse [B, NH, Tl] and [B, NH, m] in ",
+           dtype_name(acc.out.dtype()), " beside out ", acc.out.describe(), " and ",
+           part.out.describe(), ", got lse ", describe(acc.lse), " and ", describe(part.lse));
+  if (fused("cp_merge_rows", acc.out) && acc.lse.is_contiguous()) {
+    call_kernel<MergeRowsKernel>("cp_merge_rows", acc.out.device(), acc.out, acc.lse, begin,
+                                 part.out.contiguous(), part.lse.contiguous());
+    return;
+  }
+  autograd::NoGradGuard no_grad;
+  const AttentionPart rows{acc.out.slice(2, begin, begin + m), acc.lse.slice(2, begin, begin + m)};
+  const AttentionPart merged =
+      merge_attention(rows, {as_dtype(part.out, acc.out.dtype()), part.lse});
+  rows.out.copy_(merged.out);
+  rows.lse.copy_(merged.lse);
 }
 
 BlockPlan plan_block(Layout layout, bool causal, int rank, int src, int world, int64_t Tl) {
@@ -245,12 +325,6 @@ std::vector<Tensor> pass_on(const RingContext& ctx, const std::vector<Tensor>& s
     ops.push_back({P2POp::Kind::kRecv, recv.back(), ctx.prev(), tag});
   }
   return recv;
-}
-
-// In place: rows [begin, end) along dim 2 of `acc` += `delta`.
-void add_rows(const Tensor& acc, int64_t begin, int64_t end, const Tensor& delta) {
-  const Tensor rows = acc.slice(2, begin, end);
-  rows.copy_(add(rows, delta));
 }
 
 /// Ring attention of this rank's shard; backward passes dK, dV around the ring.
@@ -300,29 +374,35 @@ struct RingAttentionFn : autograd::Function {
       if (plan.kind != BlockPlan::Kind::kNone) {
         auto rows = [&](const Tensor& t) { return t.slice(2, plan.q_begin, plan.q_end); };
         auto keys = [&](const Tensor& t) { return t.slice(2, plan.k_begin, plan.k_end); };
-        g = attention_block_backward(rows(dout), rows(q), keys(kv.k), keys(kv.v), rows(out),
-                                     lse_.slice(2, plan.q_begin, plan.q_end),
-                                     plan.kind == BlockPlan::Kind::kCausal);
-        add_rows(dq, plan.q_begin, plan.q_end, g[0]);
+        g = block_backward(rows(dout), rows(q), keys(kv.k), keys(kv.v), rows(out),
+                           lse_.slice(2, plan.q_begin, plan.q_end),
+                           plan.kind == BlockPlan::Kind::kCausal, kMaxBlockScores,
+                           /*widen_bf16=*/false);
+        add_rows(dq, plan.q_begin, g[0]);
       }
       transfer->wait();
       dk = step > 0 ? arrived[0] : zeros(kv.k.shape(), acc);
       dv = step > 0 ? arrived[1] : zeros(kv.v.shape(), acc);
       if (plan.kind != BlockPlan::Kind::kNone) {
-        add_rows(dk, plan.k_begin, plan.k_end, g[1]);
-        add_rows(dv, plan.k_begin, plan.k_end, g[2]);
+        add_rows(dk, plan.k_begin, g[1]);
+        add_rows(dv, plan.k_begin, g[2]);
       }
       if (step + 1 < world) kv = {next_kv[0], next_kv[1]};
     }
-    if (world > 1) {  // the last hop: every block's dK, dV go home
+    // The sums are final: rounded to q's dtype before the last hop (the values the owner would
+    // get by rounding after it), so that a bf16 ring sends half the bytes home.
+    dk = as_dtype(dk, q.dtype());
+    dv = as_dtype(dv, q.dtype());
+    if (world > 1) {  // the last hop: every block's dK, dV go home, while dQ is rounded
       std::vector<P2POp> ops;
       const std::vector<Tensor> home = pass_on(ctx_, {dk, dv}, 2, ops);
-      ctx_.group->batch_send_recv(ops);
+      const std::unique_ptr<dist::Work> hop = ctx_.group->batch_send_recv_async(ops);
+      dq = as_dtype(dq, q.dtype());
+      hop->wait();
       dk = home[0];
       dv = home[1];
     }
-    if (q.dtype() != acc.dtype) return {dq.to(q.dtype()), dk.to(q.dtype()), dv.to(q.dtype())};
-    return {dq, dk, dv};
+    return {as_dtype(dq, q.dtype()), dk, dv};
   }
   void release_saved() override {
     Function::release_saved();

@@ -25,8 +25,8 @@ KVBlock ring_forward_step(const RingContext& ctx, int step, const Tensor& q, con
   TT_TODO("ch16.3",
           "ring_forward_step: start sending kv to next() and receiving the next block from "
           "prev() (not at the last step), attend q to the block of rank (rank - step) mod N as "
-          "plan_block says, merge into acc's rows (step 0: acc = the block's result), wait, "
-          "return the received block");
+          "plan_block says, merge it into acc's rows with merge_attention_rows (step 0: acc = "
+          "the block's result), wait, return the received block");
 }
 
 }  // namespace tt::cp

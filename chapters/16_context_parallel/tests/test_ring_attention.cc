@@ -384,4 +384,91 @@ TEST(Ch16_RingAttention, Bf16BlocksMatchFloat32Blocks) {
   }
 }
 
+// ---- the ring's in-place sums: merge_attention_rows and add_rows ------------------------------
+
+// A running result acc (out [2, 3, Tl, hs], lse [2, 3, Tl]) and a part of m rows on `device`:
+// out values of order 1, lse of order 3 (part.out in `part_dtype`).
+struct RowsCase {
+  cp::AttentionPart acc, part;
+};
+RowsCase draw_rows(int64_t Tl, int64_t m, int64_t hs, tt::DType part_dtype, tt::Device device,
+                   uint64_t seed) {
+  const tt::DType f32 = tt::DType::kFloat32;
+  auto on = [&](const Tensor& t) { return t.to(device); };
+  return {{on(draw({2, 3, Tl, hs}, seed, f32)), on(tt::mul(draw({2, 3, Tl}, seed + 1, f32), 3.0))},
+          {on(draw({2, 3, m, hs}, seed + 2, part_dtype)),
+           on(tt::mul(draw({2, 3, m}, seed + 3, f32), 3.0))}};
+}
+
+// merge_attention_rows(acc, begin, part) computed the slow way: merge_attention of the rows on
+// the CPU, the other rows as they were.
+cp::AttentionPart merge_rows_reference(const RowsCase& c, int64_t begin) {
+  const tt::Device cpu = tt::Device::cpu();
+  const cp::AttentionPart acc{c.acc.out.to(cpu).clone(), c.acc.lse.to(cpu).clone()};
+  const int64_t end = begin + c.part.out.size(2);
+  const cp::AttentionPart merged =
+      cp::merge_attention({acc.out.slice(2, begin, end), acc.lse.slice(2, begin, end)},
+                          {c.part.out.to(cpu).to(tt::DType::kFloat32), c.part.lse.to(cpu)});
+  acc.out.slice(2, begin, end).copy_(merged.out);
+  acc.lse.slice(2, begin, end).copy_(merged.lse);
+  return acc;
+}
+
+// Checks merge_attention_rows and add_rows on `device` against the CPU composition, for the
+// first, a middle and the last rows, head sizes 64, 128 and 40 (not a multiple of the warp),
+// float32 and bfloat16 parts. Float32 exp/log in another order: 2e-6 (values of order 1).
+void check_rows_on(tt::Device device) {
+  struct Rows {
+    int64_t Tl, m, begin, hs;
+  };
+  for (const Rows& r :
+       {Rows{10, 4, 0, 64}, Rows{10, 4, 6, 128}, Rows{9, 9, 0, 40}, Rows{12, 5, 3, 64}}) {
+    for (const tt::DType dt : {tt::DType::kFloat32, tt::DType::kBFloat16}) {
+      const std::string what = "Tl " + std::to_string(r.Tl) + " m " + std::to_string(r.m) +
+                               " begin " + std::to_string(r.begin) + " hs " + std::to_string(r.hs) +
+                               " part " + tt::dtype_name(dt);
+      const RowsCase c = draw_rows(r.Tl, r.m, r.hs, dt, device, 40 + r.hs + r.begin);
+      const cp::AttentionPart want = merge_rows_reference(c, r.begin);
+      cp::merge_attention_rows(c.acc, r.begin, c.part);
+      EXPECT_LE(max_abs_diff(c.acc.out, want.out), 2e-6) << what;
+      EXPECT_LE(max_abs_diff(c.acc.lse, want.lse), 2e-6) << what;
+
+      const Tensor before = c.acc.out.to(tt::Device::cpu()).clone();
+      cp::add_rows(c.acc.out, r.begin, c.part.out);
+      const Tensor rows = before.slice(2, r.begin, r.begin + r.m);
+      rows.copy_(tt::add(rows, c.part.out.to(tt::Device::cpu()).to(tt::DType::kFloat32)));
+      EXPECT_LE(max_abs_diff(c.acc.out, before), 1e-6) << "add_rows " << what;
+    }
+  }
+  // Rows whose log-sum-exps are 1e4 apart: the larger part wins entirely, nothing overflows.
+  const tt::Device cpu = tt::Device::cpu();
+  const cp::AttentionPart acc{
+      tt::full({1, 1, 2, 3}, 1.0).to(device),
+      tt::from_vector(std::vector<float>{1e4f, -5e3f}, {1, 1, 2}).to(device)};
+  cp::merge_attention_rows(acc, 0,
+                           {tt::full({1, 1, 2, 3}, -1.0).to(device),
+                            tt::from_vector(std::vector<float>{0.0f, 5e3f}, {1, 1, 2}).to(device)});
+  EXPECT_EQ(acc.out.to(cpu).contiguous().to_vector<float>(),
+            (std::vector<float>{1, 1, 1, -1, -1, -1}));
+  EXPECT_EQ(acc.lse.to(cpu).contiguous().to_vector<float>(), (std::vector<float>{1e4f, 5e3f}));
+}
+
+TEST(Ch16_RingAttention, MergeRowsAndAddRowsEqualTheComposition) {
+  check_rows_on(tt::Device::cpu());
+  // Rows past the end, a dtype the accumulator cannot take, lse of the wrong length.
+  const RowsCase c = draw_rows(6, 4, 8, tt::DType::kFloat32, tt::Device::cpu(), 3);
+  EXPECT_TT_ERROR(cp::add_rows(c.acc.out, 3, c.part.out), "cp::add_rows", "begin 3", "[2, 3, 6, 8]",
+                  "[2, 3, 4, 8]");
+  EXPECT_TT_ERROR(cp::add_rows(c.acc.out.to(tt::DType::kBFloat16), 0, c.part.out), "cp::add_rows",
+                  "bfloat16");
+  EXPECT_TT_ERROR(cp::merge_attention_rows(c.acc, 0, {c.part.out, c.acc.lse}),
+                  "cp::merge_attention_rows", "[2, 3, 6]");
+}
+
+// The CUDA kernels "cp_merge_rows" and "cp_add_rows" (one pass each) against the composition.
+TEST(Ch16_RingAttention, CudaMergeRowsAndAddRowsKernelsEqualTheComposition) {
+  TT_SKIP_IF_NO_CUDA();
+  check_rows_on(tt::Device::cuda(0));
+}
+
 }  // namespace

@@ -25,7 +25,9 @@
 /// block's scores. In bfloat16 both kinds run through chapter 11's bf16 FlashAttention (its
 /// causal mode and its full, rectangular mode), and the ring on CUDA stays in bfloat16: K/V
 /// travel in bf16 (NCCL), each block's output is widened to float32 and merged in float32 with
-/// its lse, and dQ, dK, dV are summed (dK, dV sent) in float32, rounded to bf16 once at the end.
+/// its lse (merge_attention_rows: one kernel on CUDA), and dQ, dK, dV are summed in float32
+/// (add_rows: one kernel, reading the blocks' bf16 gradients) and dK, dV travel in float32;
+/// each sum is rounded to bf16 once, dK and dV before their last hop home.
 #pragma once
 
 #include <array>
@@ -80,6 +82,32 @@ struct AttentionPart {
 /// computed without overflow for any finite L_a, L_b. New tensors of a's shapes, dtype and
 /// device; no autograd history. Throws tt::Error when the shapes, dtypes or devices differ.
 AttentionPart merge_attention(const AttentionPart& a, const AttentionPart& b);
+
+/// Merges `part` into rows [begin, begin + m) of the running result `acc`, in place: afterwards
+/// those rows hold merge_attention(their old values, part) (the other rows are untouched).
+/// acc.out [B, NH, Tl, hs] and acc.lse [B, NH, Tl] contiguous, float32 or float64; part.out
+/// [B, NH, m, hs] of acc's dtype or bfloat16 (for a float32 acc), part.lse [B, NH, m] of acc's
+/// dtype; one device. On CUDA with a float32 acc it is one kernel ("cp_merge_rows": a warp per
+/// row reads both lse, writes the merged lse and re-weights the row), where merge_attention
+/// takes ~20 element-wise passes and a copy; elsewhere it is merge_attention and a copy. Throws
+/// tt::Error naming the tensors when they do not fit.
+void merge_attention_rows(const AttentionPart& acc, int64_t begin, const AttentionPart& part);
+
+/// Kernel "cp_merge_rows" of merge_attention_rows (CUDA; the tensors checked by the caller):
+/// acc_out, acc_lse float32; part_out float32 or bfloat16, part_lse float32; all contiguous.
+using MergeRowsKernel = void(const Tensor& acc_out, const Tensor& acc_lse, int64_t begin,
+                             const Tensor& part_out, const Tensor& part_lse);
+
+/// Adds `delta` [B, NH, m, hs] to rows [begin, begin + m) of `acc` [B, NH, Tl, hs] along dim 2,
+/// in place: acc contiguous, float32 or float64; delta of acc's dtype or bfloat16 (for a
+/// float32 acc: each value widened exactly). The ring's backward sums each block's dQ, dK and
+/// dV this way. On CUDA with a float32 acc it is one kernel ("cp_add_rows"); elsewhere add and
+/// copy. Throws tt::Error naming the tensors when they do not fit.
+void add_rows(const Tensor& acc, int64_t begin, const Tensor& delta);
+
+/// Kernel "cp_add_rows" of add_rows (CUDA; the tensors checked by the caller): acc float32,
+/// delta float32 or bfloat16, both contiguous.
+using AddRowsKernel = void(const Tensor& acc, int64_t begin, const Tensor& delta);
 
 /// The most scores a fully visible block materializes at once (B * NH * rows * n), 2^28 (1 GiB
 /// of float32 per temporary): larger blocks are computed in pieces of query rows.
