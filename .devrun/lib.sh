@@ -128,13 +128,14 @@ carried() {
   tar xJf ".devbin/$1.tar.xz" || exit 1
   gpus=$(nvidia-smi -L | wc -l)
 }
-# tp_cuda_tests: chapter 12's CUDA tests at np 2 and chapter 13's at np 4 (on 4 GPUs), printing
-# the activation bytes and the bf16 curves' worst differences; status=1 on a failure.
+# tp_cuda_tests: chapter 12's CUDA tests at np 2 and chapter 13's at np 4 (np 2 on a 2-GPU
+# machine), printing the activation bytes and the bf16 curves' worst differences; status=1 on a
+# failure.
 tp_cuda_tests() {
   mpi_tests tt_ch12_tests 2 '*Cuda*' ch12_np2.log || status=1
-  [ "$gpus" -ge 4 ] || return 0
-  mpi_tests tt_ch13_tests 4 '*Cuda*' ch13_np4.log || status=1
-  grep -a "activations\|worst" "$OUT/ch13_np4.log" | sort -u | head -12
+  local np=$((gpus >= 4 ? 4 : 2))
+  mpi_tests tt_ch13_tests $np '*Cuda*' ch13_np$np.log || status=1
+  grep -a "activations\|worst" "$OUT/ch13_np$np.log" | sort -u | head -12
 }
 # layouts_vs_one_gpu: a small GPT-2 (L4 C256, T 256, B 8, 12 steps) on the corpus $data under
 # --pp 2, --cp 2, --tp 2 and (4 GPUs) --pp 2 --cp 2, --tp 2 --cp 2 against one GPU, float32 and
@@ -170,4 +171,19 @@ layouts_vs_one_gpu() {
     done
   done
   grep -ah "^step 12/12 |" /tmp/layout_*.log | cut -c1-100 | head -12
+}
+# ring_bench NP: tt_ring_attention_bench in bf16 over NP GPUs (B 1, causal, T 16k/32k/64k, hs 64
+# and 128) with 4 heads (the chapter's first table) and 32 (ring-flash-attention's benchmark:
+# Llama-3-8B's attention), JSON lines into $OUT/ring.jsonl, then the per-op profile of one
+# zigzag ring at 16k, hs 64, 32 heads (its first table).
+ring_bench() {
+  local h
+  for h in 4 32; do
+    stamp "ring bench bf16 cp $1, $h heads"
+    timeout 150 $MPI -np "$1" build/bin/tt_ring_attention_bench --device cuda --dtype bf16 \
+      --seq 16384,32768,65536 --hs 64,128 --heads $h 2>&1 | grep -a "^{" | tee -a "$OUT/ring.jsonl"
+  done
+  stamp "ring profile 16k hs 64, 32 heads"
+  timeout 60 $MPI -np "$1" build/bin/tt_ring_attention_bench --device cuda --dtype bf16 \
+    --seq 16384 --hs 64 --heads 32 --profile 2>&1 | grep -aB3 -A20 "^Op  " | head -26
 }
