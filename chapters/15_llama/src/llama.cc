@@ -266,7 +266,7 @@ Tensor LlamaAttention::attend(const Tensor& x, const Tensor& positions, const Ro
   if (cache != nullptr) {
     y = kv_cache_attend(q, k, v, cache->k[layer], cache->v[layer], start);
   } else {
-    y = gqa_attention(q, k, v);
+    y = attention ? attention(q, k, v) : gqa_attention(q, k, v);
   }
   y = reshape(transpose(y, 1, 2), {B, T, n_heads * head_dim});
   return project(bf16, {o_proj.get()}, y, stream)[0];
@@ -464,22 +464,38 @@ Tensor Llama::forward(const Tensor& idx) {
 }
 
 Tensor Llama::loss(const Tensor& idx, const Tensor& targets) {
+  check_ids("Llama::loss", idx, device());
+  return loss_at(idx, positions_for(idx.size(0), idx.size(1), {}), targets);
+}
+
+Tensor Llama::loss_at(const Tensor& idx, const Tensor& positions, const Tensor& targets) {
   TT_CHECK(dtype() != DType::kBFloat16,
            "Llama::loss: bfloat16 parameters are for inference only (forward, forward_cached, "
            "generate on CUDA); train in float32 (chapter 11's mixed precision keeps float32 "
            "master weights)");
-  TT_CHECK(targets.defined() && targets.shape() == idx.shape(),
-           "Llama::loss: targets must have the shape of idx ", idx.describe(), ", got ",
-           describe(targets));
+  check_ids("Llama::loss", idx, device());
+  TT_CHECK(targets.defined() && targets.shape() == idx.shape() && positions.defined() &&
+               positions.shape() == idx.shape() && positions.dtype() == DType::kInt64 &&
+               positions.device() == idx.device(),
+           "Llama::loss: targets and positions (int64, on idx's device) must have the shape of "
+           "idx ",
+           idx.describe(), ", got targets ", describe(targets), " and positions ",
+           describe(positions));
+  const Tensor x = hidden(idx, positions, nullptr, Tensor());
   if (mixed_bf16_) {
-    check_ids("Llama::loss", idx, device());
-    const Tensor x = hidden(idx, positions_for(idx.size(0), idx.size(1), {}), nullptr, Tensor());
     return classifier_loss_bf16(tt::to_dtype(x, DType::kBFloat16), head_weight(),
                                 config_.vocab_size, targets);
   }
-  const Tensor logits = forward(idx);
+  const Tensor logits = matmul(x, transpose(head_weight(), 0, 1));
   const int64_t n = idx.size(0) * idx.size(1);
   return cross_entropy(reshape(logits, {n, config_.vocab_size}), reshape(targets, {n}));
+}
+
+Llama& Llama::set_attention(AttentionFn fn) {
+  for (std::size_t l = 0; l < model->layers->size(); ++l) {
+    model->layers->at<LlamaDecoderLayer>(l).self_attn->attention = fn;
+  }
+  return *this;
 }
 
 Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache, const std::vector<int64_t>& start) {

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -190,6 +191,10 @@ Tensor kv_cache_attend(const Tensor& q, const Tensor& k_new, const Tensor& v_new
 Tensor kv_cache_attend(const Tensor& q, const Tensor& k_new, const Tensor& v_new,
                        const Tensor& k_cache, const Tensor& v_cache, const Tensor& start);
 
+/// The causal attention of a LLaMA block's training path (no cache): q [B, NH, T, hs] after
+/// RoPE, k, v [B, NKV, T, hs] (k after RoPE) -> [B, NH, T, hs]. Empty: gqa_attention.
+using AttentionFn = std::function<Tensor(const Tensor& q, const Tensor& k, const Tensor& v)>;
+
 /// Attention of a LLaMA block: q_proj, k_proj, v_proj, o_proj (no bias), RoPE on q and k.
 class LlamaAttention : public nn::Module {
  public:
@@ -212,6 +217,8 @@ class LlamaAttention : public nn::Module {
   /// bfloat16 without a cache (with one, generation, widened to the cache's dtype), o_proj
   /// writing x's dtype (float32) directly.
   bool mixed_bf16 = false;
+  /// The attention without a cache (Llama::set_attention); empty: gqa_attention.
+  AttentionFn attention;
 };
 
 /// The SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -278,6 +285,15 @@ class Llama : public nn::Module {
   /// tt::Error for bfloat16 parameters (inference only). Under mixed precision: the head and the
   /// loss of chapter 11's classifier_loss_bf16 (float32 loss, targets in [0, V)).
   Tensor loss(const Tensor& idx, const Tensor& targets);
+  /// loss() of tokens idx [B, T] at positions [B, T] (int64 on the model's device, each in
+  /// [0, max_seq_len): RoPE's angles), e.g. a shard of longer sequences (chapter 16's context
+  /// parallelism gives each rank the global positions of its shard). Throws tt::Error naming
+  /// the tensors when the shapes differ.
+  Tensor loss_at(const Tensor& idx, const Tensor& positions, const Tensor& targets);
+  /// Every layer's attention without a cache (forward, loss, loss_at) becomes `fn` (empty:
+  /// gqa_attention again): chapter 16 passes ring attention over a context-parallel group.
+  /// Returns *this.
+  Llama& set_attention(AttentionFn fn);
   /// logits [B, Tq, V] of idx [B, Tq] where row b's tokens are at positions start[b] to
   /// start[b] + Tq - 1, their keys and values appended to `cache` (no autograd graph). The
   /// logits have the parameters' dtype, float32 for bfloat16 parameters. In bfloat16, a prompt

@@ -26,6 +26,7 @@
 
 #include "tt/dist.h"
 #include "tt/gpt2_ops.h"
+#include "tt/llama.h"
 #include "tt/ring_attention.h"
 
 namespace tt::cp {
@@ -41,5 +42,18 @@ namespace tt::cp {
 /// the returned operations.
 gpt2::ModelOps context_parallel_ops(gpt2::ModelOps inner, dist::ProcessGroup& group,
                                     Layout layout = Layout::kZigzag);
+
+/// Chapter 15's LLaMA under context parallelism: the mean cross-entropy of this rank's shard
+/// of every row of idx, targets [B, T] (int64; every rank of `group` passes the same whole
+/// rows; T a multiple of num_chunks(layout, N)). The shard's tokens are embedded at their
+/// GLOBAL positions, which RoPE rotates by (Llama::loss_at with shard_positions()), and every
+/// layer's attention is ring_attention over `group` (causal over the whole sequence) with each
+/// key/value head repeated for its NH / NKV query heads (GQA: repeat_kv, whose backward sums
+/// the copies' gradients). As for GPT-2 (context_parallel_ops), the mean of the ranks' losses
+/// is the loss of the whole rows, and averaging the ranks' gradients (DDP over the group) gives
+/// its gradient. The model's own attention is restored on return (also after an error).
+/// Throws tt::Error when the shapes do not shard.
+Tensor llama_context_parallel_loss(llama::Llama& model, const Tensor& idx, const Tensor& targets,
+                                   dist::ProcessGroup& group, Layout layout = Layout::kZigzag);
 
 }  // namespace tt::cp
