@@ -6,7 +6,7 @@
 #     the bf16 ring at np 2 (np 4 on 4 GPUs);
 #  2. tt_ring_attention_bench in bf16 at CP 2 (or 4) with 4 and 32 heads, T 16k/32k/64k, hs 64
 #     and 128, and the per-op profile at 16k, hs 64, 32 heads (before: .devrun/s13a.sh);
-#  2b. on 4 GPUs, PyTorch's context_parallel on the same shapes (benchmarks/torch_ring_bench.py);
+#  2b. PyTorch's context_parallel on the same shapes and ranks (benchmarks/torch_ring_bench.py);
 #  3. on 4 GPUs, what s13a could not do on 2 (issue 24): ch13's CUDA tests at np 4, GPT-2 774M
 #     at tp 1, tp 4 and tp 4 + SP, 1.3B at tp 4 + SP (bf16, B 8, T 1024).
 # Argument: the name of the carried archive (default s13b; s13c: the binaries after the merge
@@ -24,11 +24,9 @@ done
 cp=$((gpus >= 4 ? 4 : 2))
 mpi_tests tt_ch16_tests $cp '*Cuda*' ch16_np$cp.log || status=1
 ring_bench $cp
-if [ "$gpus" -ge 4 ]; then  # PyTorch's context_parallel on the same shapes (32 heads), same call
-  stamp "PyTorch context_parallel, cp 4, 32 heads"
-  timeout 240 torchrun --standalone --nproc_per_node 4 benchmarks/torch_ring_bench.py --heads 32 \
-    2>&1 | grep -aE "^\{|Error|error" | head -12 | tee -a "$OUT/torch_ring.jsonl"
-fi
+stamp "PyTorch context_parallel, cp $cp, 32 heads"  # the same shapes, the same call
+timeout 240 torchrun --standalone --nproc_per_node $cp benchmarks/torch_ring_bench.py --heads 32 \
+  2>&1 | grep -aE "^\{|Error|error" | head -12 | tee -a "$OUT/torch_ring.jsonl"
 if [ "$gpus" -ge 4 ]; then
   mpi_tests tt_ch13_tests 4 '*Cuda*' ch13_np4.log || status=1
   grep -a "activations\|worst" "$OUT/ch13_np4.log" | sort -u | head -12
