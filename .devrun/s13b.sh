@@ -9,8 +9,8 @@
 #  2b. PyTorch's context_parallel on the same shapes and ranks (benchmarks/torch_ring_bench.py);
 #  3. on 4 GPUs, what s13a could not do on 2 (issue 24): ch13's CUDA tests at np 4, GPT-2 774M
 #     at tp 1, tp 4 and tp 4 + SP, 1.3B at tp 4 + SP (bf16, B 8, T 1024).
-# Argument: the name of the carried archive (default s13b; s13c: the binaries after the merge
-# kernel took 32 rows per warp).
+# Argument: the name of the carried archive (default s13b; s13c: the merge kernel with 32 rows
+# per warp, slower, reverted; s13d: a warp per row again, PyTorch's buffers left sharded).
 set -uo pipefail
 . .devrun/lib.sh
 status=0

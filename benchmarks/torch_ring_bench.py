@@ -90,9 +90,11 @@ def main():
                     "cp": n, "rotate": rotate, "single_ms": round(single_ms, 4)}
             try:
                 qs, ks, vs, ds = (t.clone() for t in (q0, k0, v0, d0))
-                # The buffers are sharded in place on entry (they must not require grad then).
+                # The buffers are sharded in place on entry (they must not require grad then)
+                # and, being in no_restore_buffers, not gathered back on exit (they do then).
                 with context_parallel(mesh, buffers=[qs, ks, vs, ds],
-                                      buffer_seq_dims=[2, 2, 2, 2]):
+                                      buffer_seq_dims=[2, 2, 2, 2],
+                                      no_restore_buffers={qs, ks, vs, ds}):
                     for t in (qs, ks, vs):
                         t.requires_grad_()
                     cp_ms = timed(lambda: fwd_bwd(qs, ks, vs, ds), a.reps, a.warmup, slowest=True)
