@@ -25,8 +25,7 @@ if(NOT _tt_rc EQUAL 0)
 endif()
 # (appended to the sanitizer options of the environment, e.g. the asan test preset's)
 set(_tt_lsan_env
-    "LSAN_OPTIONS=string_append::suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan_openmpi.supp"
-    "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
+    "LSAN_OPTIONS=string_append::suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan_openmpi.supp")
 string(REPLACE ";" "\\;" _tt_out "${_tt_out}")
 string(REPLACE "\n" ";" _tt_lines "${_tt_out}")
 set(_tt_suite "")
