@@ -10,7 +10,8 @@
 #  3. on 4 GPUs, what s13a could not do on 2 (issue 24): ch13's CUDA tests at np 4, GPT-2 774M
 #     at tp 1, tp 4 and tp 4 + SP, 1.3B at tp 4 + SP (bf16, B 8, T 1024).
 # Argument: the name of the carried archive (default s13b; s13c: the merge kernel with 32 rows
-# per warp, slower, reverted; s13d: a warp per row again, PyTorch's buffers left sharded).
+# per warp, slower, reverted; s13d: a warp per row again, PyTorch's buffers left sharded; s13e:
+# the backward's first terms without zeros and adds, its rectangles read in place).
 set -uo pipefail
 . .devrun/lib.sh
 status=0
@@ -23,6 +24,12 @@ for tool in memcheck racecheck synccheck; do
 done
 cp=$((gpus >= 4 ? 4 : 2))
 mpi_tests tt_ch16_tests $cp '*Cuda*' ch16_np$cp.log || status=1
+stamp "compute-sanitizer memcheck: the bf16 ring at np 2 (its rectangles read in place)"
+TT_CUDA_CACHING=0 timeout 240 $MPI -np 2 compute-sanitizer --tool memcheck --report-api-errors no \
+  --error-exitcode 3 \
+  build/bin/tt_ch16_tests --gtest_color=no --gtest_filter='*CudaBf16MatchesOneProcess*' \
+  >"$OUT/san_ring_np2.log" 2>&1 || { echo "ring memcheck FAILED"; status=1; }
+grep -aE "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$OUT/san_ring_np2.log" | sort | uniq -c
 ring_bench $cp
 stamp "PyTorch context_parallel, cp $cp, 32 heads"  # the same shapes, the same call
 timeout 240 torchrun --standalone --nproc_per_node $cp benchmarks/torch_ring_bench.py --heads 32 \

@@ -160,6 +160,24 @@ AttentionPart attention_block_forward(const Tensor& q, const Tensor& k, const Te
 
 namespace {
 
+// Whether t [B, NH, m, hs] is rows [r, r + m) along dim 2 of a contiguous [B, NH, S, hs] tensor:
+// unit stride along hs, rows hs apart, heads S * hs apart, batches NH heads apart. Chapter 11's
+// bf16 kernels in their full mode and the ring's add_rows read such views in place.
+bool rows_of_contiguous(const Tensor& t) {
+  const int64_t hs = t.size(3);
+  return t.stride(3) == 1 && t.stride(2) == hs && t.stride(1) % hs == 0 &&
+         t.stride(1) >= t.size(2) * hs && t.stride(0) == t.size(1) * t.stride(1);
+}
+
+// An uninitialized tensor of t's shape with t's strides when t is rows_of_contiguous (rows
+// [0, m) of a new [B, NH, S, hs] tensor), else contiguous: a gradient the kernels write with the
+// strides of the tensor it is the gradient of.
+Tensor empty_rows_like(const Tensor& t) {
+  if (!rows_of_contiguous(t)) return empty(t.shape(), {t.dtype(), t.device()});
+  return empty({t.size(0), t.size(1), t.stride(1) / t.size(3), t.size(3)}, {t.dtype(), t.device()})
+      .slice(2, 0, t.size(2));
+}
+
 // attention_block_backward; `widen_bf16` false leaves bfloat16 gradients in bfloat16 (the ring
 // adds them to its float32 sums with add_rows, which widens as it reads).
 std::array<Tensor, 3> block_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
@@ -178,14 +196,19 @@ std::array<Tensor, 3> block_backward(const Tensor& dout, const Tensor& q, const 
            " and k ", k.describe());
   const bool bf16 = q.dtype() == DType::kBFloat16;
   if (causal || bf16) {  // the FlashAttention kernels: causal, or bfloat16 in the full mode
-    const Tensor qc = row_major(q), kc = row_major(k), vc = row_major(v);
-    const TensorOptions opts{q.dtype(), q.device()};
-    std::array<Tensor, 3> g{empty(qc.shape(), opts), empty(kc.shape(), opts),
-                            empty(kc.shape(), opts)};
+    // The full mode on CUDA reads rows of q, k, v, out and dout in place (the rectangles of the
+    // zigzag ring are such rows) and writes each gradient with its tensor's strides; the causal
+    // kernels (and the CPU emulation) take row-major tensors.
+    const bool views = bf16 && !causal && q.device().is_cuda() && rows_of_contiguous(q) &&
+                       rows_of_contiguous(k) && v.strides() == k.strides() &&
+                       rows_of_contiguous(dout) && out.strides() == dout.strides();
+    auto in = [views](const Tensor& t) { return views ? t : row_major(t); };
+    const Tensor qc = in(q), kc = in(k), vc = in(v);
+    std::array<Tensor, 3> g{empty_rows_like(qc), empty_rows_like(kc), empty_rows_like(kc)};
     const char* kernel =
         causal ? flash_kernels(q.dtype()).backward : flash_attention_bf16_full_kernels().backward;
-    call_kernel<FlashAttentionBackwardKernel>(kernel, q.device(), g[0], g[1], g[2], row_major(dout),
-                                              qc, kc, vc, row_major(out), lse.contiguous());
+    call_kernel<FlashAttentionBackwardKernel>(kernel, q.device(), g[0], g[1], g[2], in(dout), qc,
+                                              kc, vc, in(out), lse.contiguous());
     if (bf16 && widen_bf16) {
       for (Tensor& t : g) t = widen(t);
     }
@@ -249,7 +272,8 @@ std::array<Tensor, 3> attention_block_backward(const Tensor& dout, const Tensor&
 void add_rows(const Tensor& acc, int64_t begin, const Tensor& delta) {
   check_rows("cp::add_rows", acc, begin, delta);
   if (fused("cp_add_rows", acc)) {
-    call_kernel<AddRowsKernel>("cp_add_rows", acc.device(), acc, begin, delta.contiguous());
+    call_kernel<AddRowsKernel>("cp_add_rows", acc.device(), acc, begin,
+                               rows_of_contiguous(delta) ? delta : delta.contiguous());
     return;
   }
   autograd::NoGradGuard no_grad;
@@ -356,7 +380,20 @@ struct RingAttentionFn : autograd::Function {
     const int world = ctx_.group->world_size(), rank = ctx_.group->rank();
     // dQ, dK, dV accumulate (and dK, dV travel) in float32 for bfloat16 blocks.
     const TensorOptions acc{accumulation_dtype(q.dtype()), q.device()};
-    Tensor dq = zeros(q.shape(), acc);
+    // sum += g in rows [begin, begin + m): the first term of a sum that covers all its rows
+    // (every step 0: the rank's own block) becomes the sum itself, widened, instead of zeros
+    // and an add.
+    auto accumulate = [&acc](Tensor& sum, const Shape& shape, int64_t begin, const Tensor& g) {
+      if (!sum.defined()) {
+        if (begin == 0 && g.shape() == shape) {
+          sum = as_dtype(g, acc.dtype).contiguous();
+          return;
+        }
+        sum = zeros(shape, acc);
+      }
+      add_rows(sum, begin, g);
+    };
+    Tensor dq;
     KVBlock kv{s[1], s[2]};
     Tensor dk, dv;  // the accumulated dK, dV of the block this rank holds (from earlier ranks)
     for (int step = 0; step < world; ++step) {
@@ -378,17 +415,20 @@ struct RingAttentionFn : autograd::Function {
                            lse_.slice(2, plan.q_begin, plan.q_end),
                            plan.kind == BlockPlan::Kind::kCausal, kMaxBlockScores,
                            /*widen_bf16=*/false);
-        add_rows(dq, plan.q_begin, g[0]);
+        accumulate(dq, q.shape(), plan.q_begin, g[0]);
       }
       transfer->wait();
-      dk = step > 0 ? arrived[0] : zeros(kv.k.shape(), acc);
-      dv = step > 0 ? arrived[1] : zeros(kv.v.shape(), acc);
+      dk = step > 0 ? arrived[0] : Tensor();
+      dv = step > 0 ? arrived[1] : Tensor();
       if (plan.kind != BlockPlan::Kind::kNone) {
-        add_rows(dk, plan.k_begin, g[1]);
-        add_rows(dv, plan.k_begin, g[2]);
+        accumulate(dk, kv.k.shape(), plan.k_begin, g[1]);
+        accumulate(dv, kv.v.shape(), plan.k_begin, g[2]);
       }
+      if (!dk.defined()) dk = zeros(kv.k.shape(), acc);  // no query saw the block
+      if (!dv.defined()) dv = zeros(kv.v.shape(), acc);
       if (step + 1 < world) kv = {next_kv[0], next_kv[1]};
     }
+    if (!dq.defined()) dq = zeros(q.shape(), acc);  // no block had queries of this rank
     // The sums are final: rounded to q's dtype before the last hop (the values the owner would
     // get by rounding after it), so that a bf16 ring sends half the bytes home.
     dk = as_dtype(dk, q.dtype());

@@ -62,15 +62,16 @@ __global__ void merge_rows_kernel(float* __restrict__ acc_out, float* __restrict
 }
 
 /// acc rows [begin, begin + m) of every head += delta: blockIdx.y walks the heads (B * NH),
-/// blockIdx.x the head's m * hs values, both grid-stride. A head of delta is contiguous, and so
-/// are its rows in acc (at `offset` = begin * hs in a head of acc_head_elems = Tl * hs values).
+/// blockIdx.x the head's m * hs values, both grid-stride. A head's m rows are contiguous in
+/// delta (heads delta_head_stride apart) and in acc (at `offset` = begin * hs in a head of
+/// acc_head_elems = Tl * hs values).
 template <typename Delta>
 __global__ void add_rows_kernel(float* __restrict__ acc, const Delta* __restrict__ delta,
-                                int64_t heads, int64_t head_elems, int64_t acc_head_elems,
-                                int64_t offset) {
+                                int64_t heads, int64_t head_elems, int64_t delta_head_stride,
+                                int64_t acc_head_elems, int64_t offset) {
   for (int64_t h = blockIdx.y; h < heads; h += gridDim.y) {
     float* dst = acc + h * acc_head_elems + offset;
-    const Delta* src = delta + h * head_elems;
+    const Delta* src = delta + h * delta_head_stride;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < head_elems;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       dst[i] += load_float(src + i);
@@ -111,13 +112,15 @@ void add_rows(const Tensor& acc, int64_t begin, const Tensor& delta) {
   const dim3 grid(
       static_cast<unsigned>(std::min<int64_t>(x, (head_elems + kBlockThreads - 1) / kBlockThreads)),
       static_cast<unsigned>(y));
+  const int64_t stride = delta.stride(1);  // B * NH heads: stride(0) = NH * stride(1)
   if (delta.dtype() == DType::kBFloat16) {
     add_rows_kernel<<<grid, kBlockThreads, 0, stream(index)>>>(
         acc.data<float>(), static_cast<const __nv_bfloat16*>(delta.data_ptr()), heads, head_elems,
-        acc_head_elems, begin * hs);
+        stride, acc_head_elems, begin * hs);
   } else {
     add_rows_kernel<<<grid, kBlockThreads, 0, stream(index)>>>(
-        acc.data<float>(), delta.data<float>(), heads, head_elems, acc_head_elems, begin * hs);
+        acc.data<float>(), delta.data<float>(), heads, head_elems, stride, acc_head_elems,
+        begin * hs);
   }
   TT_CUDA_CHECK_LAUNCH("add_rows_kernel");
 }

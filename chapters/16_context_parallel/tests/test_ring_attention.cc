@@ -438,6 +438,14 @@ void check_rows_on(tt::Device device) {
       const Tensor rows = before.slice(2, r.begin, r.begin + r.m);
       rows.copy_(tt::add(rows, c.part.out.to(tt::Device::cpu()).to(tt::DType::kFloat32)));
       EXPECT_LE(max_abs_diff(c.acc.out, before), 1e-6) << "add_rows " << what;
+
+      // Rows of a larger tensor (the ring's gradients of a rectangle are such views): rows
+      // [1, 1 + m) of [2, 3, m + 2, hs].
+      const Tensor wide = draw({2, 3, r.m + 2, r.hs}, 90 + r.hs, dt).to(device);
+      const Tensor view = wide.slice(2, 1, 1 + r.m);
+      cp::add_rows(c.acc.out, r.begin, view);
+      rows.copy_(tt::add(rows, view.to(tt::Device::cpu()).to(tt::DType::kFloat32)));
+      EXPECT_LE(max_abs_diff(c.acc.out, before), 1e-6) << "add_rows of a view, " << what;
     }
   }
   // Rows whose log-sum-exps are 1e4 apart: the larger part wins entirely, nothing overflows.

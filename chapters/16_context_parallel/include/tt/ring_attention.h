@@ -105,8 +105,9 @@ using MergeRowsKernel = void(const Tensor& acc_out, const Tensor& acc_lse, int64
 /// copy. Throws tt::Error naming the tensors when they do not fit.
 void add_rows(const Tensor& acc, int64_t begin, const Tensor& delta);
 
-/// Kernel "cp_add_rows" of add_rows (CUDA; the tensors checked by the caller): acc float32,
-/// delta float32 or bfloat16, both contiguous.
+/// Kernel "cp_add_rows" of add_rows (CUDA; the tensors checked by the caller): acc float32 and
+/// contiguous; delta float32 or bfloat16, contiguous or rows along dim 2 of a contiguous tensor
+/// (unit stride along hs, rows hs apart; its heads delta.stride(1) apart).
 using AddRowsKernel = void(const Tensor& acc, int64_t begin, const Tensor& delta);
 
 /// The most scores a fully visible block materializes at once (B * NH * rows * n), 2^28 (1 GiB
