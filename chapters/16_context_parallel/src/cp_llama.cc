@@ -37,8 +37,7 @@ Tensor llama_context_parallel_loss(llama::Llama& model, const Tensor& idx, const
            "cp::llama_context_parallel_loss (", group.where(),
            "): expected idx and targets [B, T] of one shape with T a multiple of the ",
            num_chunks(layout, n), " chunks of the ", layout_name(layout), " layout over ", n,
-           " ranks, got idx ", idx.defined() ? idx.describe() : std::string("(undefined)"),
-           " and targets ", targets.defined() ? targets.describe() : std::string("(undefined)"));
+           " ranks, got idx ", idx.describe(), " and targets ", targets.describe());
   const int64_t B = idx.size(0), T = idx.size(1), Tl = T / n;
   const std::vector<int64_t> mine = shard_positions(layout, T, r, n);
   std::vector<int64_t> rows;

@@ -229,11 +229,6 @@ std::array<Tensor, 3> block_backward(const Tensor& dout, const Tensor& q, const 
   return g;
 }
 
-// "what" for the error messages: the tensor's description, or "(undefined)".
-std::string describe(const Tensor& t) {
-  return t.defined() ? t.describe() : std::string("(undefined)");
-}
-
 // The geometry add_rows and merge_attention_rows need: acc [B, NH, Tl, hs] in float32 or
 // float64, delta [B, NH, m, hs] of acc's batch, heads and head size, rows [begin, begin + m)
 // inside Tl, delta of acc's dtype or bfloat16 for a float32 acc, one device.
@@ -247,18 +242,13 @@ void check_rows(const char* op, const Tensor& acc, int64_t begin, const Tensor& 
                 (delta.dtype() == DType::kBFloat16 && acc.dtype() == DType::kFloat32)),
            op, ": expected acc [B, NH, Tl, hs] (float32 or float64) and [B, NH, m, hs] rows of ",
            "its dtype (or bfloat16 for float32) on its device, with begin + m <= Tl; got acc ",
-           describe(acc), ", rows ", describe(delta), ", begin ", begin);
+           acc.describe(), ", rows ", delta.describe(), ", begin ", begin);
 }
 
 // Whether `op` runs as one kernel: a float32 accumulator, contiguous, on a device that has it.
 bool fused(const char* op, const Tensor& acc) {
   return acc.dtype() == DType::kFloat32 && acc.is_contiguous() &&
          KernelRegistry::instance().has(op, acc.device().type);
-}
-
-// `t` in `dtype` (a no-op when it has it).
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  return t.dtype() == dtype ? t : t.to(dtype);
 }
 
 }  // namespace
@@ -278,7 +268,7 @@ void add_rows(const Tensor& acc, int64_t begin, const Tensor& delta) {
   }
   autograd::NoGradGuard no_grad;
   const Tensor rows = acc.slice(2, begin, begin + delta.size(2));
-  rows.copy_(add(rows, as_dtype(delta, acc.dtype())));
+  rows.copy_(add(rows, delta.to(acc.dtype())));
 }
 
 void merge_attention_rows(const AttentionPart& acc, int64_t begin, const AttentionPart& part) {
@@ -292,7 +282,7 @@ void merge_attention_rows(const AttentionPart& acc, int64_t begin, const Attenti
                acc.lse.device() == acc.out.device() && part.lse.device() == acc.out.device(),
            "cp::merge_attention_rows: expected lse [B, NH, Tl] and [B, NH, m] in ",
            dtype_name(acc.out.dtype()), " beside out ", acc.out.describe(), " and ",
-           part.out.describe(), ", got lse ", describe(acc.lse), " and ", describe(part.lse));
+           part.out.describe(), ", got lse ", acc.lse.describe(), " and ", part.lse.describe());
   if (fused("cp_merge_rows", acc.out) && acc.lse.is_contiguous()) {
     call_kernel<MergeRowsKernel>("cp_merge_rows", acc.out.device(), acc.out, acc.lse, begin,
                                  part.out.contiguous(), part.lse.contiguous());
@@ -300,8 +290,7 @@ void merge_attention_rows(const AttentionPart& acc, int64_t begin, const Attenti
   }
   autograd::NoGradGuard no_grad;
   const AttentionPart rows{acc.out.slice(2, begin, begin + m), acc.lse.slice(2, begin, begin + m)};
-  const AttentionPart merged =
-      merge_attention(rows, {as_dtype(part.out, acc.out.dtype()), part.lse});
+  const AttentionPart merged = merge_attention(rows, {part.out.to(acc.out.dtype()), part.lse});
   rows.out.copy_(merged.out);
   rows.lse.copy_(merged.lse);
 }
@@ -367,7 +356,7 @@ struct RingAttentionFn : autograd::Function {
     }
     lse_ = acc.lse;
     // bfloat16: the parts were merged in float32; the result is rounded once.
-    return {acc.out.dtype() == q.dtype() ? acc.out : acc.out.to(q.dtype())};
+    return {acc.out.to(q.dtype())};
   }
   void setup_context(const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     save_for_backward({in[0].contiguous(), in[1].contiguous(), in[2].contiguous(), out[0]});
@@ -386,7 +375,7 @@ struct RingAttentionFn : autograd::Function {
     auto accumulate = [&acc](Tensor& sum, const Shape& shape, int64_t begin, const Tensor& g) {
       if (!sum.defined()) {
         if (begin == 0 && g.shape() == shape) {
-          sum = as_dtype(g, acc.dtype).contiguous();
+          sum = g.to(acc.dtype).contiguous();
           return;
         }
         sum = zeros(shape, acc);
@@ -431,18 +420,18 @@ struct RingAttentionFn : autograd::Function {
     if (!dq.defined()) dq = zeros(q.shape(), acc);  // no block had queries of this rank
     // The sums are final: rounded to q's dtype before the last hop (the values the owner would
     // get by rounding after it), so that a bf16 ring sends half the bytes home.
-    dk = as_dtype(dk, q.dtype());
-    dv = as_dtype(dv, q.dtype());
+    dk = dk.to(q.dtype());
+    dv = dv.to(q.dtype());
     if (world > 1) {  // the last hop: every block's dK, dV go home, while dQ is rounded
       std::vector<P2POp> ops;
       const std::vector<Tensor> home = pass_on(ctx_, {dk, dv}, 2, ops);
       const std::unique_ptr<dist::Work> hop = ctx_.group->batch_send_recv_async(ops);
-      dq = as_dtype(dq, q.dtype());
+      dq = dq.to(q.dtype());
       hop->wait();
       dk = home[0];
       dv = home[1];
     }
-    return {as_dtype(dq, q.dtype()), dk, dv};
+    return {dq.to(q.dtype()), dk, dv};
   }
   void release_saved() override {
     Function::release_saved();
