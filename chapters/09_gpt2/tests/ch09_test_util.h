@@ -91,6 +91,32 @@ inline std::vector<std::vector<std::string>> read_csv(const std::string& path) {
   return rows;
 }
 
+/// Whether the train.csv at `got` logs what the one at `want` does: as many rows, and in each the
+/// loss, gradient norm and validation loss (columns 1, 3 and 6; 6 digits in the log) empty in
+/// both or within `rel` (relative to want's) + 1e-7. The message names the first mismatch.
+inline ::testing::AssertionResult logs_match(const std::string& got, const std::string& want,
+                                             double rel) {
+  const auto g = read_csv(got), w = read_csv(want);
+  if (g.size() != w.size()) {
+    return ::testing::AssertionFailure()
+           << got << " has " << g.size() << " rows, " << want << " has " << w.size();
+  }
+  for (std::size_t i = 1; i < g.size(); ++i) {
+    for (std::size_t c : {1u, 3u, 6u}) {
+      const std::string &a = g[i].at(c), &b = w[i].at(c);
+      const bool near =
+          a.empty() == b.empty() && (a.empty() || std::fabs(std::stod(a) - std::stod(b)) <=
+                                                      rel * std::fabs(std::stod(b)) + 1e-7);
+      if (!near) {
+        return ::testing::AssertionFailure()
+               << got << " row " << i << " column " << c << ": '" << a << "' against '" << b
+               << "' (relative tolerance " << rel << ")";
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 /// The columns of train.csv that a resumed run reproduces exactly: step, loss, lr, grad_norm and
 /// val_loss (ms and tok_per_s are wall-clock measurements).
 inline std::vector<std::vector<std::string>> reproducible_columns(const std::string& path) {

@@ -6,6 +6,8 @@
 //   train_llama [every train_gpt2 flag: --data, --out, --layers, --heads, --n-kv-head,
 //               --channels, --B, --T, --steps, ...]
 //
+// Under mpirun: DDP, ZeRO-1 (--zero 1) and, with chapter 16, --cp N (every sequence split over N
+// ranks, ring attention; DP x CP). --tp and --pp are GPT-2's and are refused.
 // --n-kv-head (default: --heads) sets grouped-query attention's key/value heads; the run record
 // holds it like the other shape flags, so --resume with another value is refused by name.
 // --precision fp32 (the default, on every device) | tf32 | bf16: bf16 is chapter 11's mixed

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "tt/autograd.h"
 #include "tt/cuda_matmul.h"
@@ -12,6 +15,22 @@
 #include "tt/train.h"
 
 namespace tt::llama {
+
+namespace {
+
+std::map<std::string, StrategyLlamaLoss>& strategy_losses() {
+  static std::map<std::string, StrategyLlamaLoss> losses;
+  return losses;
+}
+
+}  // namespace
+
+bool register_llama_strategy_loss(const std::string& name, StrategyLlamaLoss loss) {
+  TT_CHECK(loss != nullptr, "register_llama_strategy_loss: an empty loss for '", name, "'");
+  TT_CHECK(strategy_losses().emplace(name, std::move(loss)).second,
+           "register_llama_strategy_loss: the strategy '", name, "' has a LLaMA loss already");
+  return true;
+}
 
 LlamaFamily::LlamaFamily(train::TrainConfig& o, Device device, gpt2::ParallelStrategy& par,
                          train::TrainData& data)
@@ -38,6 +57,20 @@ LlamaFamily::LlamaFamily(train::TrainConfig& o, Device device, gpt2::ParallelStr
   c.max_seq_len = o.block_size;
   c.norm_eps = 1e-5;
   model_ = std::make_unique<Llama>(c, o.seed);
+  // The loss of this rank: the model's own where every rank holds whole sequences, else the
+  // strategy's (chapter 16's "cp": the rank's shard of every sequence, ring attention).
+  const std::string strategy = par.name();
+  if (strategy == "single" || strategy == "ddp" || strategy == "zero1") {
+    loss_ = [](Llama& m, const Tensor& idx, const Tensor& targets) { return m.loss(idx, targets); };
+  } else {
+    const auto found = strategy_losses().find(strategy);
+    TT_CHECK(found != strategy_losses().end(), "train_llama: the parallel strategy '", strategy,
+             "' does not train a LLaMA yet: LLaMA trains in one process, with DDP or ZeRO-1 "
+             "(--zero 1) under mpirun, or with --cp N (chapter 16); --tp, --pp and "
+             "--sequence-parallel are GPT-2's");
+    loss_ = found->second(par);
+  }
+  par.prepare_model(*model_);  // before the model moves to its device, as Gpt2Family
   model_->to(device);
   // --precision bf16 (asked for, never the default): chapter 11's mixed precision, float32
   // masters updated by a MasterWeightAdamW that writes the bfloat16 copies the GEMMs read.
@@ -54,7 +87,7 @@ LlamaFamily::LlamaFamily(train::TrainConfig& o, Device device, gpt2::ParallelStr
       bf16 ? gpt2::AdamWFactory(make_master_weight_adamw) : gpt2::AdamWFactory());
   schedule_ =
       std::make_unique<optim::WarmupCosineLR>(o.lr, o.lr * o.min_lr_frac, o.warmup, o.steps);
-  step_options_.grad_accum_steps = o.accumulation(par.world_size());
+  step_options_.grad_accum_steps = o.accumulation(par.data_world_size());
   step_options_.max_grad_norm = o.clip;
   step_options_.parallel = &par;
   cuda::set_allow_tf32(o.allow_tf32());
@@ -68,7 +101,7 @@ train::TrainerParts LlamaFamily::parts() {
   parts.parallel = &parallel_;  // DDP / ZeRO-1 under mpirun, else one process
   parts.next_train = [this] { return data_.train.next(); };
   auto loss_of = [this](const Batch& b) {
-    return model_->loss(b.inputs.to(device_), b.targets.to(device_));
+    return loss_(*model_, b.inputs.to(device_), b.targets.to(device_));
   };
   parts.step = [this, loss_of](const std::function<Batch()>& next) {
     return gpt2::train_step(*optimizer_, loss_of, next, step_options_);
@@ -109,14 +142,17 @@ void LlamaFamily::print_plan() const {
               model_->config().str().c_str(), static_cast<double>(model_->num_parameters()) / 1e6,
               device_.str().c_str(), bf16 ? " (bf16 mixed precision)" : "", num_threads());
   train::print_plan(config_, parallel_, data_);
+  // Under --cp the strategy's loss (chapter 16) runs every layer's attention as a ring.
+  const std::string cp =
+      config_.cp > 1 ? ", context parallel (cp=" + std::to_string(config_.cp) + ", zigzag)" : "";
   if (bf16) {
     std::printf(
         "ops: bf16 mixed precision%s (chapter 11's: bf16 linear layers (weights: the bf16 copies "
         "AdamW writes), GQA attention on bf16 q/k/v, classifier on bf16 (float32 loss); "
-        "RMSNorm, RoPE, SwiGLU and the residual stream in float32)\n",
-        device_.is_cuda() ? "" : ", emulated on the CPU");
+        "RMSNorm, RoPE, SwiGLU and the residual stream in float32)%s\n",
+        device_.is_cuda() ? "" : ", emulated on the CPU", cp.c_str());
   } else {
-    std::printf("ops: float32 (RMSNorm, RoPE, SwiGLU, GQA of chapter 15)\n");
+    std::printf("ops: float32 (RMSNorm, RoPE, SwiGLU, GQA of chapter 15)%s\n", cp.c_str());
   }
 }
 

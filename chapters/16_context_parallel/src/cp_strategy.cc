@@ -8,7 +8,9 @@
 // inner strategy's (whole tensors, the one-process format): a run resumes under any layout.
 // With --pp, train_gpt2 runs chapter 14's strategy "pp" instead, whose grid dp x pp x cp x tp
 // wraps each stage's operations with the context-parallel ones registered here
-// (pp::register_context_parallel_wrap): PP x CP (x TP x DP).
+// (pp::register_context_parallel_wrap): PP x CP (x TP x DP). train_llama --cp N runs this
+// strategy too, with LLaMA's loss registered here for chapter 15's LlamaFamily
+// (llama::register_llama_strategy_loss): DP x CP.
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "tt/context_parallel.h"
 #include "tt/dist.h"
 #include "tt/error.h"
+#include "tt/llama_family.h"
 #include "tt/pipeline.h"
 #include "tt/process_grid.h"
 #include "tt/train.h"
@@ -99,6 +102,14 @@ class ContextParallelStrategy final : public gpt2::ParallelStrategy {
     inner_->finish();
   }
 
+  /// The group of the ranks that split this rank's sequences (after set_context_parallelism).
+  dist::ProcessGroup& cp_group() {
+    TT_CHECK(grid_ != nullptr, "cp strategy: set_context_parallelism must come first");
+    return grid_->group("cp");
+  }
+  /// --tp.
+  int tp_size() const { return tp_; }
+
  private:
   std::unique_ptr<gpt2::ParallelStrategy> inner_ = gpt2::make_parallel_strategy("ddp");
   int tp_ = 1;
@@ -106,6 +117,23 @@ class ContextParallelStrategy final : public gpt2::ParallelStrategy {
 };
 
 TT_REGISTER_PARALLEL_STRATEGY("cp", [] { return std::make_unique<ContextParallelStrategy>(); });
+
+// train_llama --cp N: each rank's loss is its shard of every sequence (RoPE at the global
+// positions, ring attention; cp::llama_context_parallel_loss), and the inner strategy averages
+// the gradients over dp x cp as for GPT-2. A LLaMA has no tensor parallelism: --tp is refused.
+const bool kLlamaLossRegistered =
+    llama::register_llama_strategy_loss("cp", [](gpt2::ParallelStrategy& par) -> llama::LlamaLoss {
+      auto* strategy = dynamic_cast<ContextParallelStrategy*>(&par);
+      TT_CHECK(strategy != nullptr,
+               "train_llama --cp: expected chapter 16's strategy \"cp\", got '", par.name(), "'");
+      TT_CHECK(strategy->tp_size() == 1, "train_llama --cp ", "with --tp ", strategy->tp_size(),
+               ": a LLaMA has no tensor parallelism yet (context parallelism composes with data "
+               "parallelism here)");
+      dist::ProcessGroup* group = &strategy->cp_group();
+      return [group](llama::Llama& model, const Tensor& idx, const Tensor& targets) {
+        return llama_context_parallel_loss(model, idx, targets, *group, Layout::kZigzag);
+      };
+    });
 
 // The pipeline's stages under --pp --cp: the same operations over the stage's cp group.
 const bool kPipelineWrapRegistered =

@@ -16,10 +16,14 @@
 /// given (it is never the default here): then chapter 11's mixed precision
 /// (Llama::set_mixed_precision, a MasterWeightAdamW), on the CPU (emulated) and on CUDA.
 /// --recompute, --cuda-graph, --init-llmc, --attention and --fused (GPT-2's operation sets) are
-/// refused with a message.
+/// refused with a message. Parallel strategies: one process, DDP and ZeRO-1 (chapter 12), and
+/// the strategies registered with register_llama_strategy_loss (chapter 16's "cp", train_llama
+/// --cp N: every sequence split over N ranks, ring attention); the others (--tp, --pp) are
+/// refused by name.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,13 +32,25 @@
 
 namespace tt::llama {
 
+/// A LLaMA's loss on one rank: (model, idx [B, T], targets [B, T]) -> the loss this rank
+/// backpropagates (Llama::loss in one process and under DDP or ZeRO-1).
+using LlamaLoss = std::function<Tensor(Llama& model, const Tensor& idx, const Tensor& targets)>;
+/// How a parallel strategy that splits sequences computes that loss: given the strategy (set
+/// up: its process groups exist), the loss function of this rank.
+using StrategyLlamaLoss = std::function<LlamaLoss(gpt2::ParallelStrategy& strategy)>;
+
+/// Registers `loss` as the LLaMA loss of the parallel strategy called `name` (chapter 16 registers
+/// "cp" at static-initialization time; chapter 15 comes before it and cannot call it). Returns
+/// true. Throws tt::Error when `loss` is empty or `name` has one already.
+bool register_llama_strategy_loss(const std::string& name, StrategyLlamaLoss loss);
+
 /// LLaMA's pieces of one run on one rank (see the file comment).
 class LlamaFamily {
  public:
   /// A Llama of --layers, --heads, --channels (C), --n-kv-head (0: = --heads), F the multiple
   /// of 32 nearest 8C/3, V the tokenizer's, max_seq_len --block-size, on `device`, seeded with
-  /// --seed; the optimizer from `parallel`; the schedule. Throws tt::Error for an option this
-  /// family does not support yet (naming it) or an invalid shape.
+  /// --seed; the optimizer from `parallel`; the schedule. Throws tt::Error for an option or a
+  /// parallel strategy this family does not support yet (naming it) or an invalid shape.
   LlamaFamily(train::TrainConfig& config, Device device, gpt2::ParallelStrategy& parallel,
               train::TrainData& data);
   LlamaFamily(const LlamaFamily&) = delete;
@@ -55,6 +71,8 @@ class LlamaFamily {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
   gpt2::TrainStepOptions step_options_;
+  LlamaLoss
+      loss_;  // this rank's loss: Llama::loss, or the strategy's (register_llama_strategy_loss)
 };
 
 }  // namespace tt::llama
