@@ -187,3 +187,44 @@ ring_bench() {
   timeout 60 $MPI -np "$1" build/bin/tt_ring_attention_bench --device cuda --dtype bf16 \
     --seq 16384 --hs 64 --heads 32 --profile 2>&1 | grep -aB3 -A20 "^Op  " | head -26
 }
+# ----- chapter 15's decode measurements (session 14) --------------------------------------------
+# decode_setup [NEW]: the carried Google Benchmark library on the library path, the binaries of
+# .devbin/s14base.tar.xz (tt_generate, bench_decode at 6f2769d) in base/, those of
+# .devbin/NEW.tar.xz over build/; prints the GPU.
+decode_setup() {
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devbin/lib
+  mkdir -p base && tar xJf .devbin/s14base.tar.xz -C base
+  if [ -n "${1:-}" ]; then tar xJf ".devbin/$1.tar.xz"; fi
+  nvidia-smi -L
+}
+# ch15_cuda_checks FILTER: chapter 15's single-GPU CUDA tests, then compute-sanitizer memcheck,
+# racecheck and synccheck on FILTER; status=1 on a failure.
+ch15_cuda_checks() {
+  gtests ch15.log 300 build/bin/tt_ch15_tests \
+    'Ch15_Bf16Cuda.*:Ch15_ModelCuda.*:Ch15_OpsCuda.*:Ch15_GqaCuda.*' | tail -12 || status=1
+  local tool
+  for tool in memcheck racecheck synccheck; do
+    sanitize $tool $tool.log build/bin/tt_ch15_tests "$1" || status=1
+  done
+}
+# decode_bench LABEL BINARY FLAGS...: bench_decode with FLAGS into $OUT/bench_LABEL.log; prints
+# each row's name (LABEL in place of manual_time), time and GB/s; status=1 on a failure.
+decode_bench() {
+  local label=$1 bin=$2
+  shift 2
+  timeout 120 "$bin" --benchmark_min_time=0.2 "$@" >"$OUT/bench_$label.log" 2>&1 ||
+    { status=1; tail -3 "$OUT/bench_$label.log"; }
+  grep -a "decode_\|copy/" "$OUT/bench_$label.log" | sed "s/manual_time/$label/" |
+    awk '{print $1, $2, $NF}'
+}
+# decode_gen LABEL BINARY [PROMPT_LENS]: tt_generate, TinyLlama-1.1B's shape (random weights), bf16,
+# batch 1, CUDA graph, 256 new tokens after each prompt length (default 128), the second of two
+# runs, into $OUT/gen_LABEL.log; prints gen_table; status=1 on a failure.
+decode_gen() {
+  local label=$1 bin=$2
+  timeout 170 "$bin" --random tinyllama-1.1b --device cuda --json --runs 2 --dtype bf16 \
+    --prompt-len "${3:-128}" --max-new 256 --modes graph --batch 1 --copy-bandwidth \
+    >"$OUT/gen_$label.log" 2>&1 || { status=1; tail -5 "$OUT/gen_$label.log"; }
+  echo "$label:"
+  gen_table "$OUT/gen_$label.log"
+}

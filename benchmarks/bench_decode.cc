@@ -7,6 +7,10 @@
 //                                    step; the head: 4 copies of its 131 MB table)
 //   decode_layers/{gemv,lt}/M        a step's projections in order: per layer qkv, o, gate/up,
 //                                    down (22 layers), then the head: attention left out
+//   decode_attn/{fused,two}/n        a step's attention over 22 layers' caches of n positions
+//                                    (one row; 32 query and 4 key/value heads): "fused" =
+//                                    llama_decode_attention, "two" = llama_rope_append then
+//                                    kv_cache_attend, the launches it replaces
 //   copy/1GiB                        the device's copy bandwidth (bytes read + written), the
 //                                    number tt_generate --copy-bandwidth compares with
 //
@@ -34,6 +38,7 @@
 #include "bench_common.h"
 #include "tt/dispatcher.h"
 #include "tt/llama.h"
+#include "tt/llama_ops.h"
 #include "tt/ops_elementwise.h"
 
 namespace {
@@ -155,6 +160,44 @@ void layers_bench(benchmark::State& state, Device device, bool gemv, int64_t M) 
 #endif
 }
 
+void attn_bench(benchmark::State& state, Device device, bool fused, int64_t n) {
+#if TT_WITH_CUDA
+  constexpr int64_t kNH = 32, kNKV = 4, kHs = 64, kTmax = 2048, kW = (kNH + 2 * kNKV) * kHs;
+  const tt::TensorOptions bf16{DType::kBFloat16, device};
+  const tt::RopeTables tables = tt::rope_tables(kTmax, kHs, 10000.0, {}, {DType::kFloat32, device});
+  std::vector<Tensor> kc, vc;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    kc.push_back(tt::bench::filled({1, kNKV, kTmax, kHs}, 3, device).to(DType::kBFloat16));
+    vc.push_back(tt::bench::filled({1, kNKV, kTmax, kHs}, 4, device).to(DType::kBFloat16));
+  }
+  const Tensor qkv = tt::bench::filled({1, 1, kW}, 5, device).to(DType::kBFloat16);
+  const Tensor pos = tt::full({1, 1}, static_cast<double>(n - 1), {DType::kInt64, device});
+  const Tensor start = tt::full({1}, static_cast<double>(n - 1), {DType::kInt64, device});
+  const Tensor counters = tt::zeros({kNKV}, {DType::kInt64, device});
+  const Tensor q = tt::empty({1, kNH, 1, kHs}, bf16), y = tt::empty({1, kNH, 1, kHs}, bf16);
+  // Bytes: the keys and values attended (n rows of each layer's 4 heads), read once.
+  const double bytes = 2.0 * kLayers * kNKV * static_cast<double>(n) * kHs * 2;
+  time_graph(state, device, bytes, [&] {
+    bool ok = true;
+    for (std::size_t l = 0; l < kc.size(); ++l) {
+      if (fused) {
+        ok = ok && tt::call_kernel<tt::llama::DecodeAttentionKernel>(
+                       "llama_decode_attention", device, y, qkv, tables.cos, tables.sin, pos, start,
+                       kc[l], vc[l], counters);
+      } else {
+        tt::call_kernel<tt::llama::RopeAppendKernel>(
+            "llama_rope_append", device, q, qkv, tables.cos, tables.sin, pos, start, kc[l], vc[l]);
+        tt::call_kernel<tt::llama::KvCacheAttendKernel>("kv_cache_attend", device, y, q, Tensor(),
+                                                        Tensor(), kc[l], vc[l], start);
+      }
+    }
+    return ok;
+  });
+#else
+  (void)state, (void)device, (void)fused, (void)n;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,6 +209,13 @@ int main(int argc, char** argv) {
     const Tensor dst = tt::empty({int64_t{1} << 28}, {DType::kFloat32, d});
     tt::bench::measure(s, d, 2.0 * (int64_t{1} << 30), [&] { dst.copy_(src); });
   });
+  for (int64_t n : {130, 512, 2048}) {
+    for (bool fused : {true, false}) {
+      tt::bench::register_on(
+          std::string("decode_attn/") + (fused ? "fused" : "two") + "/" + std::to_string(n), cuda,
+          [fused, n](benchmark::State& s, Device d) { attn_bench(s, d, fused, n); });
+    }
+  }
   for (int64_t M : {1, 4, 8}) {
     for (bool gemv : {true, false}) {
       const std::string variant = gemv ? "gemv" : "lt";

@@ -603,6 +603,191 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpThreads, kGemvBlocksPerSm)
   }
 }
 
+// ----- the decode step's attention in one launch (bfloat16, one query per row) ---------------
+//
+// RoPE + append then attend were two launches: the append grid, then one block per query head
+// that reads every cached key and value of its group (GQA: the group's keys are read NH / NKV
+// times) through a chain of dependent steps (scores, a block max, exp, a block sum, the weighted
+// sum), its time growing with the cached length. Here one launch does both and splits the keys
+// as FlashDecoding does: block (s, j, b) takes keys [s Kc, (s + 1) Kc) of key/value head j of row
+// b for all G = NH / NKV query heads of the group at once (each key read from memory once, from
+// shared memory G times), and writes the split's partial result: its max m, sum l and
+// unnormalised output o (chapter 10's online softmax). The last split to finish (a counter per
+// (b, j)) merges the splits' partials with the log-sum-exp rule, as chapter 16 merges ring
+// steps. The block whose keys include the new position p rotates k and writes k and v to the
+// caches and to its shared memory. Every block rotates the group's G query heads itself.
+// Latency, not bandwidth, bounds it at a few hundred positions, so the loads of a split are all
+// issued before any is used, and the merge reads every split in one pass.
+
+constexpr int kAttnKeys = 32;      // Kc: keys of one split (a block)
+constexpr int kAttnThreads = 256;  // threads of a block
+constexpr int kAttnMaxHs = 128;    // head sizes it takes: multiples of 8 up to this
+constexpr int kAttnMaxGroup = 16;  // query heads per key/value head it takes
+
+// One split's work: see the section comment. qkv [B, 1, (NH + 2 NKV) hs]; caches [B, NKV, Tmax,
+// hs]; partial [B, NH, S, hs + 2] float32 (o, then m and l); counter int64 [B NKV], zero before
+// the launch and zero again after it (the merging block resets its own); out [B, NH, 1, hs].
+__global__ void __launch_bounds__(kAttnThreads)
+    decode_attention_kernel(bfloat16* out, float* partial, unsigned long long* counter,
+                            bfloat16* kc, bfloat16* vc, const bfloat16* qkv, const float* cos_t,
+                            const float* sin_t, const int64_t* pos, const int64_t* start, int NH,
+                            int NKV, int hs, int64_t Tmax, int S, float scale) {
+  constexpr int kPad = 8;  // bfloat16 after each key row in shared memory: no bank conflicts
+  __shared__ __align__(16) bfloat16 ks[kAttnKeys * (kAttnMaxHs + kPad)];
+  __shared__ __align__(16) bfloat16 vs[kAttnKeys * (kAttnMaxHs + kPad)];
+  __shared__ __align__(16) float qs[kAttnMaxGroup * kAttnMaxHs];
+  __shared__ float ps[kAttnMaxGroup * kAttnKeys];
+  __shared__ float ml[kAttnMaxGroup * 2];
+  __shared__ bool last;
+  const int split = static_cast<int>(blockIdx.x), j = static_cast<int>(blockIdx.y);
+  const int64_t b = blockIdx.z;
+  const int G = NH / NKV, half = hs / 2, ld = hs + kPad, tid = static_cast<int>(threadIdx.x);
+  const int lane = tid % kWarpThreads, warp = tid / kWarpThreads;
+  constexpr int kWarps = kAttnThreads / kWarpThreads;
+  grid_dependency_wait();  // a dependent launch: qkv comes from the previous kernel
+  grid_dependents_launch();
+  const int64_t p = start[b], n = p + 1, first = int64_t{split} * kAttnKeys;
+  if (first >= n) return;  // no keys here (the grid covers Tmax; a step attends n of them)
+  const int cnt = static_cast<int>(min(int64_t{kAttnKeys}, n - first));
+  const int64_t H = NH + 2 * NKV, ps_pos = pos[b];
+  const bfloat16* row = qkv + b * H * hs;
+  bfloat16* K = kc + (b * NKV + j) * Tmax * hs;
+  bfloat16* V = vc + (b * NKV + j) * Tmax * hs;
+  // 1. Every load of the split at once (one round trip to memory, not three): the cached keys
+  //    and values into registers, then the group's queries rotated and rounded to bfloat16 (as
+  //    llama_rope_append stores them) and, in the block that holds position p, the new key
+  //    rotated and the new value, written to the caches and to shared memory; then the cached
+  //    rows from the registers to shared memory.
+  const int packs = hs / 8;
+  const bool has_new = p < first + cnt;  // then p = first + cnt - 1, the split's last key
+  const int cached = (has_new ? cnt - 1 : cnt) * packs;
+  constexpr int kPerThread = kAttnKeys * (kAttnMaxHs / 8) / kAttnThreads;
+  uint4 kr[kPerThread], vr[kPerThread];
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int e = tid + u * kAttnThreads;
+    if (e < cached) {
+      const int64_t at = (first + e / packs) * hs + e % packs * 8;
+      kr[u] = __ldg(reinterpret_cast<const uint4*>(K + at));
+      vr[u] = __ldg(reinterpret_cast<const uint4*>(V + at));
+    }
+  }
+  const float* cos_p = cos_t + ps_pos * half;
+  const float* sin_p = sin_t + ps_pos * half;
+  for (int e = tid; e < G * half; e += kAttnThreads) {
+    const int h = e / half, i = e % half;
+    const bfloat16* x = row + (int64_t{j} * G + h) * hs;
+    const float c = cos_p[i], s = sin_p[i], x1 = widen(x[i]), x2 = widen(x[i + half]);
+    qs[h * hs + i] = round_bf16(x1 * c - x2 * s);
+    qs[h * hs + i + half] = round_bf16(x2 * c + x1 * s);
+  }
+  if (has_new) {
+    const int r = cnt - 1;
+    for (int i = tid; i < half; i += kAttnThreads) {
+      const bfloat16* x = row + (int64_t{NH} + j) * hs;
+      const bfloat16* y = row + (int64_t{NH} + NKV + j) * hs;
+      const float c = cos_p[i], s = sin_p[i], x1 = widen(x[i]), x2 = widen(x[i + half]);
+      const bfloat16 k1 = narrow<bfloat16>(x1 * c - x2 * s), k2 = narrow<bfloat16>(x2 * c + x1 * s);
+      K[p * hs + i] = ks[r * ld + i] = k1;
+      K[p * hs + i + half] = ks[r * ld + i + half] = k2;
+      V[p * hs + i] = vs[r * ld + i] = y[i];
+      V[p * hs + i + half] = vs[r * ld + i + half] = y[i + half];
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int e = tid + u * kAttnThreads;
+    if (e < cached) {
+      *reinterpret_cast<uint4*>(ks + e / packs * ld + e % packs * 8) = kr[u];
+      *reinterpret_cast<uint4*>(vs + e / packs * ld + e % packs * 8) = vr[u];
+    }
+  }
+  __syncthreads();
+  // 3. Scores of every (query head, key) pair.
+  for (int e = tid; e < G * cnt; e += kAttnThreads) {
+    const int h = e / cnt, i = e % cnt;
+    const float* q = qs + h * hs;
+    float dot = 0;
+    for (int c = 0; c < packs; ++c) {
+      float kf[8];
+      widen8(*reinterpret_cast<const uint4*>(ks + i * ld + c * 8), kf);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) dot += q[c * 8 + t] * kf[t];
+    }
+    ps[h * kAttnKeys + i] = dot * scale;
+  }
+  __syncthreads();
+  // 4. Per query head (a warp each): the split's max and the weights exp(s - m), their sum.
+  for (int h = warp; h < G; h += kWarps) {
+    const float v = lane < cnt ? ps[h * kAttnKeys + lane] : -INFINITY;
+    const float m = warp_allreduce(v, MaxOp{});
+    const float e = lane < cnt ? expf(v - m) : 0.0f;
+    if (lane < cnt) ps[h * kAttnKeys + lane] = e;
+    const float l = warp_allreduce(e, SumOp{});
+    if (lane == 0) {
+      ml[2 * h] = m;
+      ml[2 * h + 1] = l;
+    }
+  }
+  __syncthreads();
+  // 5. The unnormalised outputs o = sum_i exp(s_i - m) v_i, two dimensions a thread, to partial.
+  float* mine = partial + ((b * NH + int64_t{j} * G) * S + split) * (hs + 2);  // head j G
+  const int64_t head_ld = int64_t{S} * (hs + 2);
+  for (int e = tid; e < G * half; e += kAttnThreads) {
+    const int h = e / half, d = 2 * (e % half);
+    float o0 = 0, o1 = 0;
+    for (int i = 0; i < cnt; ++i) {
+      const float w = ps[h * kAttnKeys + i];
+      o0 += w * widen(vs[i * ld + d]);
+      o1 += w * widen(vs[i * ld + d + 1]);
+    }
+    mine[h * head_ld + d] = o0;
+    mine[h * head_ld + d + 1] = o1;
+  }
+  for (int h = tid; h < G; h += kAttnThreads) {
+    mine[h * head_ld + hs] = ml[2 * h];
+    mine[h * head_ld + hs + 1] = ml[2 * h + 1];
+  }
+  // 6. The last of the row's splits to finish merges them (threadFenceReduction's pattern: the
+  //    partials are visible device-wide before the count says so).
+  __threadfence();
+  __syncthreads();
+  const int splits = static_cast<int>((n + kAttnKeys - 1) / kAttnKeys);
+  if (tid == 0) {
+    unsigned long long* ctr = counter + b * NKV + j;
+    last = atomicAdd(ctr, 1ULL) == static_cast<unsigned long long>(splits - 1);
+    if (last) *ctr = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* group = partial + (b * NH + int64_t{j} * G) * head_ld;
+  // The largest of the splits' maxima per query head (a warp per head, the splits across its
+  // lanes), then each output element sums the splits itself: o and l of split s weighted by
+  // exp(m_s - M), the log-sum-exp rule (loads independent of each other: one pass).
+  for (int h = warp; h < G; h += kWarps) {
+    float m = -INFINITY;
+    for (int s = lane; s < splits; s += kWarpThreads) {
+      m = fmaxf(m, __ldcg(group + h * head_ld + int64_t{s} * (hs + 2) + hs));
+    }
+    m = warp_allreduce(m, MaxOp{});
+    if (lane == 0) ml[2 * h] = m;
+  }
+  __syncthreads();
+  for (int e = tid; e < G * hs; e += kAttnThreads) {
+    const int h = e / hs, d = e % hs;
+    const float m = ml[2 * h];
+    float l = 0, o = 0;
+    for (int s = 0; s < splits; ++s) {
+      const float* at = group + h * head_ld + int64_t{s} * (hs + 2);
+      const float w = expf(__ldcg(at + hs) - m);
+      l += __ldcg(at + hs + 1) * w;
+      o += __ldcg(at + d) * w;
+    }
+    out[((b * NH) + int64_t{j} * G + h) * hs + d] = narrow<bfloat16>(o / l);
+  }
+}
+
 // ----- greedy decoding: the argmax of each row of logits -------------------------------------
 
 // Whether (v, i) beats (b, bi) as the maximum: any value beats none (index -1), a NaN beats every
@@ -817,11 +1002,17 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
   });
 }
 
-void rope_append(const Tensor& q, const Tensor& qkv, const Tensor& cos, const Tensor& sin,
-                 const Tensor& positions, const Tensor& start, const Tensor& k_cache,
-                 const Tensor& v_cache) {
-  check_cuda("rope_append", {&qkv, &q, &k_cache, &v_cache});
-  check_cuda("rope_append", {&cos, &sin});
+namespace {
+
+// The checks "llama_rope_append" and "llama_decode_attention" share, naming `op`: q (or the
+// attention's out) [B, NH, T, hs] and qkv [B, T, (NH + 2 NKV) hs] of one dtype, caches [B, NKV,
+// Tmax, hs], contiguous CUDA tensors on one device; tables cos, sin [P, hs/2] of the computing
+// type (float32 for bfloat16); int64 positions [B, T] and start [B] on that device.
+void check_rope_append(const char* op, const Tensor& q, const Tensor& qkv, const Tensor& cos,
+                       const Tensor& sin, const Tensor& positions, const Tensor& start,
+                       const Tensor& k_cache, const Tensor& v_cache) {
+  check_cuda(op, {&qkv, &q, &k_cache, &v_cache});
+  check_cuda(op, {&cos, &sin});
   const bool shapes = qkv.dim() == 3 && q.dim() == 4 && k_cache.dim() == 4 &&
                       v_cache.shape() == k_cache.shape() && q.size(0) == qkv.size(0) &&
                       q.size(2) == qkv.size(1) && k_cache.size(0) == q.size(0) &&
@@ -830,18 +1021,26 @@ void rope_append(const Tensor& q, const Tensor& qkv, const Tensor& cos, const Te
                       cos.dim() == 2 && cos.size(1) == q.size(3) / 2;
   TT_CHECK(shapes && cos.device() == q.device() &&
                cos.dtype() == (q.dtype() == DType::kBFloat16 ? DType::kFloat32 : q.dtype()),
-           "cuda::rope_append: expected qkv [B, T, (NH + 2 NKV) hs], q [B, NH, T, hs], caches [B, "
-           "NKV, Tmax, hs] and tables [P, hs/2] (float32 for bfloat16), got qkv ",
-           describe(qkv), ", q ", describe(q), ", k_cache ", describe(k_cache), ", cos ",
-           describe(cos));
-  const int64_t B = q.size(0), T = q.size(2), NH = q.size(1), NKV = k_cache.size(1);
-  const int64_t half = q.size(3) / 2, Tmax = k_cache.size(2);
+           "cuda::", op, ": expected qkv [B, T, (NH + 2 NKV) hs], q [B, NH, T, hs], caches [B, ",
+           "NKV, Tmax, hs] and tables [P, hs/2] (float32 for bfloat16), got qkv ", describe(qkv),
+           ", q ", describe(q), ", k_cache ", describe(k_cache), ", cos ", describe(cos));
+  const int64_t B = q.size(0), T = q.size(2);
   TT_CHECK(positions.dtype() == DType::kInt64 && positions.numel() == B * T &&
                positions.is_contiguous() && positions.device() == q.device() &&
                start.dtype() == DType::kInt64 && start.numel() == B && start.is_contiguous() &&
                start.device() == q.device(),
-           "cuda::rope_append: expected int64 positions [B, T] and start [B] on ", q.device().str(),
+           "cuda::", op, ": expected int64 positions [B, T] and start [B] on ", q.device().str(),
            ", got ", describe(positions), " and ", describe(start));
+}
+
+}  // namespace
+
+void rope_append(const Tensor& q, const Tensor& qkv, const Tensor& cos, const Tensor& sin,
+                 const Tensor& positions, const Tensor& start, const Tensor& k_cache,
+                 const Tensor& v_cache) {
+  check_rope_append("rope_append", q, qkv, cos, sin, positions, start, k_cache, v_cache);
+  const int64_t B = q.size(0), T = q.size(2), NH = q.size(1), NKV = k_cache.size(1);
+  const int64_t half = q.size(3) / 2, Tmax = k_cache.size(2);
   const int64_t n = B * T * (NH + 2 * NKV) * half;
   if (n == 0) return;
   const int dev = q.device().index;
@@ -854,6 +1053,42 @@ void rope_append(const Tensor& q, const Tensor& qkv, const Tensor& cos, const Te
                      start.data<int64_t>(), B, T, NH, NKV, half, Tmax);
     TT_CUDA_CHECK_LAUNCH("rope_append_kernel");
   });
+}
+
+bool decode_attention(const Tensor& out, const Tensor& qkv, const Tensor& cos, const Tensor& sin,
+                      const Tensor& positions, const Tensor& start, const Tensor& k_cache,
+                      const Tensor& v_cache, const Tensor& counters) {
+  check_rope_append("decode_attention", out, qkv, cos, sin, positions, start, k_cache, v_cache);
+  const int64_t B = out.size(0), T = out.size(2), NH = out.size(1), NKV = k_cache.size(1);
+  const int64_t hs = out.size(3), Tmax = k_cache.size(2);
+  TT_CHECK(out.dtype() == DType::kBFloat16 && NKV > 0 && NH % NKV == 0,
+           "cuda::decode_attention: expected bfloat16 tensors and NKV dividing NH, got out ",
+           describe(out), " and k_cache ", describe(k_cache));
+  TT_CHECK(counters.defined() && counters.dtype() == DType::kInt64 && counters.numel() >= B * NKV &&
+               counters.is_contiguous() && counters.device() == out.device(),
+           "cuda::decode_attention: expected int64 counters [B NKV] = [", B * NKV, "] (zeros) on ",
+           out.device().str(), ", got ", describe(counters));
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (T != 1 || hs % 8 != 0 || hs > kAttnMaxHs || NH / NKV > kAttnMaxGroup ||
+      !aligned(k_cache.data_ptr()) || !aligned(v_cache.data_ptr())) {
+    return false;  // the caller appends and attends with the general kernels
+  }
+  if (B == 0) return true;
+  const int dev = out.device().index;
+  DeviceGuard guard(dev);
+  const int64_t S = (Tmax + kAttnKeys - 1) / kAttnKeys;
+  const Tensor partial = empty({B, NH, S, hs + 2}, {DType::kFloat32, out.device()});
+  launch_dependent(
+      dev, decode_attention_kernel,
+      dim3(static_cast<unsigned>(S), static_cast<unsigned>(NKV), static_cast<unsigned>(B)),
+      dim3(kAttnThreads), 0, out.data<bfloat16>(), partial.data<float>(),
+      reinterpret_cast<unsigned long long*>(counters.data<int64_t>()), k_cache.data<bfloat16>(),
+      v_cache.data<bfloat16>(), qkv.data<bfloat16>(), cos.data<float>(), sin.data<float>(),
+      positions.data<int64_t>(), start.data<int64_t>(), static_cast<int>(NH), static_cast<int>(NKV),
+      static_cast<int>(hs), Tmax, static_cast<int>(S),
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))));
+  TT_CUDA_CHECK_LAUNCH("decode_attention_kernel");
+  return true;
 }
 
 bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tensor& norm_weight,
@@ -980,4 +1215,5 @@ TT_REGISTER_KERNEL("swiglu_backward", tt::DeviceType::kCUDA, tt::cuda::swiglu_ba
 TT_REGISTER_KERNEL("kv_cache_attend", tt::DeviceType::kCUDA, tt::cuda::kv_cache_attend);
 TT_REGISTER_KERNEL("llama_decode_gemv", tt::DeviceType::kCUDA, tt::cuda::decode_gemv);
 TT_REGISTER_KERNEL("llama_rope_append", tt::DeviceType::kCUDA, tt::cuda::rope_append);
+TT_REGISTER_KERNEL("llama_decode_attention", tt::DeviceType::kCUDA, tt::cuda::decode_attention);
 TT_REGISTER_KERNEL("argmax_rows", tt::DeviceType::kCUDA, tt::cuda::argmax_rows);

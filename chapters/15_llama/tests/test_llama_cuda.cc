@@ -17,6 +17,7 @@
 #include "tt/generate.h"
 #include "tt/llama_ops.h"
 #include "tt/mixed_precision.h"
+#include "tt/profiler.h"
 
 namespace tt {
 namespace {
@@ -348,6 +349,76 @@ TEST(Ch15_Bf16Cuda, RopeAppendThenAttendEqualsRopeAndTheKvCacheStep) {
   }
 }
 
+TEST(Ch15_Bf16Cuda, DecodeAttentionEqualsRopeAppendThenAttend) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  // Rows at the first position, at the last key of a 32-key split and the first of the next,
+  // and at the cache's last row (Tmax = 150: five splits, the last one partial). Groups of 1, 4
+  // and 16 query heads a key/value head, hs 8, 64 and 128.
+  const std::vector<int64_t> start = {0, 31, 32, 149};
+  const int64_t B = 4, Tmax = 150;
+  const Tensor start_gpu = from_vector(start, {B}).to(kCuda);
+  const Tensor positions = from_vector(start, {B, 1}).to(kCuda);
+  struct Shape3 {
+    int64_t NH, NKV, hs;
+  };
+  for (const Shape3 sh : {Shape3{4, 4, 64}, Shape3{8, 2, 128}, Shape3{16, 1, 8}}) {
+    const int64_t NH = sh.NH, NKV = sh.NKV, hs = sh.hs, W = (NH + 2 * NKV) * hs;
+    const RopeTables tables = rope_tables(Tmax, hs, 10000.0, {}, {DType::kFloat32, kCuda});
+    const Bf16Pair qkv = bf16_pair({B, 1, W}, 60), kc = bf16_pair({B, NKV, Tmax, hs}, 61),
+                   vc = bf16_pair({B, NKV, Tmax, hs}, 62);
+    // The two launches ...
+    const Tensor kc_a = kc.bf.clone(), vc_a = vc.bf.clone();
+    const Tensor q = empty({B, NH, 1, hs}, {DType::kBFloat16, kCuda});
+    const Tensor out_a = empty({B, NH, 1, hs}, {DType::kBFloat16, kCuda});
+    call_kernel<llama::RopeAppendKernel>("llama_rope_append", kCuda, q, qkv.bf, tables.cos,
+                                         tables.sin, positions, start_gpu, kc_a, vc_a);
+    call_kernel<llama::KvCacheAttendKernel>("kv_cache_attend", kCuda, out_a, q, Tensor(), Tensor(),
+                                            kc_a, vc_a, start_gpu);
+    // ... against the one launch, twice with the same counters (it leaves them zeros).
+    const Tensor counters = zeros({B * NKV}, {DType::kInt64, kCuda});
+    for (int run = 0; run < 2; ++run) {
+      const Tensor kc_b = kc.bf.clone(), vc_b = vc.bf.clone();
+      const Tensor out_b = empty({B, NH, 1, hs}, {DType::kBFloat16, kCuda});
+      ASSERT_TRUE(call_kernel<llama::DecodeAttentionKernel>(
+          "llama_decode_attention", kCuda, out_b, qkv.bf, tables.cos, tables.sin, positions,
+          start_gpu, kc_b, vc_b, counters));
+      const std::string what = "NH " + std::to_string(NH) + " NKV " + std::to_string(NKV) + " hs " +
+                               std::to_string(hs) + " run " + std::to_string(run);
+      // The splits sum in another order than one block does: bfloat16 rounding apart.
+      EXPECT_TENSOR_NEAR(widened(out_b), widened(out_a), 1e-3, kBf16Rel) << what;
+      // The appended rows are the same bits (the same rotation), the other rows untouched.
+      EXPECT_TENSOR_NEAR(widened(kc_b), widened(kc_a), 0, 0) << what;
+      EXPECT_TENSOR_NEAR(widened(vc_b), widened(vc_a), 0, 0) << what;
+      EXPECT_EQ(counters.to(Device::cpu()).to_vector<int64_t>(),
+                std::vector<int64_t>(static_cast<std::size_t>(B * NKV), 0))
+          << what;
+    }
+  }
+  // What it does not take: two tokens a row, hs 136 (over 128). Nothing launched.
+  const RopeTables t136 = rope_tables(Tmax, 136, 10000.0, {}, {DType::kFloat32, kCuda});
+  const Tensor kc136 = zeros({B, 1, Tmax, 136}, {DType::kBFloat16, kCuda});
+  const Tensor counters = zeros({B}, {DType::kInt64, kCuda});
+  EXPECT_FALSE(call_kernel<llama::DecodeAttentionKernel>(
+      "llama_decode_attention", kCuda, empty({B, 2, 1, 136}, {DType::kBFloat16, kCuda}),
+      zeros({B, 1, 4 * 136}, {DType::kBFloat16, kCuda}), t136.cos, t136.sin, positions, start_gpu,
+      kc136, kc136.clone(), counters));
+  const RopeTables t8 = rope_tables(Tmax, 8, 10000.0, {}, {DType::kFloat32, kCuda});
+  const Tensor kc8 = zeros({B, 1, Tmax, 8}, {DType::kBFloat16, kCuda});
+  const Tensor pos2 = zeros({B, 2}, {DType::kInt64, kCuda});
+  EXPECT_FALSE(call_kernel<llama::DecodeAttentionKernel>(
+      "llama_decode_attention", kCuda, empty({B, 2, 2, 8}, {DType::kBFloat16, kCuda}),
+      zeros({B, 2, 4 * 8}, {DType::kBFloat16, kCuda}), t8.cos, t8.sin, pos2, start_gpu, kc8,
+      kc8.clone(), counters));
+  // Misuse: float32 counters, named.
+  EXPECT_TT_ERROR(
+      (call_kernel<llama::DecodeAttentionKernel>(
+          "llama_decode_attention", kCuda, empty({B, 2, 1, 8}, {DType::kBFloat16, kCuda}),
+          zeros({B, 1, 4 * 8}, {DType::kBFloat16, kCuda}), t8.cos, t8.sin, positions, start_gpu,
+          kc8, kc8.clone(), zeros({B}, {DType::kFloat32, kCuda}))),
+      "decode_attention", "counters", "float32");
+}
+
 /// The tiny model of hs 32 in float32 and in bfloat16 (the same draws, rounded) on CUDA.
 llama::LlamaConfig bf16_test_config() {
   llama::LlamaConfig c = ch15::tiny_config();
@@ -411,6 +482,57 @@ TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
               << " tokens identical; logits max |ref| " << max_ref << "\n";
   }
   llama::set_decode_gemv(true);
+}
+
+// Decode steps into a cache of 512 positions or more attend through llama_decode_attention
+// (one launch, the keys split over blocks), shorter caches through llama_rope_append then
+// kv_cache_attend: the same prompt and steps through both give the same logits within
+// bfloat16's rounding, and each path runs the kernels it should (the per-op profile's names).
+TEST(Ch15_Bf16Cuda, LongCacheDecodeStepsAttendInOneLaunchAsShortOnesInTwo) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  llama::LlamaConfig c = bf16_test_config();
+  c.max_seq_len = 600;
+  llama::Llama bf(c, 5, {DType::kBFloat16});
+  bf.to(kCuda);
+  std::vector<int64_t> prompt(70);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int64_t>(i * 37 % 97);
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  llama::KVCache short_cache = bf.make_cache(1, 100), long_cache = bf.make_cache(1, 600);
+  const Tensor ids = from_vector(prompt, {1, P}).to(kCuda);
+  (void)bf.forward_cached(ids, short_cache, {0});
+  (void)bf.forward_cached(ids, long_cache, {0});
+  const auto ops_of = [&](llama::KVCache& cache, const Tensor& tok, int64_t pos, Tensor& logits) {
+    prof::Profiler profiler(kCuda);
+    {
+      prof::ProfileScope scope(profiler);
+      logits = bf.forward_cached(tok, cache, {pos});
+    }
+    std::vector<std::string> names;
+    for (const auto& r : profiler.records()) names.push_back(r.op);
+    return names;
+  };
+  const auto has = [](const std::vector<std::string>& names, const std::string& op) {
+    return std::find(names.begin(), names.end(), op) != names.end();
+  };
+  for (int64_t step = 0; step < 4; ++step) {
+    const Tensor tok = from_vector<int64_t>({(step * 13 + 5) % 97}, {1, 1}).to(kCuda);
+    Tensor a, b;
+    const auto two = ops_of(short_cache, tok, P + step, a);
+    const auto one = ops_of(long_cache, tok, P + step, b);
+    EXPECT_TRUE(has(two, "kv_cache_attend") && has(two, "llama_rope_append") &&
+                !has(two, "llama_decode_attention"))
+        << "step " << step;
+    EXPECT_TRUE(has(one, "llama_decode_attention") && !has(one, "kv_cache_attend") &&
+                !has(one, "llama_rope_append"))
+        << "step " << step;
+    const Tensor la = a.to(Device::cpu()), lb = b.to(Device::cpu());
+    double max_ref = 0;
+    for (double v : la.to(DType::kFloat64).to_vector<double>()) {
+      max_ref = std::max(max_ref, std::abs(v));
+    }
+    EXPECT_TENSOR_NEAR(lb, la, 0.01 * max_ref, 0) << "step " << step;
+  }
 }
 
 TEST(Ch15_Bf16Cuda, CudaGraphDecodeGivesTheSameTokens) {

@@ -133,6 +133,22 @@ using RopeAppendKernel = void(const Tensor& q, const Tensor& qkv, const Tensor& 
                               const Tensor& sin, const Tensor& positions, const Tensor& start,
                               const Tensor& k_cache, const Tensor& v_cache);
 
+/// "llama_decode_attention" kernel (CUDA, bfloat16 decoding, one new token per row): what
+/// "llama_rope_append" then "kv_cache_attend" compute, in one launch. From the packed projection
+/// qkv [B, 1, (NH + 2 NKV) hs]: the RoPE of the k heads (at positions [B, 1], tables cos, sin
+/// [P, hs/2] float32) and the v heads written to row start[b] of the caches [B, NKV, Tmax, hs],
+/// and out [B, NH, 1, hs] = softmax(q k^T / sqrt(hs)) v over rows [0, start[b]] of the query's
+/// key/value head, q the RoPE of the q heads rounded to bfloat16. The keys are split in blocks of
+/// 32 that run in parallel and are merged by log-sum-exp (FlashDecoding); `counters` int64 [>= B
+/// NKV] must be zeros, and the kernel leaves them zeros. Returns false, launching nothing, for
+/// what it does not take (T != 1, hs not a multiple of 8 or over 128, NH / NKV over 16, caches not
+/// 16-byte aligned); throws tt::Error naming the tensors for shapes, dtypes or devices that do not
+/// fit. start is not read on the host: the caller guarantees start[b] < Tmax.
+using DecodeAttentionKernel = bool(const Tensor& out, const Tensor& qkv, const Tensor& cos,
+                                   const Tensor& sin, const Tensor& positions, const Tensor& start,
+                                   const Tensor& k_cache, const Tensor& v_cache,
+                                   const Tensor& counters);
+
 /// What the decode GEMV ("llama_decode_gemv") applies to its input rows before the product.
 enum class GemvPrologue {
   kNone,     ///< the rows of a as they are
