@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -92,17 +93,20 @@ inline std::vector<std::vector<std::string>> read_csv(const std::string& path) {
 }
 
 /// Whether the train.csv at `got` logs what the one at `want` does: as many rows, and in each the
-/// loss, gradient norm and validation loss (columns 1, 3 and 6; 6 digits in the log) empty in
-/// both or within `rel` (relative to want's) + 1e-7. The message names the first mismatch.
+/// `columns` (default: the loss, gradient norm and validation loss, 1, 3 and 6; 6 digits in the
+/// log) empty in both or within `rel` (relative to want's) + 1e-7. The message names the first
+/// mismatch.
 inline ::testing::AssertionResult logs_match(const std::string& got, const std::string& want,
-                                             double rel) {
+                                             double rel,
+                                             std::initializer_list<std::size_t> columns = {1, 3,
+                                                                                           6}) {
   const auto g = read_csv(got), w = read_csv(want);
   if (g.size() != w.size()) {
     return ::testing::AssertionFailure()
            << got << " has " << g.size() << " rows, " << want << " has " << w.size();
   }
   for (std::size_t i = 1; i < g.size(); ++i) {
-    for (std::size_t c : {1u, 3u, 6u}) {
+    for (std::size_t c : columns) {
       const std::string &a = g[i].at(c), &b = w[i].at(c);
       const bool near =
           a.empty() == b.empty() && (a.empty() || std::fabs(std::stod(a) - std::stod(b)) <=

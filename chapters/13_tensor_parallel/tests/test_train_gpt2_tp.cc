@@ -40,19 +40,7 @@ class Ch13_TrainGpt2Tp : public ::testing::Test {
   /// the log (%.6g: one unit of the last digit is up to 1e-5 relative; the split sums run in
   /// another order, so the values may round to neighbouring last digits).
   void expect_same_log(const std::string& out, const std::string& expected) {
-    const auto got = read_csv(csv(out)), want = read_csv(csv(expected));
-    ASSERT_EQ(got.size(), want.size()) << out;
-    for (std::size_t i = 1; i < got.size(); ++i) {
-      for (int c : {1, 2, 3, 6}) {  // loss, lr, grad_norm, val_loss
-        const std::string& a = got[i].at(static_cast<std::size_t>(c));
-        const std::string& b = want[i].at(static_cast<std::size_t>(c));
-        ASSERT_EQ(a.empty(), b.empty()) << out << " row " << i << " column " << c;
-        if (!a.empty()) {
-          EXPECT_NEAR(std::stod(a), std::stod(b), 2e-5 * std::fabs(std::stod(b)) + 1e-7)
-              << out << ", row " << i << " column " << c;
-        }
-      }
-    }
+    EXPECT_TRUE(test09::logs_match(csv(out), csv(expected), 2e-5, {1, 2, 3, 6}));
   }
 
   test09::TempDir dir_;
