@@ -703,7 +703,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
   }
   __syncthreads();
-  // 3. Scores of every (query head, key) pair.
+  // 2. Scores of every (query head, key) pair.
   for (int e = tid; e < G * cnt; e += kAttnThreads) {
     const int h = e / cnt, i = e % cnt;
     const float* q = qs + h * hs;
@@ -717,7 +717,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     ps[h * kAttnKeys + i] = dot * scale;
   }
   __syncthreads();
-  // 4. Per query head (a warp each): the split's max and the weights exp(s - m), their sum.
+  // 3. Per query head (a warp each): the split's max and the weights exp(s - m), their sum.
   for (int h = warp; h < G; h += kWarps) {
     const float v = lane < cnt ? ps[h * kAttnKeys + lane] : -INFINITY;
     const float m = warp_allreduce(v, MaxOp{});
@@ -730,7 +730,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
   }
   __syncthreads();
-  // 5. The unnormalised outputs o = sum_i exp(s_i - m) v_i, two dimensions a thread, to partial.
+  // 4. The unnormalised outputs o = sum_i exp(s_i - m) v_i, two dimensions a thread, to partial.
   float* mine = partial + ((b * NH + int64_t{j} * G) * S + split) * (hs + 2);  // head j G
   const int64_t head_ld = int64_t{S} * (hs + 2);
   for (int e = tid; e < G * half; e += kAttnThreads) {
@@ -748,7 +748,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     mine[h * head_ld + hs] = ml[2 * h];
     mine[h * head_ld + hs + 1] = ml[2 * h + 1];
   }
-  // 6. The last of the row's splits to finish merges them (threadFenceReduction's pattern: the
+  // 5. The last of the row's splits to finish merges them (threadFenceReduction's pattern: the
   //    partials are visible device-wide before the count says so).
   __threadfence();
   __syncthreads();

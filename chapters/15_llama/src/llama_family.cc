@@ -57,12 +57,13 @@ LlamaFamily::LlamaFamily(train::TrainConfig& o, Device device, gpt2::ParallelStr
   c.max_seq_len = o.block_size;
   c.norm_eps = 1e-5;
   model_ = std::make_unique<Llama>(c, o.seed);
-  // The loss of this rank: the model's own where every rank holds whole sequences, else the
-  // strategy's (chapter 16's "cp": the rank's shard of every sequence, ring attention).
-  const std::string strategy = par.name();
-  if (strategy == "single" || strategy == "ddp" || strategy == "zero1") {
+  // The loss of this rank: the model's own where every rank holds a whole model and whole
+  // sequences (one process, DDP, ZeRO-1: splits_model() is false), else the strategy's
+  // (chapter 16's "cp": the rank's shard of every sequence, ring attention).
+  if (!par.splits_model()) {
     loss_ = [](Llama& m, const Tensor& idx, const Tensor& targets) { return m.loss(idx, targets); };
   } else {
+    const std::string strategy = par.name();
     const auto found = strategy_losses().find(strategy);
     TT_CHECK(found != strategy_losses().end(), "train_llama: the parallel strategy '", strategy,
              "' does not train a LLaMA yet: LLaMA trains in one process, with DDP or ZeRO-1 "

@@ -16,10 +16,11 @@
 /// given (it is never the default here): then chapter 11's mixed precision
 /// (Llama::set_mixed_precision, a MasterWeightAdamW), on the CPU (emulated) and on CUDA.
 /// --recompute, --cuda-graph, --init-llmc, --attention and --fused (GPT-2's operation sets) are
-/// refused with a message. Parallel strategies: one process, DDP and ZeRO-1 (chapter 12), and
-/// the strategies registered with register_llama_strategy_loss (chapter 16's "cp", train_llama
-/// --cp N: every sequence split over N ranks, ring attention); the others (--tp, --pp) are
-/// refused by name.
+/// refused with a message. Parallel strategies: those whose ranks each hold the whole model
+/// (ParallelStrategy::splits_model() false: one process, DDP and ZeRO-1 of chapter 12), and
+/// those registered with register_llama_strategy_loss (chapter 16's "cp", train_llama --cp N:
+/// every sequence split over N ranks, ring attention); the others (--tp, --pp) are refused by
+/// name.
 #pragma once
 
 #include <cstdint>
