@@ -74,9 +74,10 @@ gen_table() {
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
-    print("{dtype} B={batch:<3} gemv={g:3} {decode_ms_per_step:7.3f} ms/step {tokens_per_s:9.1f} "
-          "tok/s {effective_gbps:7.1f} GB/s ({pct:.1f}% of copy {copy_gbps:.0f}) TTFT {ttft_ms:.2f} "
-          "ms".format(g="on" if r["gemv"] else "off",
+    print("{dtype} B={batch:<3} P={prompt_len:<5} {g:4} {decode_ms_per_step:7.3f} ms/step "
+          "{tokens_per_s:9.1f} tok/s {effective_gbps:7.1f} GB/s ({pct:.1f}% of copy "
+          "{copy_gbps:.0f}) TTFT {ttft_ms:.2f} ms".format(
+                      g=r.get("decode", "on" if r["gemv"] else "off"),
                       pct=100 * r["effective_gbps"] / max(r["copy_gbps"], 1e-9), **r))'
 }
 # mpi_tests EXE NP FILTER LOG: a gtest binary of build/bin under $MPI -np NP into $OUT/LOG;
@@ -207,6 +208,12 @@ ch15_cuda_checks() {
     sanitize $tool $tool.log build/bin/tt_ch15_tests "$1" || status=1
   done
 }
+# decode_begin NEW FILTER: decode_setup NEW, then ch15_cuda_checks FILTER (status=0 before).
+decode_begin() {
+  status=0
+  decode_setup "$1"
+  ch15_cuda_checks "$2"
+}
 # decode_bench LABEL BINARY FLAGS...: bench_decode with FLAGS into $OUT/bench_LABEL.log; prints
 # each row's name (LABEL in place of manual_time), time and GB/s; status=1 on a failure.
 decode_bench() {
@@ -217,13 +224,22 @@ decode_bench() {
   grep -a "decode_\|copy/" "$OUT/bench_$label.log" | sed "s/manual_time/$label/" |
     awk '{print $1, $2, $NF}'
 }
-# decode_gen LABEL BINARY [PROMPT_LENS]: tt_generate, TinyLlama-1.1B's shape (random weights), bf16,
-# batch 1, CUDA graph, 256 new tokens after each prompt length (default 128), the second of two
-# runs, into $OUT/gen_LABEL.log; prints gen_table; status=1 on a failure.
+# step_trace LABEL: the last trace (bench_decode under TT_DECODE_STEP_TRACE) before each
+# decode_step/one row of $OUT/bench_LABEL.log.
+step_trace() {
+  awk '/decode step trace/{t=""; on=1} on && !/manual_time/{t=t $0 "\n"}
+       /decode_step\/one\/[0-9]+\/manual_time/{print $1; printf "%s", t; on=0}' "$OUT/bench_$1.log"
+}
+# decode_gen LABEL BINARY [PROMPT_LENS [FLAGS...]]: tt_generate, TinyLlama-1.1B's shape (random
+# weights), bf16, batch 1, CUDA graph, 256 new tokens after each prompt length (default 128), the
+# second of two runs, with FLAGS (e.g. --gemv step,on), into $OUT/gen_LABEL.log; prints
+# gen_table; status=1 on a failure.
 decode_gen() {
-  local label=$1 bin=$2
-  timeout 170 "$bin" --random tinyllama-1.1b --device cuda --json --runs 2 --dtype bf16 \
-    --prompt-len "${3:-128}" --max-new 256 --modes graph --batch 1 --copy-bandwidth \
+  local label=$1 bin=$2 lens=${3:-128}
+  shift 2
+  [ $# -gt 0 ] && shift
+  timeout 200 "$bin" --random tinyllama-1.1b --device cuda --json --runs 2 --dtype bf16 \
+    --prompt-len "$lens" --max-new 256 --modes graph --batch 1 --copy-bandwidth "$@" \
     >"$OUT/gen_$label.log" 2>&1 || { status=1; tail -5 "$OUT/gen_$label.log"; }
   echo "$label:"
   gen_table "$OUT/gen_$label.log"

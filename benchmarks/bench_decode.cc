@@ -11,6 +11,11 @@
 //                                    (one row; 32 query and 4 key/value heads): "fused" =
 //                                    llama_decode_attention, "two" = llama_rope_append then
 //                                    kv_cache_attend, the launches it replaces
+//   decode_step/{one,many}/n         a whole decode step of one row (22 layers and the head,
+//                                    caches of 2,048 positions holding n): "one" =
+//                                    llama_decode_step, "many" = the launches it replaces (the
+//                                    four GEMVs of each layer, llama_decode_attention, the head);
+//                                    GB/s counts the caches' n rows too
 //   copy/1GiB                        the device's copy bandwidth (bytes read + written), the
 //                                    number tt_generate --copy-bandwidth compares with
 //
@@ -31,6 +36,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -198,6 +204,69 @@ void attn_bench(benchmark::State& state, Device device, bool fused, int64_t n) {
 #endif
 }
 
+void step_bench(benchmark::State& state, Device device, bool one, int64_t n) {
+#if TT_WITH_CUDA
+  constexpr int64_t kNH = 32, kNKV = 4, kHs = 64, kTmax = 2048, kW = (kNH + 2 * kNKV) * kHs;
+  const tt::TensorOptions bf16{DType::kBFloat16, device};
+  const Operands qkv = make_operands(kQkv, 1, static_cast<int>(kLayers), device);
+  const Operands o = make_operands(kO, 1, static_cast<int>(kLayers), device);
+  const Operands gate_up = make_operands(kGateUp, 1, static_cast<int>(kLayers), device);
+  const Operands down = make_operands(kDown, 1, static_cast<int>(kLayers), device);
+  const Operands head = make_operands(kHead, 1, 1, device);
+  const Tensor& norm = qkv.g;  // every norm weight [C]
+  std::vector<Tensor> weights, kc, vc;
+  for (std::size_t l = 0; l < static_cast<std::size_t>(kLayers); ++l) {
+    weights.insert(weights.end(), {qkv.w[l], norm, o.w[l], norm, gate_up.w[l], down.w[l]});
+    kc.push_back(tt::bench::filled({1, kNKV, kTmax, kHs}, 3, device).to(DType::kBFloat16));
+    vc.push_back(tt::bench::filled({1, kNKV, kTmax, kHs}, 4, device).to(DType::kBFloat16));
+  }
+  const tt::RopeTables tables = tt::rope_tables(kTmax, kHs, 10000.0, {}, {DType::kFloat32, device});
+  const Tensor pos = tt::full({1, 1}, static_cast<double>(n - 1), {DType::kInt64, device});
+  const Tensor start = tt::full({1}, static_cast<double>(n - 1), {DType::kInt64, device});
+  const Tensor x0 = tt::bench::filled({1, kC}, 6, device).to(DType::kBFloat16);
+  const Tensor x = tt::empty({1, kC}, bf16), logits = tt::empty({1, kV}, {DType::kFloat32, device});
+  const Tensor packed = tt::empty({1, 1, kW}, bf16), y = tt::empty({1, kNH, 1, kHs}, bf16);
+  const Tensor gu = tt::empty({1, 2 * kF}, bf16),
+               counters = tt::zeros({kNKV}, {DType::kInt64, device});
+  double bytes =
+      2.0 * static_cast<double>(kV * kC);  // the weights read once, and the caches' n rows
+  for (const Projection* p : {&kQkv, &kO, &kGateUp, &kDown}) bytes += 2.0 * kLayers * p->N * p->K;
+  bytes += 2.0 * kLayers * kNKV * static_cast<double>(n) * kHs * 2;
+  const auto gemv = [&](const Tensor& out, const Tensor& a, const Tensor& w, GemvPrologue pr,
+                        bool acc) {
+    return tt::call_kernel<tt::llama::DecodeGemvKernel>("llama_decode_gemv", device, out, a, w,
+                                                        norm, kEps, pr, acc);
+  };
+  const auto work = [&] {
+    x.copy_(x0);  // the embedded token (each replay starts from the same residual stream)
+    if (one) {
+      return tt::call_kernel<tt::llama::DecodeStepKernel>(
+          "llama_decode_step", device, logits, x, weights, norm, head.w[0], kEps, tables.cos,
+          tables.sin, pos, start, kc, vc);
+    }
+    bool ok = true;
+    for (std::size_t l = 0; l < static_cast<std::size_t>(kLayers); ++l) {
+      ok = ok && gemv(packed.view({1, kW}), x, qkv.w[l], GemvPrologue::kRmsNorm, false);
+      ok = ok && tt::call_kernel<tt::llama::DecodeAttentionKernel>(
+                     "llama_decode_attention", device, y, packed, tables.cos, tables.sin, pos,
+                     start, kc[l], vc[l], counters);
+      ok = ok && gemv(x, y.view({1, kNH * kHs}), o.w[l], GemvPrologue::kNone, true);
+      ok = ok && gemv(gu, x, gate_up.w[l], GemvPrologue::kRmsNorm, false);
+      ok = ok && gemv(x, gu, down.w[l], GemvPrologue::kSwiglu, true);
+    }
+    return ok && gemv(logits, x, head.w[0], GemvPrologue::kRmsNorm, false);
+  };
+  // With TT_DECODE_STEP_TRACE set, three eager steps first: each prints its trace (the first
+  // with cold caches).
+  if (one && std::getenv("TT_DECODE_STEP_TRACE") != nullptr) {
+    for (int i = 0; i < 3; ++i) (void)work();
+  }
+  time_graph(state, device, bytes, work);
+#else
+  (void)state, (void)device, (void)one, (void)n;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -214,6 +283,13 @@ int main(int argc, char** argv) {
       tt::bench::register_on(
           std::string("decode_attn/") + (fused ? "fused" : "two") + "/" + std::to_string(n), cuda,
           [fused, n](benchmark::State& s, Device d) { attn_bench(s, d, fused, n); });
+    }
+  }
+  for (int64_t n : {130, 1600}) {
+    for (bool one : {true, false}) {
+      tt::bench::register_on(
+          std::string("decode_step/") + (one ? "one" : "many") + "/" + std::to_string(n), cuda,
+          [one, n](benchmark::State& s, Device d) { step_bench(s, d, one, n); });
     }
   }
   for (int64_t M : {1, 4, 8}) {

@@ -15,8 +15,10 @@
 //            --prompt-len N (rows of N seeded random ids instead of --prompt)
 //            --batch 1,8,32 (that many rows: of --prompt-len ids, or copies of --prompt's first)
 //            --modes eager,graph (graph: as --cuda-graph)
-//            --gemv on,off (bf16 at batch 1: the fused decode GEMV, the default, or
-//            RMSNorm/SwiGLU kernels + cuBLASLt; batches take cuBLASLt either way)
+//            --gemv step,on,off (bf16 at batch 1: step = the whole decode step in one launch,
+//            llama_decode_step, the default, for caches of up to 1,024 positions (longer ones run
+//            as on); on = the fused decode GEMV launch by launch; off = RMSNorm/SwiGLU kernels +
+//            cuBLASLt; batches take cuBLASLt in every case)
 //            --profile (after each eager combination: chapter 10's per-op profile of one decode
 //            step, each kernel timed with CUDA events)
 //            --runs N (generate N times, report the last: the first warms up cuBLASLt and the
@@ -104,10 +106,11 @@ llama::LlamaConfig preset(const std::string& name) {
 /// line), the time to first token, the decode rate and, for a LLaMA, the bytes a decode step
 /// reads: every parameter once (the embedding table only its B rows unless it is also the head)
 /// and every row's cached keys and values of all layers (row b's step i attends len_b + i + 1
-/// positions), over the decode time: the effective bandwidth.
+/// positions), over the decode time: the effective bandwidth. `decode`: the --gemv setting
+/// (step, on or off; "off" for float32).
 void report(const llama::GenerateResult& r, const std::vector<std::vector<int64_t>>& prompts,
             const llama::Llama* model, double copy_gbps, const std::string& dtype, bool cuda_graph,
-            bool gemv, int64_t max_new) {
+            const std::string& decode, int64_t max_new) {
   const bool json = copy_gbps >= 0;
   for (std::size_t b = 0; b < r.tokens.size() && (!json || b < 2); ++b) {
     std::printf("row %zu:", b);
@@ -146,14 +149,15 @@ void report(const llama::GenerateResult& r, const std::vector<std::vector<int64_
   if (json) {
     std::printf(
         "{\"impl\": \"tt\", \"dtype\": \"%s\", \"batch\": %lld, \"prompt_len\": %zu, "
-        "\"new_tokens\": %lld, \"cuda_graph\": %s, \"gemv\": %s, \"ttft_ms\": %.3f, "
+        "\"new_tokens\": %lld, \"cuda_graph\": %s, \"gemv\": %s, \"decode\": \"%s\", "
+        "\"ttft_ms\": %.3f, "
         "\"decode_ms_per_step\": "
         "%.4f, \"tokens_per_s\": %.2f, \"bytes_per_step\": %.0f, \"effective_gbps\": %.1f, "
         "\"copy_gbps\": %.1f}\n",
         dtype.c_str(), static_cast<long long>(B), prompts.at(0).size(),
-        static_cast<long long>(max_new), cuda_graph ? "true" : "false", gemv ? "true" : "false",
-        1e3 * r.prefill_seconds, step_ms, r.decode_tokens_per_second(), step_bytes, gbps,
-        copy_gbps);
+        static_cast<long long>(max_new), cuda_graph ? "true" : "false",
+        decode != "off" ? "true" : "false", decode.c_str(), 1e3 * r.prefill_seconds, step_ms,
+        r.decode_tokens_per_second(), step_bytes, gbps, copy_gbps);
   }
 }
 
@@ -187,7 +191,7 @@ void profile_decode_step(llama::Llama& model, const std::vector<std::vector<int6
 
 int run(int argc, char** argv) {
   std::string model_dir, random, gpt2_file, prompt = "1", stop, device_name = "auto", save;
-  std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes, gemvs = "on";
+  std::string dtypes = "f32", batches = "1", prompt_lens = "0", modes, gemvs = "step";
   int64_t max_new = 64, top_k = 0, runs = 1;
   bool json = false, measure_copy = false, profile = false;
   double temperature = 0.0, top_p = 1.0;
@@ -199,7 +203,7 @@ int run(int argc, char** argv) {
       "\"1,2,3;4,5\"] [--max-new N] [--temperature T] [--top-k K] [--top-p P] [--seed "
       "S] [--stop \"2\"] [--device auto|cpu|cuda] [--save DIR] [--seed-weights N] [--cuda-graph] "
       "[--dtype f32,bf16] [--prompt-len N,...] [--batch B,...] [--modes eager,graph] "
-      "[--gemv on,off] [--runs N] "
+      "[--gemv step,on,off] [--runs N] "
       "[--copy-bandwidth] [--json] [--profile]\n");
   args.option("--model", &model_dir)
       .option("--random", &random)
@@ -237,10 +241,11 @@ int run(int argc, char** argv) {
              "' is not one of eager, graph");
     graph_modes.push_back(m == "graph");
   }
-  std::vector<bool> gemv_list;
+  std::vector<std::string> gemv_list;
   for (const std::string& g : split_list(gemvs)) {
-    TT_CHECK(g == "on" || g == "off", "tt_generate: --gemv '", g, "' is not one of on, off");
-    gemv_list.push_back(g == "on");
+    TT_CHECK(g == "step" || g == "on" || g == "off", "tt_generate: --gemv '", g,
+             "' is not one of step, on, off");
+    gemv_list.push_back(g);
   }
   TT_CHECK(!dtype_list.empty() && !graph_modes.empty() && !gemv_list.empty() && runs >= 1,
            "tt_generate: --dtype and --modes need a value and --runs must be >= 1");
@@ -317,8 +322,11 @@ int run(int argc, char** argv) {
         for (const bool graph : graph_modes) {
           // The decode GEMV exists for bfloat16 only: float32 runs once.
           for (std::size_t gi = 0; gi < (dtype == DType::kBFloat16 ? gemv_list.size() : 1); ++gi) {
-            const bool gemv = dtype == DType::kBFloat16 && gemv_list[gi];
+            const std::string decode =
+                dtype == DType::kBFloat16 ? gemv_list[gi] : std::string("off");
+            const bool gemv = decode != "off";
             llama::set_decode_gemv(gemv);
+            llama::set_decode_step(decode == "step");
             opt.cuda_graph = graph;
             llama::GenerateResult r;
             for (int64_t i = 0; i < runs; ++i) {
@@ -328,10 +336,13 @@ int run(int argc, char** argv) {
             if (combinations > 1) {
               std::printf("%s, batch %lld, prompt %zu, %s%s:\n", dtype_name(dtype),
                           static_cast<long long>(batch), prompts.at(0).size(),
-                          graph ? "CUDA graph" : "eager", gemv ? ", decode GEMV" : "");
+                          graph ? "CUDA graph" : "eager",
+                          decode == "step" ? ", decode step in one launch"
+                          : gemv           ? ", decode GEMV"
+                                           : "");
             }
             report(r, prompts, model.get(), json ? copy_gbps : -1,
-                   dtype == DType::kBFloat16 ? "bf16" : "f32", graph, gemv, max_new);
+                   dtype == DType::kBFloat16 ? "bf16" : "f32", graph, decode, max_new);
             if (profile && model && !graph) profile_decode_step(*model, prompts, device);
           }
         }

@@ -2,6 +2,7 @@
 #include "tt/llama.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <sstream>
@@ -74,6 +75,11 @@ std::atomic<bool>& gemv_setting() {
   return on;
 }
 
+std::atomic<bool>& step_setting() {
+  static std::atomic<bool> on{true};  // see set_decode_step
+  return on;
+}
+
 // The batch rows up to which decoding uses the GEMV: measured faster than cuBLASLt at 1 row
 // (TinyLlama-1.1B's shape on an H100: 1.41 against 1.59 ms a step), much slower at 4 (each row
 // multiplies every weight again out of shared memory), so batches go to cuBLASLt.
@@ -85,6 +91,28 @@ constexpr int64_t kGemvBatchRows = 1;
 // against 0.134 at 130 cached positions (the merge's round trips are the longer chain), 0.196
 // against 0.207 at 512, 0.349 against 0.763 at 2,048.
 constexpr int64_t kDecodeAttentionMinCache = 512;
+
+// The cache length up to which a one-row decode step runs as one launch ("llama_decode_step").
+// tt_generate on an H200 (TinyLlama-1.1B's shape, CUDA graph, 256 new tokens; .devrun/s15h.sh,
+// both paths in one process): 1.111 against 1.288 ms a step after a prompt of 128 (cache 384),
+// but 1.555 against 1.535 after 1,536 (cache 1,792), although bench_decode's step at 1,600
+// cached positions is 1.16x faster in one launch (1.24 against 1.44 ms; README, "The whole
+// step in one launch").
+constexpr int64_t kDecodeStepMaxCache = 1024;
+
+// A layer's weights as bfloat16 decoding reads them, in "llama_decode_step"'s order
+// (kDecodeStepLayerTensors): the q/k/v rows packed, the input norm, o, the post-attention norm,
+// the gate/up rows packed, down.
+std::array<Tensor, kDecodeStepLayerTensors> decode_weights(LlamaDecoderLayer& layer) {
+  LlamaAttention& attn = *layer.self_attn;
+  LlamaMLP& mlp = *layer.mlp;
+  return {packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}),
+          layer.input_layernorm->weight,
+          attn.o_proj->weight,
+          layer.post_attention_layernorm->weight,
+          packed_rows({mlp.gate_proj->weight, mlp.up_proj->weight}),
+          mlp.down_proj->weight};
+}
 
 // Rows idx of a bfloat16 table [V, C] (C even): a gather moves bits, so the table is read as
 // float32 pairs [V, C / 2] by chapter 06's embedding kernel (its index checks included).
@@ -104,6 +132,14 @@ void set_decode_gemv(bool on) {
 
 bool decode_gemv_enabled() {
   return gemv_setting().load();
+}
+
+void set_decode_step(bool on) {
+  step_setting().store(on);
+}
+
+bool decode_step_enabled() {
+  return step_setting().load();
 }
 
 void project_bf16(const Tensor& out, const Tensor& a, const Tensor& w, GemvPrologue prologue,
@@ -386,25 +422,40 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
   const TensorOptions bf16{DType::kBFloat16, device()};
   Tensor x = embed_bf16(model->embed_tokens->weight, idx);  // [M, C], the residual stream
   const RopeTables& tables = rope_for(x);
+  const Tensor logits = empty({M, c.vocab_size}, {DType::kFloat32, device()});
+  // One row's decode step into a cache of up to kDecodeStepMaxCache positions: the whole step in
+  // one launch where the kernel takes it.
+  if (T == 1 && B <= kGemvBatchRows && cache.max_len() <= kDecodeStepMaxCache &&
+      gemv_setting().load() && step_setting().load()) {
+    std::vector<Tensor> weights;
+    for (std::size_t l = 0; l < model->layers->size(); ++l) {
+      const auto w = decode_weights(model->layers->at<LlamaDecoderLayer>(l));
+      weights.insert(weights.end(), w.begin(), w.end());
+    }
+    if (call_kernel<DecodeStepKernel>("llama_decode_step", device(), logits, x, weights,
+                                      model->norm->weight, head_weight(), c.norm_eps, tables.cos,
+                                      tables.sin, positions, start, cache.k, cache.v)) {
+      return logits.view({B, T, c.vocab_size});
+    }
+  }
   // A decode step into a long cache attends through llama_decode_attention (with its split
   // counters: zeros, and each launch leaves them zeros).
   const bool decode_attention = T == 1 && cache.max_len() >= kDecodeAttentionMinCache;
   const Tensor counters = decode_attention ? zeros({B * NKV}, {DType::kInt64, device()}) : Tensor();
   for (std::size_t l = 0; l < model->layers->size(); ++l) {
-    LlamaDecoderLayer& layer = model->layers->at<LlamaDecoderLayer>(l);
-    LlamaAttention& attn = *layer.self_attn;
-    LlamaMLP& mlp = *layer.mlp;
+    const auto w = decode_weights(model->layers->at<LlamaDecoderLayer>(l));
     const double eps = c.norm_eps;
     const Tensor qkv = empty({B, T, W}, bf16);
-    project_bf16(qkv.view({M, W}), x,
-                 packed_rows({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}),
-                 GemvPrologue::kRmsNorm, layer.input_layernorm->weight, eps, false);
-    Tensor y = empty({B, NH, T, hs}, bf16);
+    project_bf16(qkv.view({M, W}), x, w[0], GemvPrologue::kRmsNorm, w[1], eps, false);
     // RoPE, the append and the attention in one launch where the kernel takes it.
-    const bool fused = decode_attention &&
-                       call_kernel<DecodeAttentionKernel>("llama_decode_attention", device(), y,
-                                                          qkv, tables.cos, tables.sin, positions,
-                                                          start, cache.k[l], cache.v[l], counters);
+    Tensor y;  // [B, NH, T, hs], allocated by the path that writes it
+    bool fused = false;
+    if (decode_attention) {
+      y = empty({B, NH, T, hs}, bf16);
+      fused = call_kernel<DecodeAttentionKernel>("llama_decode_attention", device(), y, qkv,
+                                                 tables.cos, tables.sin, positions, start,
+                                                 cache.k[l], cache.v[l], counters);
+    }
     if (!fused) {
       const Tensor q = empty({B, NH, T, hs}, bf16);
       call_kernel<RopeAppendKernel>("llama_rope_append", device(), q, qkv, tables.cos, tables.sin,
@@ -414,18 +465,17 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
         // bf16 FlashAttention on the cache's first T rows (GQA through gqa_attention).
         y = gqa_attention(q, cache.k[l].slice(2, 0, T), cache.v[l].slice(2, 0, T));
       } else {
+        if (!y.defined()) y = empty({B, NH, T, hs}, bf16);
         call_kernel<KvCacheAttendKernel>("kv_cache_attend", device(), y, q, Tensor(), Tensor(),
                                          cache.k[l], cache.v[l], start);
       }
     }
-    project_bf16(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), attn.o_proj->weight,
-                 GemvPrologue::kNone, Tensor(), 0, true);
+    project_bf16(x, y.transpose(1, 2).contiguous().view({M, NH * hs}), w[2], GemvPrologue::kNone,
+                 Tensor(), 0, true);
     const Tensor gate_up = empty({M, 2 * F}, bf16);
-    project_bf16(gate_up, x, packed_rows({mlp.gate_proj->weight, mlp.up_proj->weight}),
-                 GemvPrologue::kRmsNorm, layer.post_attention_layernorm->weight, eps, false);
-    project_bf16(x, gate_up, mlp.down_proj->weight, GemvPrologue::kSwiglu, Tensor(), 0, true);
+    project_bf16(gate_up, x, w[4], GemvPrologue::kRmsNorm, w[3], eps, false);
+    project_bf16(x, gate_up, w[5], GemvPrologue::kSwiglu, Tensor(), 0, true);
   }
-  const Tensor logits = empty({M, c.vocab_size}, {DType::kFloat32, device()});
   project_bf16(logits, x, head_weight(), GemvPrologue::kRmsNorm, model->norm->weight, c.norm_eps,
                false);
   return logits.view({B, T, c.vocab_size});

@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "tt/cuda_block_reduce.h"
 #include "tt/cuda_column_sum.h"
@@ -68,6 +70,21 @@ bool dependent_launch_on(int dev) {
   return env_on && major >= 9;
 }
 
+// Launches kernel<<<grid, block, smem>>>(args...) on device dev's stream with the launch
+// attribute `attribute` where `with` (cudaLaunchKernelEx), else as a plain launch.
+template <typename... KArgs, typename... Args>
+void launch_with(int dev, cudaLaunchAttribute attribute, bool with, void (*kernel)(KArgs...),
+                 dim3 grid, dim3 block, std::size_t smem, Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream(dev);
+  config.attrs = &attribute;
+  config.numAttrs = with ? 1 : 0;
+  TT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<KArgs>(args)...));
+}
+
 // Launches kernel<<<grid, block, smem>>>(args...) on device dev's stream, as a programmatic
 // dependent launch where dependent_launch_on(dev): the kernel may start before the previous
 // kernel on the stream has finished and must call grid_dependency_wait() before it reads what
@@ -75,17 +92,10 @@ bool dependent_launch_on(int dev) {
 template <typename... KArgs, typename... Args>
 void launch_dependent(int dev, void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem,
                       Args... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream(dev);
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = dependent_launch_on(dev) ? 1 : 0;
-  TT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<KArgs>(args)...));
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  launch_with(dev, attribute, dependent_launch_on(dev), kernel, grid, block, smem, args...);
 }
 
 std::string describe(const Tensor& t) {
@@ -121,6 +131,15 @@ __device__ __forceinline__ T narrow(acc_t<T> v) {
   } else {
     return v;
   }
+}
+
+// Rotate-half RoPE of one pair (x1 = x[i], x2 = x[i + hs/2]) by the angle of cosine c and sine
+// s, stored as T: y1 = x1 c - x2 s, y2 = x2 c + x1 s.
+template <typename T>
+__device__ __forceinline__ void rotate_pair(T* y1, T* y2, acc_t<T> x1, acc_t<T> x2, acc_t<T> c,
+                                            acc_t<T> s) {
+  *y1 = narrow<T>(x1 * c - x2 * s);
+  *y2 = narrow<T>(x2 * c + x1 * s);
 }
 
 // dispatch_floating plus bfloat16, for the inference kernels and bf16 training's RoPE and SwiGLU.
@@ -202,8 +221,7 @@ __global__ void rope_kernel(T* out, const T* x, const acc_t<T>* cos_t, const acc
     T* yr = out + row * 2 * half;
     const A c = cos_t[p * half + i], s = sign * sin_t[p * half + i];
     const A x1 = widen(xr[i]), x2 = widen(xr[i + half]);
-    yr[i] = narrow<T>(x1 * c - x2 * s);
-    yr[i + half] = narrow<T>(x2 * c + x1 * s);
+    rotate_pair(yr + i, yr + i + half, x1, x2, c, s);
   }
 }
 
@@ -279,8 +297,7 @@ __global__ void rope_append_kernel(T* q, T* kc, T* vc, const T* qkv, const acc_t
     const A x1 = widen(x[i]), x2 = widen(x[i + half]);
     T* y = h < NH ? q + ((b * NH + h) * T_ + t) * hs
                   : kc + ((b * NKV + h - NH) * Tmax + start[b] + t) * hs;
-    y[i] = narrow<T>(x1 * c - x2 * s);
-    y[i + half] = narrow<T>(x2 * c + x1 * s);
+    rotate_pair(y + i, y + i + half, x1, x2, c, s);
   }
 }
 
@@ -447,7 +464,8 @@ __device__ __forceinline__ void gemv_load(uint4 (&buf)[kGemvChunk], const bfloat
 
 // acc[m] += the products of the chunk's weight packs with the same packs of the input rows xs
 // [M, K] (float32, shared memory). Packs past the row's end were loaded as zeros and are skipped.
-__device__ __forceinline__ void gemv_fma(float (&acc)[kGemvMaxRows], const uint4 (&buf)[kGemvChunk],
+template <int Rows>
+__device__ __forceinline__ void gemv_fma(float (&acc)[Rows], const uint4 (&buf)[kGemvChunk],
                                          const float* xs, int K, int M, int base, int packs,
                                          int lane) {
 #pragma unroll
@@ -457,7 +475,7 @@ __device__ __forceinline__ void gemv_fma(float (&acc)[kGemvMaxRows], const uint4
       float wf[8];
       widen8(buf[j], wf);
 #pragma unroll
-      for (int m = 0; m < kGemvMaxRows; ++m) {
+      for (int m = 0; m < Rows; ++m) {
         if (m < M) {
           const float4* x = reinterpret_cast<const float4*>(xs + m * K + q * 8);
           const float4 x0 = x[0], x1 = x[1];
@@ -471,14 +489,14 @@ __device__ __forceinline__ void gemv_fma(float (&acc)[kGemvMaxRows], const uint4
 
 // After the cursor's chunk: if it was its row's last, the warp's sums of the row go to out
 // (lane m writes batch row m; + out's old value when accumulating) and acc restarts.
-template <typename Out>
-__device__ __forceinline__ void gemv_finish(float (&acc)[kGemvMaxRows], const GemvCursor& c,
-                                            Out* out, int M, int64_t N, int packs, bool accumulate,
+template <int Rows, typename Out>
+__device__ __forceinline__ void gemv_finish(float (&acc)[Rows], const GemvCursor& c, Out* out,
+                                            int M, int64_t N, int packs, bool accumulate,
                                             int lane) {
   if (c.base + kGemvChunkPacks < packs) return;
   float mine = 0;
 #pragma unroll
-  for (int m = 0; m < kGemvMaxRows; ++m) {
+  for (int m = 0; m < Rows; ++m) {
     if (m < M) {  // M is the same for the whole warp
       const float total = warp_allreduce(acc[m], SumOp{});
       if (m == lane) mine = total;
@@ -498,36 +516,40 @@ __device__ __forceinline__ float fast_silu(float v) {
   return v * __fdividef(1.0f, 1.0f + __expf(-v));
 }
 
-// out[m, n] (+)= sum_k x[m, k] w[n, k] for m < M <= kGemvMaxRows, where x = the prologue of a,
-// rounded to bfloat16 (as the separate kernels would store it): a itself, its RMSNorm with
-// weight g, or silu(a[m, k]) * a[m, K + k] for a [M, 2K]. K % 8 == 0; see the section comment.
-template <GemvPrologue P, typename Out>
-__global__ void __launch_bounds__(kGemvWarps* kWarpThreads, kGemvBlocksPerSm)
-    decode_gemv_kernel(Out* out, const bfloat16* a, const bfloat16* w, const bfloat16* g, int M,
-                       int64_t N, int K, float eps, bool accumulate) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  float* xs = reinterpret_cast<float*>(smem_raw);  // [M, K]
-  float* gs = xs + M * K;                          // RMSNorm's weight [K]
-  __shared__ float sums[kGemvWarps][kGemvMaxRows];
+// A warp's stream of weight chunks: where its next load and its next use are, and the two
+// chunks in flight.
+struct GemvStream {
+  GemvCursor load, use;
+  uint4 buf0[kGemvChunk], buf1[kGemvChunk];
+};
+
+// Phase 1 of a GEMV: the weights do not depend on the previous kernel (or phase), so the warp's
+// first two chunks of w [N, K] are requested at once (warp `first` of `stride` warps in all).
+__device__ __forceinline__ void gemv_begin(GemvStream& s, const bfloat16* w, int64_t N, int K,
+                                           int64_t first, int64_t stride, int lane) {
+  const int packs = K / 8;
+  s.load = {first, 0};
+  s.use = {first, 0};
+  gemv_load(s.buf0, w, s.load, N, packs, lane);
+  s.load.advance(packs, stride);
+  gemv_load(s.buf1, w, s.load, N, packs, lane);
+  s.load.advance(packs, stride);
+}
+
+// Phase 2: from here on a (and out, when accumulating) are the previous kernel's (or phase's)
+// outputs. The prologue of a [M, K] (M <= Rows) ([M, 2K] for SwiGLU), rounded to bfloat16 as the separate
+// kernels would store it, into xs [M, K] in shared memory as float32: one pass over a (and the
+// RMSNorm weight g into gs [K]); for RMSNorm then the sums of squares (per warp in sums, the
+// block's Warps warps in order) and a pass over shared memory. Ends with the block in step.
+template <GemvPrologue P, int Warps, int Rows>
+__device__ __forceinline__ void gemv_stage(float* xs, float* gs, const bfloat16* a,
+                                           const bfloat16* g, int M, int K, float eps) {
+  __shared__ float sums[Warps][Rows];
   const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
   const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
   const int packs = K / 8, threads = static_cast<int>(blockDim.x);
-  const int64_t stride = int64_t{gridDim.x} * kGemvWarps;
-  const int64_t first = int64_t{blockIdx.x} * kGemvWarps + warp;
-  // 1. The weights do not depend on the previous kernel: two chunks are requested at once.
-  GemvCursor load{first, 0}, use{first, 0};
-  uint4 buf0[kGemvChunk], buf1[kGemvChunk];
-  gemv_load(buf0, w, load, N, packs, lane);
-  load.advance(packs, stride);
-  gemv_load(buf1, w, load, N, packs, lane);
-  load.advance(packs, stride);
-  grid_dependents_launch();
-  // 2. From here on a (and out, when accumulating) are the previous kernels' outputs. The
-  //    prologue: one pass over a (and g) into shared memory; for RMSNorm then the sums of
-  //    squares and a pass over shared memory.
-  grid_dependency_wait();
   const int in_ld = P == GemvPrologue::kSwiglu ? 2 * K : K;
-  float ss[kGemvMaxRows] = {};
+  float ss[Rows] = {};
   for (int q = threadIdx.x; q < packs; q += threads) {
     if constexpr (P == GemvPrologue::kRmsNorm) {
       float gw[8];
@@ -536,7 +558,7 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpThreads, kGemvBlocksPerSm)
       reinterpret_cast<float4*>(gs + q * 8)[1] = make_float4(gw[4], gw[5], gw[6], gw[7]);
     }
 #pragma unroll
-    for (int m = 0; m < kGemvMaxRows; ++m) {
+    for (int m = 0; m < Rows; ++m) {
       if (m < M) {
         float v[8];
         widen8(reinterpret_cast<const uint4*>(a + m * in_ld)[q], v);
@@ -557,7 +579,7 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpThreads, kGemvBlocksPerSm)
   }
   if constexpr (P == GemvPrologue::kRmsNorm) {
 #pragma unroll
-    for (int m = 0; m < kGemvMaxRows; ++m) {
+    for (int m = 0; m < Rows; ++m) {
       if (m < M) {
         const float s = warp_allreduce(ss[m], SumOp{});
         if (lane == 0) sums[warp][m] = s;
@@ -565,11 +587,11 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpThreads, kGemvBlocksPerSm)
     }
     __syncthreads();
 #pragma unroll
-    for (int m = 0; m < kGemvMaxRows; ++m) {
+    for (int m = 0; m < Rows; ++m) {
       if (m < M) {
         float total = 0;
 #pragma unroll
-        for (int wi = 0; wi < kGemvWarps; ++wi) total += sums[wi][m];
+        for (int wi = 0; wi < Warps; ++wi) total += sums[wi][m];
         const float rstd = rsqrtf(total / static_cast<float>(K) + eps);
         float4* x = reinterpret_cast<float4*>(xs + m * K);
         const float4* gv = reinterpret_cast<const float4*>(gs);
@@ -586,21 +608,50 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpThreads, kGemvBlocksPerSm)
     }
   }
   __syncthreads();
-  // 3. The warp's chunks in order, the one after next requested as each is used.
-  float acc[kGemvMaxRows] = {};
-  while (use.row < N) {
-    gemv_fma(acc, buf0, xs, K, M, use.base, packs, lane);
-    gemv_finish(acc, use, out, M, N, packs, accumulate, lane);
-    use.advance(packs, stride);
-    gemv_load(buf0, w, load, N, packs, lane);
-    load.advance(packs, stride);
-    if (use.row >= N) break;
-    gemv_fma(acc, buf1, xs, K, M, use.base, packs, lane);
-    gemv_finish(acc, use, out, M, N, packs, accumulate, lane);
-    use.advance(packs, stride);
-    gemv_load(buf1, w, load, N, packs, lane);
-    load.advance(packs, stride);
+}
+
+// Phase 3 (M <= Rows): the warp's chunks in order, the one after next requested as each is used; each
+// finished row's sums to out [M, N] (+ out's old values when accumulating).
+template <int Rows, typename Out>
+__device__ __forceinline__ void gemv_run(GemvStream& s, Out* out, const bfloat16* w,
+                                         const float* xs, int M, int64_t N, int K, int64_t stride,
+                                         bool accumulate, int lane) {
+  const int packs = K / 8;
+  float acc[Rows] = {};
+  while (s.use.row < N) {
+    gemv_fma(acc, s.buf0, xs, K, M, s.use.base, packs, lane);
+    gemv_finish(acc, s.use, out, M, N, packs, accumulate, lane);
+    s.use.advance(packs, stride);
+    gemv_load(s.buf0, w, s.load, N, packs, lane);
+    s.load.advance(packs, stride);
+    if (s.use.row >= N) break;
+    gemv_fma(acc, s.buf1, xs, K, M, s.use.base, packs, lane);
+    gemv_finish(acc, s.use, out, M, N, packs, accumulate, lane);
+    s.use.advance(packs, stride);
+    gemv_load(s.buf1, w, s.load, N, packs, lane);
+    s.load.advance(packs, stride);
   }
+}
+
+// out[m, n] (+)= sum_k x[m, k] w[n, k] for m < M <= kGemvMaxRows, where x = the prologue of a,
+// rounded to bfloat16 (as the separate kernels would store it): a itself, its RMSNorm with
+// weight g, or silu(a[m, k]) * a[m, K + k] for a [M, 2K]. K % 8 == 0; see the section comment.
+// The three phases, with the dependent launch's wait between the first two.
+template <GemvPrologue P, typename Out>
+__global__ void __launch_bounds__(kGemvWarps* kWarpThreads, kGemvBlocksPerSm)
+    decode_gemv_kernel(Out* out, const bfloat16* a, const bfloat16* w, const bfloat16* g, int M,
+                       int64_t N, int K, float eps, bool accumulate) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float* xs = reinterpret_cast<float*>(smem_raw);  // [M, K]
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  const int64_t stride = int64_t{gridDim.x} * kGemvWarps;
+  GemvStream s;
+  gemv_begin(s, w, N, K, int64_t{blockIdx.x} * kGemvWarps + warp, stride, lane);
+  grid_dependents_launch();
+  grid_dependency_wait();
+  gemv_stage<P, kGemvWarps, kGemvMaxRows>(xs, xs + M * K, a, g, M, K, eps);
+  gemv_run<kGemvMaxRows>(s, out, w, xs, M, N, K, stride, accumulate, lane);
 }
 
 // ----- the decode step's attention in one launch (bfloat16, one query per row) ---------------
@@ -624,14 +675,54 @@ constexpr int kAttnThreads = 256;  // threads of a block
 constexpr int kAttnMaxHs = 128;    // head sizes it takes: multiples of 8 up to this
 constexpr int kAttnMaxGroup = 16;  // query heads per key/value head it takes
 
-// One split's work: see the section comment. qkv [B, 1, (NH + 2 NKV) hs]; caches [B, NKV, Tmax,
-// hs]; partial [B, NH, S, hs + 2] float32 (o, then m and l); counter int64 [B NKV], zero before
-// the launch and zero again after it (the merging block resets its own); out [B, NH, 1, hs].
-__global__ void __launch_bounds__(kAttnThreads)
-    decode_attention_kernel(bfloat16* out, float* partial, unsigned long long* counter,
-                            bfloat16* kc, bfloat16* vc, const bfloat16* qkv, const float* cos_t,
-                            const float* sin_t, const int64_t* pos, const int64_t* start, int NH,
-                            int NKV, int hs, int64_t Tmax, int S, float scale) {
+// The cached keys and values of one split in registers: thread t holds 16-byte pack t + u
+// Threads of the split's [Kc, hs] rows (kPer of them).
+template <int Threads>
+struct AttnRows {
+  static constexpr int kPer = (kAttnKeys * (kAttnMaxHs / 8) + Threads - 1) / Threads;
+  uint4 k[kPer], v[kPer];
+};
+
+// Step 1a of split `split` of key/value head j of row b: its cached keys and values, rows
+// [first, min(first + Kc, p)) of the caches (p = start[b], the new position: no kernel of this
+// step writes those rows, so the loads may go before the step's projection is done).
+template <int Threads>
+__device__ __forceinline__ void attention_load(AttnRows<Threads>& r, int split, int j, int64_t b,
+                                               const bfloat16* kc, const bfloat16* vc,
+                                               const int64_t* start, int NKV, int hs,
+                                               int64_t Tmax) {
+  const int64_t p = start[b], first = int64_t{split} * kAttnKeys;
+  if (first >= p + 1) return;
+  const int packs = hs / 8;
+  const int cached = static_cast<int>(min(int64_t{kAttnKeys}, p - first)) * packs;
+  const bfloat16* K = kc + (b * NKV + j) * Tmax * hs;
+  const bfloat16* V = vc + (b * NKV + j) * Tmax * hs;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int u = 0; u < AttnRows<Threads>::kPer; ++u) {
+    const int e = tid + u * Threads;
+    if (e < cached) {
+      const int64_t at = (first + e / packs) * hs + e % packs * 8;
+      r.k[u] = __ldg(reinterpret_cast<const uint4*>(K + at));
+      r.v[u] = __ldg(reinterpret_cast<const uint4*>(V + at));
+    }
+  }
+}
+
+// One split's work, split `split` of key/value head j of row b, by a block of Threads threads:
+// see the section comment. qkv [B, 1, (NH + 2 NKV) hs]; caches [B, NKV, Tmax, hs]; partial [B,
+// NH, S, hs + 2] float32 (o, then m and l); counter int64 [B NKV], zero before the launch and
+// zero again after it (the merging block resets its own); out [B, NH, 1, hs]. A block may call
+// it for several splits in turn. `rows`: the split's cached rows, loaded here unless `loaded`
+// (attention_load, called earlier by the same block for the same split); with next_split >= 0,
+// `rows` receives split next_split of key/value head next_j as soon as this split's rows are in
+// shared memory (the next call's, with `loaded`: its loads overlap this split's arithmetic).
+template <int Threads>
+__device__ __forceinline__ void decode_attention_split(
+    int split, int j, int64_t b, bfloat16* out, float* partial, unsigned long long* counter,
+    bfloat16* kc, bfloat16* vc, const bfloat16* qkv, const float* cos_t, const float* sin_t,
+    const int64_t* pos, const int64_t* start, int NH, int NKV, int hs, int64_t Tmax, int S,
+    float scale, AttnRows<Threads>& rows, bool loaded, int next_split = -1, int next_j = 0) {
   constexpr int kPad = 8;  // bfloat16 after each key row in shared memory: no bank conflicts
   __shared__ __align__(16) bfloat16 ks[kAttnKeys * (kAttnMaxHs + kPad)];
   __shared__ __align__(16) bfloat16 vs[kAttnKeys * (kAttnMaxHs + kPad)];
@@ -639,55 +730,48 @@ __global__ void __launch_bounds__(kAttnThreads)
   __shared__ float ps[kAttnMaxGroup * kAttnKeys];
   __shared__ float ml[kAttnMaxGroup * 2];
   __shared__ bool last;
-  const int split = static_cast<int>(blockIdx.x), j = static_cast<int>(blockIdx.y);
-  const int64_t b = blockIdx.z;
   const int G = NH / NKV, half = hs / 2, ld = hs + kPad, tid = static_cast<int>(threadIdx.x);
   const int lane = tid % kWarpThreads, warp = tid / kWarpThreads;
-  constexpr int kWarps = kAttnThreads / kWarpThreads;
-  grid_dependency_wait();  // a dependent launch: qkv comes from the previous kernel
-  grid_dependents_launch();
+  constexpr int kWarps = Threads / kWarpThreads;
   const int64_t p = start[b], n = p + 1, first = int64_t{split} * kAttnKeys;
-  if (first >= n) return;  // no keys here (the grid covers Tmax; a step attends n of them)
+  __syncthreads();   // the block's previous split is done with the shared arrays
+  if (first >= n) {  // no keys here (the grid covers Tmax; a step attends n of them)
+    if (next_split >= 0) {
+      attention_load<Threads>(rows, next_split, next_j, b, kc, vc, start, NKV, hs, Tmax);
+    }
+    return;
+  }
   const int cnt = static_cast<int>(min(int64_t{kAttnKeys}, n - first));
   const int64_t H = NH + 2 * NKV, ps_pos = pos[b];
   const bfloat16* row = qkv + b * H * hs;
   bfloat16* K = kc + (b * NKV + j) * Tmax * hs;
   bfloat16* V = vc + (b * NKV + j) * Tmax * hs;
   // 1. Every load of the split at once (one round trip to memory, not three): the cached keys
-  //    and values into registers, then the group's queries rotated and rounded to bfloat16 (as
-  //    llama_rope_append stores them) and, in the block that holds position p, the new key
-  //    rotated and the new value, written to the caches and to shared memory; then the cached
-  //    rows from the registers to shared memory.
+  //    and values into registers (1a, unless loaded before), then the group's queries rotated
+  //    and rounded to bfloat16 (as llama_rope_append stores them) and, in the block that holds
+  //    position p, the new key rotated and the new value, written to the caches and to shared
+  //    memory; then the cached rows from the registers to shared memory.
   const int packs = hs / 8;
   const bool has_new = p < first + cnt;  // then p = first + cnt - 1, the split's last key
   const int cached = (has_new ? cnt - 1 : cnt) * packs;
-  constexpr int kPerThread = kAttnKeys * (kAttnMaxHs / 8) / kAttnThreads;
-  uint4 kr[kPerThread], vr[kPerThread];
-#pragma unroll
-  for (int u = 0; u < kPerThread; ++u) {
-    const int e = tid + u * kAttnThreads;
-    if (e < cached) {
-      const int64_t at = (first + e / packs) * hs + e % packs * 8;
-      kr[u] = __ldg(reinterpret_cast<const uint4*>(K + at));
-      vr[u] = __ldg(reinterpret_cast<const uint4*>(V + at));
-    }
-  }
+  if (!loaded) attention_load<Threads>(rows, split, j, b, kc, vc, start, NKV, hs, Tmax);
   const float* cos_p = cos_t + ps_pos * half;
   const float* sin_p = sin_t + ps_pos * half;
-  for (int e = tid; e < G * half; e += kAttnThreads) {
+  for (int e = tid; e < G * half; e += Threads) {
     const int h = e / half, i = e % half;
     const bfloat16* x = row + (int64_t{j} * G + h) * hs;
-    const float c = cos_p[i], s = sin_p[i], x1 = widen(x[i]), x2 = widen(x[i + half]);
-    qs[h * hs + i] = round_bf16(x1 * c - x2 * s);
-    qs[h * hs + i + half] = round_bf16(x2 * c + x1 * s);
+    bfloat16 q1, q2;
+    rotate_pair(&q1, &q2, widen(x[i]), widen(x[i + half]), cos_p[i], sin_p[i]);
+    qs[h * hs + i] = widen(q1);  // rounded to bfloat16 as llama_rope_append stores q
+    qs[h * hs + i + half] = widen(q2);
   }
   if (has_new) {
     const int r = cnt - 1;
-    for (int i = tid; i < half; i += kAttnThreads) {
+    for (int i = tid; i < half; i += Threads) {
       const bfloat16* x = row + (int64_t{NH} + j) * hs;
       const bfloat16* y = row + (int64_t{NH} + NKV + j) * hs;
-      const float c = cos_p[i], s = sin_p[i], x1 = widen(x[i]), x2 = widen(x[i + half]);
-      const bfloat16 k1 = narrow<bfloat16>(x1 * c - x2 * s), k2 = narrow<bfloat16>(x2 * c + x1 * s);
+      bfloat16 k1, k2;
+      rotate_pair(&k1, &k2, widen(x[i]), widen(x[i + half]), cos_p[i], sin_p[i]);
       K[p * hs + i] = ks[r * ld + i] = k1;
       K[p * hs + i + half] = ks[r * ld + i + half] = k2;
       V[p * hs + i] = vs[r * ld + i] = y[i];
@@ -695,16 +779,19 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
   }
 #pragma unroll
-  for (int u = 0; u < kPerThread; ++u) {
-    const int e = tid + u * kAttnThreads;
+  for (int u = 0; u < AttnRows<Threads>::kPer; ++u) {
+    const int e = tid + u * Threads;
     if (e < cached) {
-      *reinterpret_cast<uint4*>(ks + e / packs * ld + e % packs * 8) = kr[u];
-      *reinterpret_cast<uint4*>(vs + e / packs * ld + e % packs * 8) = vr[u];
+      *reinterpret_cast<uint4*>(ks + e / packs * ld + e % packs * 8) = rows.k[u];
+      *reinterpret_cast<uint4*>(vs + e / packs * ld + e % packs * 8) = rows.v[u];
     }
+  }
+  if (next_split >= 0) {
+    attention_load<Threads>(rows, next_split, next_j, b, kc, vc, start, NKV, hs, Tmax);
   }
   __syncthreads();
   // 2. Scores of every (query head, key) pair.
-  for (int e = tid; e < G * cnt; e += kAttnThreads) {
+  for (int e = tid; e < G * cnt; e += Threads) {
     const int h = e / cnt, i = e % cnt;
     const float* q = qs + h * hs;
     float dot = 0;
@@ -733,7 +820,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   // 4. The unnormalised outputs o = sum_i exp(s_i - m) v_i, two dimensions a thread, to partial.
   float* mine = partial + ((b * NH + int64_t{j} * G) * S + split) * (hs + 2);  // head j G
   const int64_t head_ld = int64_t{S} * (hs + 2);
-  for (int e = tid; e < G * half; e += kAttnThreads) {
+  for (int e = tid; e < G * half; e += Threads) {
     const int h = e / half, d = 2 * (e % half);
     float o0 = 0, o1 = 0;
     for (int i = 0; i < cnt; ++i) {
@@ -744,7 +831,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     mine[h * head_ld + d] = o0;
     mine[h * head_ld + d + 1] = o1;
   }
-  for (int h = tid; h < G; h += kAttnThreads) {
+  for (int h = tid; h < G; h += Threads) {
     mine[h * head_ld + hs] = ml[2 * h];
     mine[h * head_ld + hs + 1] = ml[2 * h + 1];
   }
@@ -774,7 +861,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     if (lane == 0) ml[2 * h] = m;
   }
   __syncthreads();
-  for (int e = tid; e < G * hs; e += kAttnThreads) {
+  for (int e = tid; e < G * hs; e += Threads) {
     const int h = e / hs, d = e % hs;
     const float m = ml[2 * h];
     float l = 0, o = 0;
@@ -786,6 +873,330 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
     out[((b * NH) + int64_t{j} * G + h) * hs + d] = narrow<bfloat16>(o / l);
   }
+}
+
+// One launch of the splits (see the section comment): block (s, j, b) takes split s of key/value
+// head j of row b.
+__global__ void __launch_bounds__(kAttnThreads)
+    decode_attention_kernel(bfloat16* out, float* partial, unsigned long long* counter,
+                            bfloat16* kc, bfloat16* vc, const bfloat16* qkv, const float* cos_t,
+                            const float* sin_t, const int64_t* pos, const int64_t* start, int NH,
+                            int NKV, int hs, int64_t Tmax, int S, float scale) {
+  grid_dependency_wait();  // a dependent launch: qkv comes from the previous kernel
+  grid_dependents_launch();
+  AttnRows<kAttnThreads> rows;
+  decode_attention_split<kAttnThreads>(static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                                       blockIdx.z, out, partial, counter, kc, vc, qkv, cos_t, sin_t,
+                                       pos, start, NH, NKV, hs, Tmax, S, scale, rows, false);
+}
+
+// ----- the whole decode step in one launch (bfloat16, batch of one) -------------------------
+//
+// The kernels above still leave a fixed cost at every kernel boundary: the last warps' tail,
+// the grid's completion, the next grid's first loads. A batch-1 step of TinyLlama-1.1B's shape
+// has ~110 of them (five phases a layer). Here one persistent kernel runs the whole step, one
+// block of kStepWarpsDefault warps per multiprocessor (a cooperative launch: all resident at
+// once), phase after phase with a grid barrier between:
+//   per layer   qkv = RMSNorm(x) Wqkv^T | RoPE + append + attention (the splits above) -> y |
+//               x += y Wo^T | gu = RMSNorm(x) Wgu^T | x += SwiGLU(gu) Wdown^T
+//   then        logits = RMSNorm(x) Whead^T
+// The weights do not depend on the activations, so their loads never wait for a barrier: each
+// warp streams its chunks of every GEMV of the step, in order, through a ring in shared memory
+// (see StepStream), while the barriers, the prologues and the attention hold back only the
+// arithmetic. Each row is summed by one warp in the same order as the separate GEMV's (the
+// RMSNorm's sum of squares differs in order: 8-16 warps a block, not 4). Measured per phase
+// with TT_DECODE_STEP_TRACE (README, "The whole step in one launch").
+
+// Warps of the one block per multiprocessor and chunks in flight per warp: 8 x 5, 12 x 3 or
+// 16 x 2 (160, 144 or 128 KiB of rings; kStepWarpsDefault warps, the environment's
+// TT_DECODE_STEP_WARPS for measurements).
+constexpr int kStepWarpsDefault = 12;
+// Bytes of the warps' rings: Depth chunks of 4 KiB per warp (see StepStream).
+template <int Warps, int Depth>
+constexpr std::size_t kStepRingBytes = std::size_t{Warps} * Depth* kGemvChunk* kWarpThreads *
+                                       sizeof(uint4);
+constexpr int kStepMaxLayers = 48;  // layers the kernel's parameters have room for
+
+// One layer's device pointers: the packed qkv rows, input norm, o, post-attention norm, packed
+// gate/up rows, down, and the layer's caches.
+struct StepLayer {
+  const bfloat16 *qkv, *norm1, *o, *norm2, *gate_up, *down;
+  bfloat16 *kc, *vc;
+};
+
+// The step's parameters, passed by value (3.2 KB of the 4 KB a kernel's parameters may take).
+struct StepArgs {
+  StepLayer layer[kStepMaxLayers];
+  const bfloat16 *final_norm, *head;
+  float* logits;                 // [1, V]
+  bfloat16* x;                   // [1, C], the residual stream: read and written in place
+  bfloat16* qkv;                 // [1, W] scratch
+  bfloat16* y;                   // [1, NH hs] scratch: the attention's output
+  bfloat16* gate_up;             // [1, 2F] scratch
+  float* partial;                // [1, NH, S, hs + 2] the attention's splits
+  unsigned long long* counters;  // [NKV] the attention's, then the barrier's count: zeros
+  const float *cos, *sin;
+  const int64_t *pos, *start;
+  int layers, C, NH, NKV, hs, F, S;
+  int64_t V, Tmax;
+  float eps, scale;
+  unsigned long long* trace;  // null, or the trace of TT_DECODE_STEP_TRACE
+};
+
+// The step's trace (TT_DECODE_STEP_TRACE, for measurements): per phase i, the first and the
+// last block's arrival at its end and block 0's release from the barrier after it (globaltimer,
+// ns) at trace[3 i + 0, 1, 2]; the launch's start (block 0) after the last phase's entries.
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void trace_arrival(unsigned long long* trace, int phase) {
+  if (trace == nullptr || threadIdx.x != 0) return;
+  const unsigned long long t = global_ns();
+  atomicMin(trace + 3 * phase, t);
+  atomicMax(trace + 3 * phase + 1, t);
+}
+
+// The grid barrier: every block arrives (one release add), then waits until all gridDim.x have
+// arrived at this barrier (the count is never reset within a launch: barrier i waits for i
+// gridDim.x arrivals, `target` counts them in every block). Writes before it are visible to
+// every block after it (threadFenceReduction's fences around the count, as cooperative groups'
+// grid.sync does).
+__device__ __forceinline__ void grid_barrier(unsigned long long* count, unsigned long long& target,
+                                             unsigned long long* trace) {
+  __syncthreads();
+  const int phase = static_cast<int>(target / gridDim.x);
+  target += gridDim.x;
+  trace_arrival(trace, phase);
+  if (threadIdx.x == 0) {
+    __threadfence();
+    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(count) : "memory");
+    unsigned long long seen = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(count) : "memory");
+    } while (seen < target);
+    __threadfence();
+    if (trace != nullptr && blockIdx.x == 0) trace[3 * phase + 2] = global_ns();
+  }
+  __syncthreads();
+}
+
+// The step kernel's GEMVs stream through shared memory instead of registers, and their loads
+// never wait for a barrier: each warp keeps a ring of Depth chunks (4 KiB each) in flight with
+// cp.async (16-byte copies that land in shared memory without passing through registers), and
+// the ring's loads run ahead through the warp's chunks of every GEMV of the step in order (per
+// layer qkv, o, gate/up, down, then the head: the "phases"). While a barrier, a prologue or the
+// attention holds the warp's arithmetic back, its next phases' weights keep arriving. Slots are
+// lane-private: lane l's load j of the chunk in slot d lives at ring[(d kGemvChunk + j) 32 + l],
+// written by lane l's own cp.async and read back by lane l alone once its group has landed
+// (cp.async.wait_group: no synchronisation between lanes). Each block takes an equal share of
+// each GEMV's rows (rows [N b / G, N (b + 1) / G) of block b of G), its warps every Warps-th row
+// of that range: every multiprocessor streams the same bytes.
+
+// GEMV phase ph of the step: per layer l qkv (4 l), o, gate/up, down (4 l + 3), then the head
+// (4 L): its weight [N, K].
+struct StepPhase {
+  const bfloat16* w;
+  int64_t N;
+  int K;
+};
+
+// A warp's place in its chunks of every phase: phase ph (4 L + 1 past the last), row `row` of
+// the block's rows up to `end`, chunk `base` (in packs) of the row of `packs` packs of w.
+struct StepCursor {
+  int ph;
+  int64_t row, end;
+  int base, packs;
+  const bfloat16* w;
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
+}
+
+// Requests the cursor's chunk into `slot` of the warp's ring (nothing past a row's end or past
+// the last phase) as one cp.async group (empty groups keep the count of groups uniform).
+__device__ __forceinline__ void ring_load(uint4* ring, int slot, const StepCursor& c, int last,
+                                          int lane) {
+  if (c.ph <= last) {
+    const uint4* row = reinterpret_cast<const uint4*>(c.w) + c.row * c.packs;
+#pragma unroll
+    for (int j = 0; j < kGemvChunk; ++j) {
+      const int q = c.base + lane + j * kWarpThreads;
+      if (q < c.packs) {
+        cp_async16(ring + (slot * kGemvChunk + j) * kWarpThreads + lane, row + q);
+      }
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// The step's phase ph (see StepPhase).
+__device__ __forceinline__ StepPhase step_phase(const StepArgs& a, int ph) {
+  if (ph >= 4 * a.layers) return {a.head, a.V, a.C};
+  const StepLayer& L = a.layer[ph / 4];
+  switch (ph % 4) {
+    case 0:
+      return {L.qkv, int64_t{a.NH + 2 * a.NKV} * a.hs, a.C};
+    case 1:
+      return {L.o, a.C, a.NH * a.hs};
+    case 2:
+      return {L.gate_up, 2 * int64_t{a.F}, a.C};
+    default:
+      return {L.down, a.C, a.F};
+  }
+}
+
+// The cursor at warp `warp`'s first row of phase ph or, where it has none, of a later phase.
+// Blocks [0, A), the attention's own where A > 0 (see decode_step_kernel), take no rows of the
+// qkv and o projections: the other gridDim.x - A blocks share them.
+template <int Warps>
+__device__ __forceinline__ void cursor_enter(StepCursor& c, const StepArgs& a, int ph, int warp,
+                                             int A) {
+  const int last = 4 * a.layers;
+  for (; ph <= last; ++ph) {
+    const StepPhase p = step_phase(a, ph);
+    const bool around_attention = ph < last && ph % 4 < 2;
+    const int64_t blocks = around_attention ? gridDim.x - A : gridDim.x;
+    const int64_t b = around_attention ? int64_t{blockIdx.x} - A : int64_t{blockIdx.x};
+    if (b < 0) continue;
+    const int64_t begin = p.N * b / blocks, end = p.N * (b + 1) / blocks;
+    if (begin + warp < end) {
+      c = {ph, begin + warp, end, 0, p.K / 8, p.w};
+      return;
+    }
+  }
+  c.ph = last + 1;
+}
+
+// The cursor one chunk on: the row's next chunk, the warp's next row, or the next phase.
+template <int Warps>
+__device__ __forceinline__ void cursor_advance(StepCursor& c, const StepArgs& a, int warp, int A) {
+  c.base += kGemvChunkPacks;
+  if (c.base < c.packs) return;
+  c.base = 0;
+  c.row += Warps;
+  if (c.row < c.end) return;
+  cursor_enter<Warps>(c, a, c.ph + 1, warp, A);
+}
+
+// A warp's streams: `use` (the next chunk to multiply) and `load` (Depth chunks ahead), and
+// the ring slot holding use's chunk.
+struct StepStream {
+  StepCursor use, load;
+  int slot;
+  int A;  // the attention blocks (see cursor_enter)
+};
+
+// Phase ph's rows of the warp (one input row, xs staged): for each chunk, wait for the oldest
+// group, take its chunk into registers, request the chunk Depth ahead into the freed slot (of
+// this phase or a later one), multiply; each finished row to out (+ its old value).
+template <int Warps, int Depth, typename Out>
+__device__ __forceinline__ void step_gemv(StepStream& s, uint4* ring, const StepArgs& a, int ph,
+                                          Out* out, const float* xs, bool accumulate, int warp,
+                                          int lane) {
+  const int last = 4 * a.layers;
+  float acc[1] = {};
+  while (s.use.ph == ph) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(Depth - 1) : "memory");
+    uint4 buf[kGemvChunk];
+#pragma unroll
+    for (int j = 0; j < kGemvChunk; ++j) {
+      buf[j] = ring[(s.slot * kGemvChunk + j) * kWarpThreads + lane];
+    }
+    ring_load(ring, s.slot, s.load, last, lane);
+    cursor_advance<Warps>(s.load, a, warp, s.A);
+    gemv_fma<1>(acc, buf, xs, s.use.packs * 8, 1, s.use.base, s.use.packs, lane);
+    // One output row: gemv_finish writes out[row] from lane 0 (N, the row stride, unused).
+    gemv_finish<1>(acc, GemvCursor{s.use.row, s.use.base}, out, 1, 0, s.use.packs, accumulate,
+                   lane);
+    cursor_advance<Warps>(s.use, a, warp, s.A);
+    s.slot = s.slot + 1 == Depth ? 0 : s.slot + 1;
+  }
+}
+
+template <int Warps, int Depth>
+__global__ void __launch_bounds__(Warps* kWarpThreads, 1)
+    decode_step_kernel(const __grid_constant__ StepArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpThreads;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  // The warps' rings of Depth chunks, then the GEMV's input row (and RMSNorm weight).
+  uint4* ring = reinterpret_cast<uint4*>(smem_raw) + warp * Depth * kGemvChunk * kWarpThreads;
+  float* xs = reinterpret_cast<float*>(smem_raw + kStepRingBytes<Warps, Depth>);
+  constexpr int M = 1;  // one row: the bandwidth-bound case
+  const int C = a.C, NHhs = a.NH * a.hs, F = a.F, last = 4 * a.layers;
+  unsigned long long* count = a.counters + a.NKV;
+  unsigned long long target = 0;
+  if (a.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    a.trace[3 * (5 * a.layers + 1)] = global_ns();
+  }
+  // The attention's splits: ceil(n / Kc) per key/value head for the n cached positions. Up to a
+  // quarter of the blocks' worth go to blocks of their own, A = one per split, which take no
+  // rows of the qkv and o projections around the attention: their rings then hold gate/up
+  // weights requested long before, and the attention's loads do not queue behind a ring's
+  // (bench_decode, H200: the attention's phase 7 us a layer at 130 positions against 10.7 on
+  // blocks that also stream). More splits go to every block (A = 0), one or two each: a quarter
+  // of the blocks taking several splits in turn were slower (60 us a layer at 1,600 positions
+  // against 17, every access of theirs waiting on a memory busy with the others' streams).
+  const int live = static_cast<int>((a.start[0] + kAttnKeys) / kAttnKeys);  // splits per head
+  const int items = live * a.NKV;
+  const int A = items <= static_cast<int>(gridDim.x) / 4 ? items : 0;
+  // The first Depth chunks of the warp's stream (x is ready: the embedding's).
+  StepStream s;
+  s.A = A;
+  cursor_enter<Warps>(s.use, a, 0, warp, A);
+  s.load = s.use;
+  s.slot = 0;
+  for (int d = 0; d < Depth; ++d) {
+    ring_load(ring, d, s.load, last, lane);
+    cursor_advance<Warps>(s.load, a, warp, A);
+  }
+  for (int l = 0; l < a.layers; ++l) {
+    const StepLayer& L = a.layer[l];
+    gemv_stage<GemvPrologue::kRmsNorm, Warps, 1>(xs, xs + M * C, a.x, L.norm1, M, C, a.eps);
+    step_gemv<Warps, Depth>(s, ring, a, 4 * l, a.qkv, xs, false, warp, lane);
+    // The attention's splits (most blocks have none): the first split's cached rows are
+    // requested before the barrier (they do not depend on qkv).
+    // Splits mine, mine + step, ...: on the blocks of their own (the first A: the live splits,
+    // `live` a head), or on all (the last block taking the first split; the grid's S splits a
+    // head, those past the cached length returning at once: this order measured faster at
+    // 1,600 positions than the live splits alone, 17 against 25 us a layer).
+    const int per_head = A > 0 ? live : a.S, all = per_head * a.NKV;
+    const int mine =
+        A > 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(gridDim.x - 1 - blockIdx.x);
+    const int step = A > 0 ? A : static_cast<int>(gridDim.x);
+    const bool attends = mine < all && (A == 0 || mine < A);
+    AttnRows<Warps * kWarpThreads> rows;
+    if (attends) {
+      attention_load<Warps * kWarpThreads>(rows, mine % per_head, mine / per_head, 0, L.kc, L.vc,
+                                           a.start, a.NKV, a.hs, a.Tmax);
+    }
+    grid_barrier(count, target, a.trace);
+    for (int it = mine; attends && it < all; it += step) {
+      const int next = it + step < all ? it + step : -1;
+      decode_attention_split<Warps * kWarpThreads>(
+          it % per_head, it / per_head, 0, a.y, a.partial, a.counters, L.kc, L.vc, a.qkv, a.cos,
+          a.sin, a.pos, a.start, a.NH, a.NKV, a.hs, a.Tmax, a.S, a.scale, rows, true,
+          next < 0 ? -1 : next % per_head, next < 0 ? 0 : next / per_head);
+    }
+    grid_barrier(count, target, a.trace);
+    gemv_stage<GemvPrologue::kNone, Warps, 1>(xs, nullptr, a.y, nullptr, M, NHhs, 0.0f);
+    step_gemv<Warps, Depth>(s, ring, a, 4 * l + 1, a.x, xs, true, warp, lane);
+    grid_barrier(count, target, a.trace);
+    gemv_stage<GemvPrologue::kRmsNorm, Warps, 1>(xs, xs + M * C, a.x, L.norm2, M, C, a.eps);
+    step_gemv<Warps, Depth>(s, ring, a, 4 * l + 2, a.gate_up, xs, false, warp, lane);
+    grid_barrier(count, target, a.trace);
+    gemv_stage<GemvPrologue::kSwiglu, Warps, 1>(xs, nullptr, a.gate_up, nullptr, M, F, 0.0f);
+    step_gemv<Warps, Depth>(s, ring, a, 4 * l + 3, a.x, xs, true, warp, lane);
+    grid_barrier(count, target, a.trace);
+  }
+  gemv_stage<GemvPrologue::kRmsNorm, Warps, 1>(xs, xs + M * C, a.x, a.final_norm, M, C, a.eps);
+  step_gemv<Warps, Depth>(s, ring, a, last, a.logits, xs, false, warp, lane);
+  __syncthreads();
+  trace_arrival(a.trace, 5 * a.layers);
 }
 
 // ----- greedy decoding: the argmax of each row of logits -------------------------------------
@@ -979,9 +1390,8 @@ void kv_cache_attend(const Tensor& out, const Tensor& q, const Tensor& k_new, co
     if (rows == 0) return;
     // 16-byte chunks when every row of the caches starts 16-byte aligned.
     constexpr int kW = 16 / sizeof(T);
-    const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-    const bool wide =
-        (hs * sizeof(T)) % 16 == 0 && aligned(k_cache.data_ptr()) && aligned(v_cache.data_ptr());
+    const bool wide = (hs * sizeof(T)) % 16 == 0 && aligned16(k_cache.data_ptr()) &&
+                      aligned16(v_cache.data_ptr());
     const std::size_t smem = static_cast<std::size_t>(Tmax) * sizeof(A);
     const std::size_t fixed =
         (kRowThreads * (wide ? kW : 1) + kRowThreads / kWarpThreads) * sizeof(A);
@@ -1068,9 +1478,8 @@ bool decode_attention(const Tensor& out, const Tensor& qkv, const Tensor& cos, c
                counters.is_contiguous() && counters.device() == out.device(),
            "cuda::decode_attention: expected int64 counters [B NKV] = [", B * NKV, "] (zeros) on ",
            out.device().str(), ", got ", describe(counters));
-  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   if (T != 1 || hs % 8 != 0 || hs > kAttnMaxHs || NH / NKV > kAttnMaxGroup ||
-      !aligned(k_cache.data_ptr()) || !aligned(v_cache.data_ptr())) {
+      !aligned16(k_cache.data_ptr()) || !aligned16(v_cache.data_ptr())) {
     return false;  // the caller appends and attends with the general kernels
   }
   if (B == 0) return true;
@@ -1111,11 +1520,10 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
            "bfloat16 a [M, K] ([M, 2K] for SwiGLU), w [N, K] and, for RMSNorm, its weight [K], ",
            "got out ", describe(out), ", a ", describe(a), ", w ", describe(w), ", norm weight ",
            describe(norm_weight));
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const std::size_t smem = static_cast<std::size_t>((M + (rms ? 1 : 0)) * K) * sizeof(float);
   if (M < 1 || M > kGemvMaxRows || K % 8 != 0 || K >= (int64_t{1} << 28) || N == 0 ||
-      !aligned(w.data_ptr()) || !aligned(a.data_ptr()) ||
-      (rms && !aligned(norm_weight.data_ptr())) || smem > kGemvMaxSmem) {
+      !aligned16(w.data_ptr()) || !aligned16(a.data_ptr()) ||
+      (rms && !aligned16(norm_weight.data_ptr())) || smem > kGemvMaxSmem) {
     return false;
   }
   const int dev = w.device().index;
@@ -1161,6 +1569,202 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
     launch.template operator()<GemvPrologue::kNone, bfloat16>();
   }
   return true;
+}
+
+namespace {
+
+// Prints a decode step's trace (see trace_arrival) to stderr: per kind of phase, the mean over
+// layers of its span (the previous release to its last arrival), the spread of the blocks'
+// arrivals, and the barrier's latency (last arrival to block 0's release), in microseconds.
+void print_step_trace(const Tensor& trace, int phases, int warps) {
+  const std::vector<int64_t> t = trace.to_vector<int64_t>();
+  const auto at = [&](int i, int k) {
+    return static_cast<double>(t[static_cast<std::size_t>(3 * i + k)]);
+  };
+  const char* names[] = {"qkv", "attention", "o", "gate_up", "down"};
+  double span[6] = {}, spread[6] = {}, barrier[6] = {};
+  int count[6] = {};
+  for (int i = 0; i < phases; ++i) {
+    const int kind = i == phases - 1 ? 5 : i % 5;
+    const double begin = i == 0 ? at(phases, 0) : at(i - 1, 2);
+    span[kind] += (at(i, 1) - begin) / 1e3;
+    spread[kind] += (at(i, 1) - at(i, 0)) / 1e3;
+    if (i < phases - 1) barrier[kind] += (at(i, 2) - at(i, 1)) / 1e3;
+    ++count[kind];
+  }
+  std::fprintf(stderr, "decode step trace (%d warps a block): %.1f us in all\n", warps,
+               (at(phases - 1, 1) - at(phases, 0)) / 1e3);
+  std::fprintf(stderr, "  %-10s %8s %8s %8s   (us, mean over layers)\n", "phase", "span", "spread",
+               "barrier");
+  for (int k = 0; k < 6; ++k) {
+    std::fprintf(stderr, "  %-10s %8.2f %8.2f %8.2f\n", k == 5 ? "head" : names[k],
+                 span[k] / count[k], spread[k] / count[k], barrier[k] / count[k]);
+  }
+}
+
+}  // namespace
+
+bool decode_step(const Tensor& logits, const Tensor& x, const std::vector<Tensor>& weights,
+                 const Tensor& final_norm, const Tensor& head, double eps, const Tensor& cos,
+                 const Tensor& sin, const Tensor& positions, const Tensor& start,
+                 const std::vector<Tensor>& k_cache, const std::vector<Tensor>& v_cache) {
+  constexpr std::size_t kPerLayer = llama::kDecodeStepLayerTensors;
+  const std::size_t layers = k_cache.size();
+  TT_CHECK(layers > 0 && v_cache.size() == layers && weights.size() == kPerLayer * layers,
+           "cuda::decode_step: expected ", kPerLayer,
+           " weights and one k and v cache per layer, "
+           "got ",
+           weights.size(), " weights, ", k_cache.size(), " k and ", v_cache.size(), " v caches");
+  check_cuda("decode_step", {&x, &final_norm, &head});
+  const int64_t M = x.dim() == 2 ? x.size(0) : -1, C = x.dim() == 2 ? x.size(1) : -1;
+  const Tensor& kc0 = k_cache[0];
+  const int64_t NKV = kc0.dim() == 4 ? kc0.size(1) : -1, Tmax = kc0.dim() == 4 ? kc0.size(2) : -1;
+  const int64_t hs = kc0.dim() == 4 ? kc0.size(3) : -1;
+  const Tensor& wqkv = weights[0];
+  const int64_t W = wqkv.dim() == 2 ? wqkv.size(0) : -1;
+  const int64_t NH = hs > 0 && W % hs == 0 ? W / hs - 2 * NKV : -1;
+  const int64_t F = weights[4].dim() == 2 ? weights[4].size(0) / 2 : -1, V = head.size(0);
+  const bool fits = x.dtype() == DType::kBFloat16 && M >= 1 && NKV >= 1 && hs >= 2 && hs % 2 == 0 &&
+                    NH >= NKV && NH % NKV == 0 && F >= 1 && head.dim() == 2 && head.size(1) == C &&
+                    final_norm.shape() == Shape{C} && kc0.shape() == Shape{M, NKV, Tmax, hs};
+  TT_CHECK(fits,
+           "cuda::decode_step: expected bfloat16 x [M, C], caches [M, NKV, Tmax, hs], qkv rows ",
+           "[(NH + 2 NKV) hs, C] with NKV dividing NH, head [V, C] and final norm [C], got x ",
+           describe(x), ", k_cache[0] ", describe(kc0), ", qkv ", describe(wqkv), ", head ",
+           describe(head), ", final norm ", describe(final_norm));
+  const Shape want[kPerLayer] = {{W, C}, {C}, {C, NH * hs}, {C}, {2 * F, C}, {C, F}};
+  const char* names[kPerLayer] = {"qkv",     "input norm", "o", "post-attention norm",
+                                  "gate/up", "down"};
+  for (std::size_t l = 0; l < layers; ++l) {
+    for (std::size_t i = 0; i < kPerLayer; ++i) {
+      const Tensor& w = weights[l * kPerLayer + i];
+      TT_CHECK(w.defined() && w.shape() == want[i], "cuda::decode_step: layer ", l, "'s ", names[i],
+               " weight must be ", shape_str(want[i]), " (bfloat16 on ", x.device().str(),
+               "), got ", describe(w));
+      check_cuda("decode_step", {&x, &w});
+    }
+    TT_CHECK(k_cache[l].shape() == kc0.shape() && v_cache[l].shape() == kc0.shape(),
+             "cuda::decode_step: layer ", l, "'s caches must be ", kc0.describe(), ", got ",
+             describe(k_cache[l]), " and ", describe(v_cache[l]));
+    check_cuda("decode_step", {&x, &k_cache[l], &v_cache[l]});
+  }
+  const bool logits_fit = logits.defined() && logits.dtype() == DType::kFloat32 &&
+                          logits.shape() == Shape{M, V} && logits.is_contiguous() &&
+                          logits.device() == x.device();
+  TT_CHECK(logits_fit, "cuda::decode_step: expected float32 logits [", M, ", ", V, "] on ",
+           x.device().str(), ", got ", describe(logits));
+  // Scratch: the packed projection and the attention's output (the checks' q).
+  const Tensor qkv = empty({M, 1, W}, {DType::kBFloat16, x.device()});
+  const Tensor y = empty({M, NH, 1, hs}, {DType::kBFloat16, x.device()});
+  check_rope_append("decode_step", y, qkv, cos, sin, positions, start, kc0, v_cache[0]);
+  // What it declines (the caller runs the step kernel by kernel): more than one row, more layers than it
+  // has room for, sizes the GEMV or the attention does not take, unaligned tensors, shared
+  // memory over the GEMV's, a device without cooperative launches.
+  const auto is_aligned = [](const Tensor& t) { return aligned16(t.data_ptr()); };
+  bool ok = M == 1 && layers <= static_cast<std::size_t>(kStepMaxLayers) && C % 8 == 0 &&
+            F % 8 == 0 && (NH * hs) % 8 == 0 && hs % 8 == 0 && hs <= kAttnMaxHs &&
+            NH / NKV <= kAttnMaxGroup && is_aligned(x) && is_aligned(final_norm) &&
+            is_aligned(head);
+  for (const Tensor& t : weights) ok = ok && is_aligned(t);
+  for (std::size_t l = 0; l < layers; ++l) {
+    ok = ok && is_aligned(k_cache[l]) && is_aligned(v_cache[l]);
+  }
+  const std::size_t smem =
+      static_cast<std::size_t>(std::max({(M + 1) * C, M * F, M * NH * hs})) * sizeof(float);
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  int can_cooperate = 0;
+  TT_CUDA_CHECK(cudaDeviceGetAttribute(&can_cooperate, cudaDevAttrCooperativeLaunch, dev));
+  if (!ok || smem > kGemvMaxSmem || can_cooperate == 0) return false;
+  const int64_t S = (Tmax + kAttnKeys - 1) / kAttnKeys;
+  const Tensor gate_up = empty({M, 2 * F}, {DType::kBFloat16, x.device()});
+  const Tensor partial = empty({M, NH, S, hs + 2}, {DType::kFloat32, x.device()});
+  const Tensor counters = zeros({M * NKV + 1}, {DType::kInt64, x.device()});
+  StepArgs args = {};
+  for (std::size_t l = 0; l < layers; ++l) {
+    const auto w = [&](std::size_t i) { return weights[l * kPerLayer + i].data<bfloat16>(); };
+    args.layer[l] = {w(0),
+                     w(1),
+                     w(2),
+                     w(3),
+                     w(4),
+                     w(5),
+                     k_cache[l].data<bfloat16>(),
+                     v_cache[l].data<bfloat16>()};
+  }
+  args.final_norm = final_norm.data<bfloat16>();
+  args.head = head.data<bfloat16>();
+  args.logits = logits.data<float>();
+  args.x = x.data<bfloat16>();
+  args.qkv = qkv.data<bfloat16>();
+  args.y = y.data<bfloat16>();
+  args.gate_up = gate_up.data<bfloat16>();
+  args.partial = partial.data<float>();
+  args.counters = reinterpret_cast<unsigned long long*>(counters.data<int64_t>());
+  args.cos = cos.data<float>();
+  args.sin = sin.data<float>();
+  args.pos = positions.data<int64_t>();
+  args.start = start.data<int64_t>();
+  args.layers = static_cast<int>(layers);
+  args.C = static_cast<int>(C);
+  args.NH = static_cast<int>(NH);
+  args.NKV = static_cast<int>(NKV);
+  args.hs = static_cast<int>(hs);
+  args.F = static_cast<int>(F);
+  args.S = static_cast<int>(S);
+  args.V = V;
+  args.Tmax = Tmax;
+  args.eps = static_cast<float>(eps);
+  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+  // TT_DECODE_STEP_TRACE=1 (measurements): an eager launch prints where its time goes.
+  static const bool trace_on = std::getenv("TT_DECODE_STEP_TRACE") != nullptr;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  TT_CUDA_CHECK(cudaStreamIsCapturing(stream(dev), &capturing));
+  const int phases = static_cast<int>(5 * layers + 1);
+  Tensor trace;
+  if (trace_on && capturing == cudaStreamCaptureStatusNone) {
+    std::vector<int64_t> init(static_cast<std::size_t>(3 * (phases + 1)), 0);
+    for (int i = 0; i < phases; ++i) init[static_cast<std::size_t>(3 * i)] = -1;  // max unsigned
+    trace = from_vector(init, {3 * (phases + 1)}).to(x.device());
+    args.trace = reinterpret_cast<unsigned long long*>(trace.data<int64_t>());
+  }
+  // One block per multiprocessor, all resident at once (the barrier needs them all): a
+  // cooperative launch, which fails instead of deadlocking where they would not fit.
+  static const int warps = [] {
+    const char* v = std::getenv("TT_DECODE_STEP_WARPS");
+    const int n = v == nullptr ? 0 : std::atoi(v);
+    return n == 8 || n == 12 || n == 16 ? n : kStepWarpsDefault;
+  }();
+  const auto launch = [&]<int Warps, int Depth>() {
+    const std::size_t bytes = kStepRingBytes<Warps, Depth> + smem;
+    static std::size_t opted_in = 0;  // above 48 KiB of shared memory a kernel must opt in
+    if (bytes > opted_in) {
+      if (cudaFuncSetAttribute(decode_step_kernel<Warps, Depth>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes)) != cudaSuccess) {
+        (void)cudaGetLastError();  // more than the device has: declined
+        return false;
+      }
+      opted_in = bytes;
+    }
+    int resident = 0;
+    TT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &resident, decode_step_kernel<Warps, Depth>, Warps * kWarpThreads, bytes));
+    if (resident < 1) return false;
+    cudaLaunchAttribute cooperative = {};
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    launch_with(dev, cooperative, true, decode_step_kernel<Warps, Depth>,
+                dim3(static_cast<unsigned>(multiprocessor_count(dev))), dim3(Warps * kWarpThreads),
+                bytes, args);
+    TT_CUDA_CHECK_LAUNCH("decode_step_kernel");
+    return true;
+  };
+  const bool launched = warps == 8    ? launch.template operator()<8, 5>()
+                        : warps == 16 ? launch.template operator()<16, 2>()
+                                      : launch.template operator()<12, 3>();
+  if (launched && trace.defined()) print_step_trace(trace.to(Device::cpu()), phases, warps);
+  return launched;
 }
 
 void argmax_rows(const Tensor& indices, const Tensor& values, const Tensor& logits) {
@@ -1217,3 +1821,4 @@ TT_REGISTER_KERNEL("llama_decode_gemv", tt::DeviceType::kCUDA, tt::cuda::decode_
 TT_REGISTER_KERNEL("llama_rope_append", tt::DeviceType::kCUDA, tt::cuda::rope_append);
 TT_REGISTER_KERNEL("llama_decode_attention", tt::DeviceType::kCUDA, tt::cuda::decode_attention);
 TT_REGISTER_KERNEL("argmax_rows", tt::DeviceType::kCUDA, tt::cuda::argmax_rows);
+TT_REGISTER_KERNEL("llama_decode_step", tt::DeviceType::kCUDA, tt::cuda::decode_step);

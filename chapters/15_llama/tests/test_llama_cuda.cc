@@ -121,14 +121,19 @@ TEST(Ch15_ModelCuda, LogitsLossAndGreedyTokensMatchTheCpu) {
 /// tokens (the same kernels on the same shapes).
 void expect_graph_equals_eager(llama::Llama& model) {
   model.to(kCuda);
-  llama::GenerateOptions opt;
-  opt.max_new_tokens = 12;
-  opt.sampling = {0.8, 0, 0.9};
-  Generator g1(4), g2(4);
-  const auto eager = llama::generate(model, {{1, 2, 3}, {9, 8, 7, 6, 5}}, opt, g1);
-  opt.cuda_graph = true;
-  const auto graphed = llama::generate(model, {{1, 2, 3}, {9, 8, 7, 6, 5}}, opt, g2);
-  EXPECT_EQ(graphed.tokens, eager.tokens);
+  // Two rows, and one (a bfloat16 model's one-row step is one launch, llama_decode_step).
+  for (const std::vector<std::vector<int64_t>>& prompts :
+       {std::vector<std::vector<int64_t>>{{1, 2, 3}, {9, 8, 7, 6, 5}},
+        std::vector<std::vector<int64_t>>{{9, 8, 7, 6, 5}}}) {
+    llama::GenerateOptions opt;
+    opt.max_new_tokens = 12;
+    opt.sampling = {0.8, 0, 0.9};
+    Generator g1(4), g2(4);
+    const auto eager = llama::generate(model, prompts, opt, g1);
+    opt.cuda_graph = true;
+    const auto graphed = llama::generate(model, prompts, opt, g2);
+    EXPECT_EQ(graphed.tokens, eager.tokens) << prompts.size() << " row(s)";
+  }
 }
 
 TEST(Ch15_ModelCuda, CudaGraphDecodeGivesTheSameTokens) {
@@ -420,6 +425,29 @@ TEST(Ch15_Bf16Cuda, DecodeAttentionEqualsRopeAppendThenAttend) {
 }
 
 /// The tiny model of hs 32 in float32 and in bfloat16 (the same draws, rounded) on CUDA.
+/// Sets llama::set_decode_step for its lifetime, then restores the previous setting.
+class DecodeStepSetting {
+ public:
+  explicit DecodeStepSetting(bool on) : was_(llama::decode_step_enabled()) {
+    llama::set_decode_step(on);
+  }
+  ~DecodeStepSetting() { llama::set_decode_step(was_); }
+  DecodeStepSetting(const DecodeStepSetting&) = delete;
+  DecodeStepSetting& operator=(const DecodeStepSetting&) = delete;
+
+ private:
+  bool was_;
+};
+
+/// The largest |v| of a tensor (the scale of the logits' tolerances).
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.to(Device::cpu()).to(DType::kFloat64).to_vector<double>()) {
+    m = std::max(m, std::abs(v));
+  }
+  return m;
+}
+
 llama::LlamaConfig bf16_test_config() {
   llama::LlamaConfig c = ch15::tiny_config();
   c.dim = 128;  // hs 32
@@ -444,13 +472,14 @@ TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
   // bfloat16 weights and activations: about 3 significant digits through 2 layers.
   const double tol = 0.03 * max_ref;
   EXPECT_TENSOR_NEAR(got, ref, tol, 0);
-  // Greedy decode in bfloat16 (one row with the decode GEMV, the default for batch 1; then two
-  // rows, which take cuBLASLt, and one row with the GEMV off); each token must be (near) the
-  // float32 model's argmax at its position, the float32 model reading the same sequence:
-  // logit >= max - tol.
-  for (int run = 0; run < 3; ++run) {
-    const bool gemv = run == 0;
+  // Greedy decode in bfloat16 (one row with the whole step in one launch, the default for batch
+  // 1; then two rows, which take cuBLASLt; one row with the GEMV off; one row with the GEMV
+  // launch by launch); each token must be (near) the float32 model's argmax at its position,
+  // the float32 model reading the same sequence: logit >= max - tol.
+  for (int run = 0; run < 4; ++run) {
+    const bool gemv = run == 0 || run == 3;
     llama::set_decode_gemv(gemv);
+    const DecodeStepSetting step(run != 3);
     llama::GenerateOptions opt;
     opt.max_new_tokens = 24;
     opt.sampling.temperature = 0;
@@ -472,14 +501,14 @@ TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
         const double* row = L.data() + (P - 1 + i) * c.vocab_size;
         const double best = *std::max_element(row, row + c.vocab_size);
         EXPECT_GE(row[bf_tokens[b][i]], best - tol)
-            << "row " << b << " new token " << i << " gemv " << gemv;
+            << "row " << b << " new token " << i << " run " << run;
         same += bf_tokens[b][i] == f32_tokens[b][i];
         ++total;
       }
     }
     std::cout << "bf16 (" << prompts.size() << " row(s), decode GEMV " << (gemv ? "on" : "off")
-              << ") vs float32 greedy: " << same << " of " << total
-              << " tokens identical; logits max |ref| " << max_ref << "\n";
+              << ", step kernel " << (run == 0 ? "on" : "off") << ") vs float32 greedy: " << same
+              << " of " << total << " tokens identical; logits max |ref| " << max_ref << "\n";
   }
   llama::set_decode_gemv(true);
 }
@@ -491,6 +520,7 @@ TEST(Ch15_Bf16Cuda, LogitsAndGreedyDecodeFollowFloat32) {
 TEST(Ch15_Bf16Cuda, LongCacheDecodeStepsAttendInOneLaunchAsShortOnesInTwo) {
   TT_SKIP_IF_NO_CUDA();
   autograd::NoGradGuard no_grad;
+  const DecodeStepSetting launch_by_launch(false);
   llama::LlamaConfig c = bf16_test_config();
   c.max_seq_len = 600;
   llama::Llama bf(c, 5, {DType::kBFloat16});
@@ -533,6 +563,116 @@ TEST(Ch15_Bf16Cuda, LongCacheDecodeStepsAttendInOneLaunchAsShortOnesInTwo) {
     }
     EXPECT_TENSOR_NEAR(lb, la, 0.01 * max_ref, 0) << "step " << step;
   }
+}
+
+// A decode step of one row runs as one launch ("llama_decode_step") by default. Against the step
+// launch by launch (the decode GEMV and, for a cache of 512 or more, llama_decode_attention: the
+// same arithmetic but the RMSNorm's order of summation; below 512, llama_rope_append then
+// kv_cache_attend): the same logits within bfloat16's rounding and the same cached keys and
+// values, step after step, with a cache of 100 and of 600 positions, split boundaries of 32
+// keys crossed (positions 62 to 77; 530 to 545). The second prompt gives 17-18 splits per
+// key/value head, 34-36 in all: more than a quarter of an H100's or H200's 132 blocks, so the
+// step kernel spreads them over every block where the first prompt's go to blocks of their
+// own (see decode_step_kernel). Each path runs the kernels it should (the profile's names).
+TEST(Ch15_Bf16Cuda, DecodeStepInOneLaunchEqualsTheStepLaunchByLaunch) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  llama::LlamaConfig c = bf16_test_config();
+  c.max_seq_len = 600;
+  c.n_layers = 3;
+  llama::Llama bf(c, 8, {DType::kBFloat16});
+  bf.to(kCuda);
+  const auto step_ops = [&](bool one_launch, llama::KVCache& cache, const Tensor& tok, int64_t pos,
+                            Tensor& logits) {
+    const DecodeStepSetting setting(one_launch);
+    prof::Profiler profiler(kCuda);
+    {
+      prof::ProfileScope scope(profiler);
+      logits = bf.forward_cached(tok, cache, {pos}).to(Device::cpu());
+    }
+    std::vector<std::string> names;
+    for (const auto& r : profiler.records()) names.push_back(r.op);
+    return names;
+  };
+  const auto count = [](const std::vector<std::string>& names, const std::string& op) {
+    return std::count(names.begin(), names.end(), op);
+  };
+  for (int64_t max_len : {100, 600}) {
+    std::vector<int64_t> prompt(max_len == 100 ? 62 : 530);
+    for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int64_t>(i * 29 % 89);
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    const Tensor ids = from_vector(prompt, {1, P}).to(kCuda);
+    llama::KVCache one = bf.make_cache(1, max_len), many = bf.make_cache(1, max_len);
+    (void)bf.forward_cached(ids, one, {0});
+    (void)bf.forward_cached(ids, many, {0});
+    for (int64_t step = 0; step < 16; ++step) {
+      const Tensor tok = from_vector<int64_t>({(step * 11 + 3) % 89}, {1, 1}).to(kCuda);
+      Tensor a, b;
+      const auto fused = step_ops(true, one, tok, P + step, a);
+      const auto split = step_ops(false, many, tok, P + step, b);
+      EXPECT_EQ(count(fused, "llama_decode_step"), 1) << "max_len " << max_len;
+      EXPECT_EQ(count(fused, "llama_decode_gemv"), 0) << "max_len " << max_len;
+      EXPECT_EQ(count(split, "llama_decode_step"), 0) << "max_len " << max_len;
+      EXPECT_EQ(count(split, "llama_decode_gemv"), 4 * c.n_layers + 1) << "max_len " << max_len;
+      EXPECT_TENSOR_NEAR(a, b, 0.01 * max_abs(b), 0) << "max_len " << max_len << " step " << step;
+    }
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      EXPECT_TENSOR_NEAR(widened(one.k[l]), widened(many.k[l]), 0.02 * max_abs(many.k[l]), 0)
+          << "max_len " << max_len << " layer " << l;
+      EXPECT_TENSOR_NEAR(widened(one.v[l]), widened(many.v[l]), 0.02 * max_abs(many.v[l]), 0)
+          << "max_len " << max_len << " layer " << l;
+    }
+  }
+}
+
+// "llama_decode_step" declines (returns false, launching nothing) what it does not take, and
+// names the layer and the tensor of a shape that does not fit.
+TEST(Ch15_Bf16Cuda, DecodeStepDeclinesOrNamesWhatItDoesNotTake) {
+  TT_SKIP_IF_NO_CUDA();
+  autograd::NoGradGuard no_grad;
+  const int64_t C = 64, NH = 4, NKV = 2, hs = 16, F = 96, V = 50, L = 2, Tmax = 40;
+  const auto bf = [](Shape shape, uint64_t seed) { return bf16_pair(shape, seed, 0.1).bf; };
+  std::vector<Tensor> weights, kc, vc;
+  for (int64_t l = 0; l < L; ++l) {
+    const auto s = static_cast<uint64_t>(10 * l);
+    weights.insert(weights.end(),
+                   {bf({(NH + 2 * NKV) * hs, C}, s), bf({C}, s + 1), bf({C, NH * hs}, s + 2),
+                    bf({C}, s + 3), bf({2 * F, C}, s + 4), bf({C, F}, s + 5)});
+    kc.push_back(zeros({1, NKV, Tmax, hs}, {DType::kBFloat16, kCuda}));
+    vc.push_back(zeros({1, NKV, Tmax, hs}, {DType::kBFloat16, kCuda}));
+  }
+  const Tensor norm = bf({C}, 90), head = bf({V, C}, 91);
+  const RopeTables tables = rope_tables(Tmax, hs, 10000.0, {}, {DType::kFloat32, kCuda});
+  const Tensor pos = from_vector<int64_t>({5}, {1, 1}).to(kCuda);
+  const Tensor start = from_vector<int64_t>({5}, {1}).to(kCuda);
+  const auto call = [&](const Tensor& logits, const Tensor& x, const std::vector<Tensor>& w,
+                        const Tensor& p, const Tensor& s, const std::vector<Tensor>& k,
+                        const std::vector<Tensor>& v) {
+    return call_kernel<llama::DecodeStepKernel>("llama_decode_step", kCuda, logits, x, w, norm,
+                                                head, 1e-5, tables.cos, tables.sin, p, s, k, v);
+  };
+  const Tensor logits = empty({1, V}, {DType::kFloat32, kCuda});
+  const Tensor x = bf({1, C}, 92);
+  EXPECT_TRUE(call(logits, x, weights, pos, start, kc, vc));  // what it takes
+  // Two rows: declined (the model then runs the step launch by launch).
+  std::vector<Tensor> kc2, vc2;
+  for (int64_t l = 0; l < L; ++l) {
+    kc2.push_back(zeros({2, NKV, Tmax, hs}, {DType::kBFloat16, kCuda}));
+    vc2.push_back(zeros({2, NKV, Tmax, hs}, {DType::kBFloat16, kCuda}));
+  }
+  EXPECT_FALSE(call(empty({2, V}, {DType::kFloat32, kCuda}), bf({2, C}, 93), weights,
+                    from_vector<int64_t>({5, 6}, {2, 1}).to(kCuda),
+                    from_vector<int64_t>({5, 6}, {2}).to(kCuda), kc2, vc2));
+  // A layer's o of the wrong shape, a weight missing, float32 logits of the wrong width.
+  std::vector<Tensor> bad = weights;
+  bad[6 + 2] = bf({C, NH * hs + 8}, 94);
+  EXPECT_TT_ERROR(call(logits, x, bad, pos, start, kc, vc), "decode_step", "layer 1's o",
+                  "[64, 72]");
+  bad = weights;
+  bad.pop_back();
+  EXPECT_TT_ERROR(call(logits, x, bad, pos, start, kc, vc), "decode_step", "11 weights");
+  EXPECT_TT_ERROR(call(empty({1, V + 1}, {DType::kFloat32, kCuda}), x, weights, pos, start, kc, vc),
+                  "decode_step", "logits", "[1, 51]");
 }
 
 TEST(Ch15_Bf16Cuda, CudaGraphDecodeGivesTheSameTokens) {
