@@ -224,11 +224,12 @@ decode_bench() {
   grep -a "decode_\|copy/" "$OUT/bench_$label.log" | sed "s/manual_time/$label/" |
     awk '{print $1, $2, $NF}'
 }
-# step_trace LABEL: the last trace (bench_decode under TT_DECODE_STEP_TRACE) before each
-# decode_step/one row of $OUT/bench_LABEL.log.
+# step_trace LABEL [ROWS]: the last trace (bench_decode under TT_DECODE_STEP_TRACE) before each
+# ROWS/one row (default decode_step) of $OUT/bench_LABEL.log.
 step_trace() {
-  awk '/decode step trace/{t=""; on=1} on && !/manual_time/{t=t $0 "\n"}
-       /decode_step\/one\/[0-9]+\/manual_time/{print $1; printf "%s", t; on=0}' "$OUT/bench_$1.log"
+  awk -v rows="${2:-decode_step}" '/decode step trace/{t=""; on=1}
+       on && !/manual_time/{t=t $0 "\n"}
+       $1 ~ "^" rows "/one/[0-9]+/manual_time"{print $1; printf "%s", t; on=0}' "$OUT/bench_$1.log"
 }
 # decode_gen LABEL BINARY [PROMPT_LENS [FLAGS...]]: tt_generate, TinyLlama-1.1B's shape (random
 # weights), bf16, batch 1, CUDA graph, 256 new tokens after each prompt length (default 128), the

@@ -16,6 +16,9 @@
 //                                    llama_decode_step, "many" = the launches it replaces (the
 //                                    four GEMVs of each layer, llama_decode_attention, the head);
 //                                    GB/s counts the caches' n rows too
+//   decode_step_7b/{one,many}/n      the same at LLaMA-2-7B's shape (C 4096, 32 layers, 32
+//                                    heads of 128 without grouping, FFN 11008: 13.5 GB of
+//                                    weights)
 //   copy/1GiB                        the device's copy bandwidth (bytes read + written), the
 //                                    number tt_generate --copy-bandwidth compares with
 //
@@ -204,18 +207,33 @@ void attn_bench(benchmark::State& state, Device device, bool fused, int64_t n) {
 #endif
 }
 
-void step_bench(benchmark::State& state, Device device, bool one, int64_t n) {
+// A LLaMA shape of the decode_step rows: TinyLlama-1.1B's (the chapter's) and LLaMA-2-7B's.
+struct DecodeShape {
+  int64_t C, F, V, layers, NH, NKV, hs;
+};
+const DecodeShape kTinyLlama{kC, kF, kV, kLayers, 32, 4, 64};
+const DecodeShape kLlama7b{4096, 11008, 32000, 32, 32, 32, 128};
+
+void step_bench(benchmark::State& state, Device device, const DecodeShape& sh, bool one,
+                int64_t n) {
 #if TT_WITH_CUDA
-  constexpr int64_t kNH = 32, kNKV = 4, kHs = 64, kTmax = 2048, kW = (kNH + 2 * kNKV) * kHs;
+  constexpr int64_t kTmax = 2048;
+  const int64_t kNH = sh.NH, kNKV = sh.NKV, kHs = sh.hs, kW = (kNH + 2 * kNKV) * kHs;
+  const int64_t L = sh.layers;
   const tt::TensorOptions bf16{DType::kBFloat16, device};
-  const Operands qkv = make_operands(kQkv, 1, static_cast<int>(kLayers), device);
-  const Operands o = make_operands(kO, 1, static_cast<int>(kLayers), device);
-  const Operands gate_up = make_operands(kGateUp, 1, static_cast<int>(kLayers), device);
-  const Operands down = make_operands(kDown, 1, static_cast<int>(kLayers), device);
-  const Operands head = make_operands(kHead, 1, 1, device);
+  const Projection pq{"qkv", kW, sh.C, GemvPrologue::kRmsNorm, false, false};
+  const Projection po{"o", sh.C, kNH * kHs, GemvPrologue::kNone, true, false};
+  const Projection pgu{"gate_up", 2 * sh.F, sh.C, GemvPrologue::kRmsNorm, false, false};
+  const Projection pd{"down", sh.C, sh.F, GemvPrologue::kSwiglu, true, false};
+  const Projection ph{"head", sh.V, sh.C, GemvPrologue::kRmsNorm, false, true};
+  const Operands qkv = make_operands(pq, 1, static_cast<int>(L), device);
+  const Operands o = make_operands(po, 1, static_cast<int>(L), device);
+  const Operands gate_up = make_operands(pgu, 1, static_cast<int>(L), device);
+  const Operands down = make_operands(pd, 1, static_cast<int>(L), device);
+  const Operands head = make_operands(ph, 1, 1, device);
   const Tensor& norm = qkv.g;  // every norm weight [C]
   std::vector<Tensor> weights, kc, vc;
-  for (std::size_t l = 0; l < static_cast<std::size_t>(kLayers); ++l) {
+  for (std::size_t l = 0; l < static_cast<std::size_t>(L); ++l) {
     weights.insert(weights.end(), {qkv.w[l], norm, o.w[l], norm, gate_up.w[l], down.w[l]});
     kc.push_back(tt::bench::filled({1, kNKV, kTmax, kHs}, 3, device).to(DType::kBFloat16));
     vc.push_back(tt::bench::filled({1, kNKV, kTmax, kHs}, 4, device).to(DType::kBFloat16));
@@ -223,15 +241,16 @@ void step_bench(benchmark::State& state, Device device, bool one, int64_t n) {
   const tt::RopeTables tables = tt::rope_tables(kTmax, kHs, 10000.0, {}, {DType::kFloat32, device});
   const Tensor pos = tt::full({1, 1}, static_cast<double>(n - 1), {DType::kInt64, device});
   const Tensor start = tt::full({1}, static_cast<double>(n - 1), {DType::kInt64, device});
-  const Tensor x0 = tt::bench::filled({1, kC}, 6, device).to(DType::kBFloat16);
-  const Tensor x = tt::empty({1, kC}, bf16), logits = tt::empty({1, kV}, {DType::kFloat32, device});
+  const Tensor x0 = tt::bench::filled({1, sh.C}, 6, device).to(DType::kBFloat16);
+  const Tensor x = tt::empty({1, sh.C}, bf16);
+  const Tensor logits = tt::empty({1, sh.V}, {DType::kFloat32, device});
   const Tensor packed = tt::empty({1, 1, kW}, bf16), y = tt::empty({1, kNH, 1, kHs}, bf16);
-  const Tensor gu = tt::empty({1, 2 * kF}, bf16),
+  const Tensor gu = tt::empty({1, 2 * sh.F}, bf16),
                counters = tt::zeros({kNKV}, {DType::kInt64, device});
-  double bytes =
-      2.0 * static_cast<double>(kV * kC);  // the weights read once, and the caches' n rows
-  for (const Projection* p : {&kQkv, &kO, &kGateUp, &kDown}) bytes += 2.0 * kLayers * p->N * p->K;
-  bytes += 2.0 * kLayers * kNKV * static_cast<double>(n) * kHs * 2;
+  // Bytes: the weights read once, and the caches' n rows.
+  double bytes = 2.0 * static_cast<double>(sh.V * sh.C);
+  for (const Projection* p : {&pq, &po, &pgu, &pd}) bytes += 2.0 * L * p->N * p->K;
+  bytes += 2.0 * L * kNKV * static_cast<double>(n) * kHs * 2;
   const auto gemv = [&](const Tensor& out, const Tensor& a, const Tensor& w, GemvPrologue pr,
                         bool acc) {
     return tt::call_kernel<tt::llama::DecodeGemvKernel>("llama_decode_gemv", device, out, a, w,
@@ -245,7 +264,7 @@ void step_bench(benchmark::State& state, Device device, bool one, int64_t n) {
           tables.sin, pos, start, kc, vc);
     }
     bool ok = true;
-    for (std::size_t l = 0; l < static_cast<std::size_t>(kLayers); ++l) {
+    for (std::size_t l = 0; l < static_cast<std::size_t>(L); ++l) {
       ok = ok && gemv(packed.view({1, kW}), x, qkv.w[l], GemvPrologue::kRmsNorm, false);
       ok = ok && tt::call_kernel<tt::llama::DecodeAttentionKernel>(
                      "llama_decode_attention", device, y, packed, tables.cos, tables.sin, pos,
@@ -263,7 +282,7 @@ void step_bench(benchmark::State& state, Device device, bool one, int64_t n) {
   }
   time_graph(state, device, bytes, work);
 #else
-  (void)state, (void)device, (void)one, (void)n;
+  (void)state, (void)device, (void)sh, (void)one, (void)n;
 #endif
 }
 
@@ -285,11 +304,14 @@ int main(int argc, char** argv) {
           [fused, n](benchmark::State& s, Device d) { attn_bench(s, d, fused, n); });
     }
   }
-  for (int64_t n : {130, 1600}) {
-    for (bool one : {true, false}) {
-      tt::bench::register_on(
-          std::string("decode_step/") + (one ? "one" : "many") + "/" + std::to_string(n), cuda,
-          [one, n](benchmark::State& s, Device d) { step_bench(s, d, one, n); });
+  for (const DecodeShape* sh : {&kTinyLlama, &kLlama7b}) {
+    for (int64_t n : {130, 1600}) {
+      for (bool one : {true, false}) {
+        tt::bench::register_on(
+            std::string(sh == &kLlama7b ? "decode_step_7b/" : "decode_step/") +
+                (one ? "one" : "many") + "/" + std::to_string(n),
+            cuda, [sh, one, n](benchmark::State& s, Device d) { step_bench(s, d, *sh, one, n); });
+      }
     }
   }
   for (int64_t M : {1, 4, 8}) {

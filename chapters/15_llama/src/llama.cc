@@ -100,6 +100,12 @@ constexpr int64_t kDecodeAttentionMinCache = 512;
 // step in one launch").
 constexpr int64_t kDecodeStepMaxCache = 1024;
 
+// The weight bytes of a layer up to which the step runs as one launch: what it saves is a fixed
+// cost per kernel, which weighs less as the layers grow. bench_decode on an H200, 130 cached
+// positions: TinyLlama-1.1B's shape (88 MB a layer) 1.01 against 1.23 ms a step, LLaMA-2-7B's
+// (405 MB a layer, 32 key/value heads) 4.89 against 4.70 (.devrun/s15i.sh).
+constexpr int64_t kDecodeStepMaxLayerBytes = int64_t{128} << 20;
+
 // A layer's weights as bfloat16 decoding reads them, in "llama_decode_step"'s order
 // (kDecodeStepLayerTensors): the q/k/v rows packed, the input norm, o, the post-attention norm,
 // the gate/up rows packed, down.
@@ -423,10 +429,11 @@ Tensor Llama::run_bf16(const Tensor& idx, const Tensor& positions, KVCache& cach
   Tensor x = embed_bf16(model->embed_tokens->weight, idx);  // [M, C], the residual stream
   const RopeTables& tables = rope_for(x);
   const Tensor logits = empty({M, c.vocab_size}, {DType::kFloat32, device()});
-  // One row's decode step into a cache of up to kDecodeStepMaxCache positions: the whole step in
-  // one launch where the kernel takes it.
+  // One row's decode step into a cache of up to kDecodeStepMaxCache positions, layers of up to
+  // kDecodeStepMaxLayerBytes: the whole step in one launch where the kernel takes it.
+  const int64_t layer_bytes = 2 * (W * c.dim + c.dim * NH * hs + 3 * F * c.dim);
   if (T == 1 && B <= kGemvBatchRows && cache.max_len() <= kDecodeStepMaxCache &&
-      gemv_setting().load() && step_setting().load()) {
+      layer_bytes <= kDecodeStepMaxLayerBytes && gemv_setting().load() && step_setting().load()) {
     std::vector<Tensor> weights;
     for (std::size_t l = 0; l < model->layers->size(); ++l) {
       const auto w = decode_weights(model->layers->at<LlamaDecoderLayer>(l));

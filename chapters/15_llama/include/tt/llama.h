@@ -176,19 +176,21 @@ using DecodeGemvKernel = bool(const Tensor& out, const Tensor& a, const Tensor& 
 /// [2F, C] and down [C, F], in this order.
 inline constexpr std::size_t kDecodeStepLayerTensors = 6;
 
-/// "llama_decode_step" kernel (CUDA, bfloat16 decoding of one token per row): a whole decode
-/// step of the model in one launch, logits [M, V] (float32) = the head of RMSNorm(x) after every
-/// layer: qkv = RMSNorm(x) Wqkv^T; RoPE, the append at row start[b] of the layer's caches [M, NKV,
+/// "llama_decode_step" kernel (CUDA, bfloat16 decoding of one token of one row): a whole decode
+/// step of the model in one launch, logits [1, V] (float32) = the head of RMSNorm(x) after every
+/// layer: qkv = RMSNorm(x) Wqkv^T; RoPE, the append at row start[0] of the layer's caches [1, NKV,
 /// Tmax, hs] and the attention, as "llama_decode_attention"; x += y Wo^T; x += SwiGLU(RMSNorm(x)
-/// Wgu^T) Wdown^T. x [M, C] (the embedded tokens, the residual stream) is updated in place.
+/// Wgu^T) Wdown^T. x [1, C] (the embedded token, the residual stream) is updated in place.
 /// `weights` holds kDecodeStepLayerTensors tensors per layer; cos, sin, positions and start as
-/// for "llama_decode_attention". A persistent kernel, one block per multiprocessor with a grid
-/// barrier between its phases, each GEMV's first weights requested before the barrier that
-/// makes its input ready (llama_cuda.cu). Equals "llama_decode_gemv" and
+/// for "llama_decode_attention". A persistent cooperative kernel, one block per multiprocessor
+/// with a grid barrier between its phases, every weight streamed through a ring in shared memory
+/// whose loads run ahead of the barriers (llama_cuda.cu). Equals "llama_decode_gemv" and
 /// "llama_decode_attention" phase by phase up to the RMSNorm's order of summation. Returns false,
-/// launching nothing, for what it does not take (M other than 1, more than 48 layers, sizes the GEMV or
-/// the attention kernel decline, unaligned tensors, a device without cooperative launches);
-/// throws tt::Error naming the layer and tensor for shapes, dtypes or devices that do not fit.
+/// launching nothing, for what it does not take (more than one row, more than 48 layers, sizes
+/// the GEMV or the attention kernel decline, unaligned tensors, rings and input row over the
+/// device's shared memory, a device without cooperative launches); throws tt::Error naming the
+/// layer and tensor for shapes, dtypes or devices that do not fit. The environment's
+/// TT_DECODE_STEP_TRACE makes each eager launch print its time per phase to stderr.
 using DecodeStepKernel = bool(const Tensor& logits, const Tensor& x,
                               const std::vector<Tensor>& weights, const Tensor& final_norm,
                               const Tensor& head, double eps, const Tensor& cos, const Tensor& sin,
@@ -197,9 +199,9 @@ using DecodeStepKernel = bool(const Tensor& logits, const Tensor& x,
                               const std::vector<Tensor>& v_cache);
 
 /// Whether bfloat16 decoding of one row runs the whole step as one "llama_decode_step" launch
-/// where it applies (the decode GEMV on, set_decode_gemv; a cache of up to 1,024 positions, above
-/// which the launch per projection and attention was as fast or faster), instead of a launch per
-/// projection and attention. On by default: on an H200 (TinyLlama-1.1B's shape, batch 1, CUDA
+/// where it applies (the decode GEMV on, set_decode_gemv; a cache of up to 1,024 positions and
+/// layers of up to 128 MiB of weights, beyond which the launch per projection and attention was as
+/// fast or faster), instead of a launch per projection and attention. On by default: on an H200 (TinyLlama-1.1B's shape, batch 1, CUDA
 /// graph, a prompt of 128 + 256 new tokens) a step took 1.11 ms against 1.29 ms
 /// (`tt_generate --gemv step,on` compares them; README, "The whole step in one launch").
 void set_decode_step(bool on);
