@@ -245,3 +245,26 @@ decode_gen() {
   echo "$label:"
   gen_table "$OUT/gen_$label.log"
 }
+# attn_bench LABEL FILTER: bench_attention's rows matching FILTER into $OUT/bench_LABEL.json;
+# prints LABEL, each row's name and time (ms); status=1 on a failure.
+attn_bench() {
+  build/bin/bench_attention --benchmark_filter="$2" --benchmark_format=json \
+    >"$OUT/bench_$1.json" 2>"$OUT/bench_$1.err" || status=1
+  python3 - "$OUT/bench_$1.json" "$1" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+for b in json.loads(text[text.index("{"):])["benchmarks"]:
+    print(f"{sys.argv[2]:4s} {b['name'].split('/iter')[0]:56s} {b['real_time']:8.3f}")
+PY
+}
+# logs_begin / logs_end: what the calls between them write under $OUT goes to $OUT/logs, which
+# comes back as one archive, $OUT/logs.tar.gz (a device call returns a limited number of files).
+logs_begin() {
+  OUT_SAVED=$OUT
+  OUT=$OUT/logs
+  mkdir -p "$OUT"
+}
+logs_end() {
+  OUT=$OUT_SAVED
+  tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+}

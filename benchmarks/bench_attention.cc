@@ -8,7 +8,10 @@
 //   attention_flash/cuda/B8_NH12_T{1024,2048}_hs64              exact mode (3xTF32), for its cost
 //   attention_{naive,flash}_fwd/cuda_tf32/...                   the forward alone (no graph)
 //   attention_flash{,_fwd}/cuda_bf16/B8_NH12_T{1024,2048,4096}_hs64  chapter 11's bf16 kernels
-//   attention_flash/cuda_bf16/B8_NH6_T{1024,2048,4096}_hs128        the same at hs 128
+//   attention_flash{,_fwd}/cuda_bf16/B8_NH6_T{1024,2048,4096}_hs128  the same at hs 128
+//   attention_flash{,_fwd}/cuda_bf16_sm90a/...      the same two shapes with the Hopper kernels
+//                                                   (set_flash_attention_bf16_hopper; on a GPU
+//                                                   other than an H100/H200 the portable ones)
 //                                                               (bf16 q, k, v, out and grads)
 //
 //   build/bin/bench_attention --benchmark_filter=/cuda_tf32/
@@ -88,10 +91,14 @@ void register_attention(const std::string& device_part, Device device, const Att
                            (backward ? "/" : "_fwd/") + device_part + "/" + s.args();
   bench::register_on(
       name, device,
-      [s, naive, tf32, backward, dtype](benchmark::State& st, Device d) {
+      [s, naive, tf32, backward, dtype, sm90a = device_part == "cuda_bf16_sm90a"](
+          benchmark::State& st, Device d) {
         cuda::AllowTf32Guard mode(tf32);
+        const bool previous = flash_attention_bf16_hopper_enabled();
+        set_flash_attention_bf16_hopper(sm90a);
         run_attention(st, d, s, naive ? &causal_attention_naive : &flash_attention, backward,
                       dtype);
+        set_flash_attention_bf16_hopper(previous);
       },
       iterations);
 }
@@ -121,8 +128,19 @@ int main(int argc, char** argv) {
                          DType::kBFloat16);
     }
     // hs 128 (the 1.3B shape's and LLaMA's heads) at the same FLOPs: half the heads.
-    register_attention("cuda_bf16", Device::cuda(), AttentionShape{8, 6, T, 128}, false, false, 20,
-                       true, DType::kBFloat16);
+    for (const bool backward : {true, false}) {
+      register_attention("cuda_bf16", Device::cuda(), AttentionShape{8, 6, T, 128}, false, false,
+                         20, backward, DType::kBFloat16);
+    }
+  }
+  // The Hopper (wgmma) kernels beside the portable ones (the cuda_bf16 rows).
+  for (const int64_t T : {1024, 2048, 4096}) {
+    for (const AttentionShape& s : {AttentionShape{8, 12, T, 64}, AttentionShape{8, 6, T, 128}}) {
+      for (const bool backward : {true, false}) {
+        register_attention("cuda_bf16_sm90a", Device::cuda(), s, false, false, 20, backward,
+                           DType::kBFloat16);
+      }
+    }
   }
   return bench::run_main(argc, argv, "bench_attention");
 }

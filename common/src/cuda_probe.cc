@@ -30,4 +30,19 @@ int cuda_device_count() {
 #endif
 }
 
+int cuda_compute_capability(int device) {
+#if TT_WITH_CUDA
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return 10 * major + minor;
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
 }  // namespace tt

@@ -1,7 +1,8 @@
 // The host part of the bf16 FlashAttention (tt/flash_attention_bf16.h): the head sizes of its
-// CUDA kernels (flash_attention_bf16.cu), the full mode composed from tensor operations, and the
+// CUDA kernels (flash_attention_bf16.cu), the Hopper forward's setting, the full mode composed from tensor operations, and the
 // CPU kernels, an emulation: bf16 in and out, fp32 in between (chapter 10's CPU kernels for the
 // causal mode, full_attention_composed for the full one; the reference path of CPU-only builds).
+#include <atomic>
 #include <cmath>
 #include <string>
 
@@ -13,6 +14,21 @@ namespace tt {
 
 bool flash_attention_bf16_supports(int64_t hs) {
   return hs == 32 || hs == 64 || hs == 128;
+}
+
+namespace {
+std::atomic<bool>& hopper_setting() {
+  static std::atomic<bool> on{false};  // see set_flash_attention_bf16_hopper
+  return on;
+}
+}  // namespace
+
+void set_flash_attention_bf16_hopper(bool on) {
+  hopper_setting().store(on);
+}
+
+bool flash_attention_bf16_hopper_enabled() {
+  return hopper_setting().load();
 }
 
 FlashKernels flash_attention_bf16_full_kernels() {

@@ -45,7 +45,10 @@
 #include <mutex>
 #include <string>
 
+#include "flash_bf16_device.cuh"
+#include "flash_bf16_sm90a.h"
 #include "tt/cuda_device.h"
+#include "tt/cuda_probe.h"
 #include "tt/dispatcher.h"
 #include "tt/flash_attention_bf16.h"
 
@@ -53,15 +56,13 @@ namespace tt::cuda {
 
 namespace {
 
-constexpr int kTile = 64;                      // rows of a tile (queries or keys)
-constexpr int kWarps = 4;                      // warps of a block, 16 rows each
-constexpr int kThreads = kWarps * 32;          // threads of a block
-constexpr int kPad = 8;                        // bf16 of padding per shared row (16 bytes)
-constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in base 2: exp(x) = 2^(x log2 e)
-constexpr float kLn2 = 0.6931471805599453f;
-constexpr int kChunk = 32;  // backward: streamed rows (keys or queries) per product of a warp
+using namespace flash_bf16;
 
-using bf16 = __nv_bfloat16;
+constexpr int kTile = 64;              // rows of a tile (queries or keys)
+constexpr int kWarps = 4;              // warps of a block, 16 rows each
+constexpr int kThreads = kWarps * 32;  // threads of a block
+constexpr int kPad = 8;                // bf16 of padding per shared row (16 bytes)
+constexpr int kChunk = 32;  // backward: streamed rows (keys or queries) per product of a warp
 
 // Blocks per multiprocessor the backward kernels are compiled for (__launch_bounds__), which
 // caps their registers at 65536 / (128 threads x blocks). hs <= 64: 4 (dQ, 128 registers) and 3
@@ -74,24 +75,6 @@ template <int D>
 inline constexpr int kDkdvBlocks = D <= 64 ? 3 : 2;
 
 // ----- PTX wrappers --------------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/// Copies 16 bytes global -> shared without registers; when !valid, writes 16 zero bytes.
-__device__ __forceinline__ void cp_async_16(bf16* dst, const bf16* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n");
-}
-/// Waits until at most kPending of this thread's committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -112,12 +95,6 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/// Two floats rounded to bf16 (nearest even) in one register, `lo` in the low half.
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // ----- warp-level products ---------------------------------------------------------------------
@@ -151,58 +128,99 @@ __device__ __forceinline__ void warp_mma_abt(float (&c)[kN / 8][4], const uint32
   }
 }
 
-/// One warp: c (16 x kN) += P B, with P (16 x kK) the fp32 C fragments of a previous
-/// warp_mma_abt (rounded to bf16 here) and B (kK x kN) row-major in shared memory: e.g. O += P V
-/// with V stored [key][hs].
-template <int kN, int kK>
-__device__ __forceinline__ void warp_mma_pb(float (&c)[kN / 8][4], const float (&p)[kK / 8][4],
-                                            const bf16* b, int ldb) {
+/// One warp, kMt row tiles of 16: c[i] (16 x kN) += A_i B^T, A_i the 16 x kK row-major shared
+/// rows at a + 16 i lda, B (kN x kK) row-major in shared memory: e.g. S = Q K^T for 32 query rows.
+/// The A fragments are loaded per k-step (not kept in registers) and every B fragment serves the
+/// kMt tiles, so a warp of 32 rows reads half the shared bytes per product of one of 16.
+template <int kMt, int kN, int kK>
+__device__ __forceinline__ void warp_mma_abt_rows(float (&c)[kMt][kN / 8][4], const bf16* a,
+                                                  int lda, const bf16* b, int ldb) {
   const int lane = threadIdx.x % 32;
-  // Lane l points at row (l % 8) + 8 ((l / 8) % 2) of the k-step, column 8 (l / 16).
-  const bf16* base = b + (lane % 8 + (lane / 8) % 2 * 8) * ldb + lane / 16 * 8;
+  const bf16* abase = a + (lane % 16) * lda + lane / 16 * 8;
+  const bf16* base = b + (lane % 8 + lane / 16 * 8) * ldb + (lane / 8) % 2 * 8;
 #pragma unroll
   for (int k = 0; k < kK / 16; ++k) {
-    const uint32_t a[4] = {pack_bf16(p[2 * k][0], p[2 * k][1]), pack_bf16(p[2 * k][2], p[2 * k][3]),
-                           pack_bf16(p[2 * k + 1][0], p[2 * k + 1][1]),
-                           pack_bf16(p[2 * k + 1][2], p[2 * k + 1][3])};
+    uint32_t f[kMt][4];
+#pragma unroll
+    for (int i = 0; i < kMt; ++i) ldmatrix_x4(f[i], abase + i * 16 * lda + k * 16);
 #pragma unroll
     for (int n = 0; n < kN / 16; ++n) {
       uint32_t r[4];
-      ldmatrix_x4_trans(r, base + k * 16 * ldb + n * 16);
-      mma(c[2 * n], a, r[0], r[1]);
-      mma(c[2 * n + 1], a, r[2], r[3]);
+      ldmatrix_x4(r, base + n * 16 * ldb + k * 16);
+#pragma unroll
+      for (int i = 0; i < kMt; ++i) {
+        mma(c[i][2 * n], f[i], r[0], r[1]);
+        mma(c[i][2 * n + 1], f[i], r[2], r[3]);
+      }
     }
   }
 }
 
+/// One warp, kMt row tiles of 16: c[i] (16 x kN) += P_i B, P_i (16 x kK) the fp32 C fragments of
+/// warp_mma_abt_rows (rounded to bf16 here), B (kK x kN) row-major in shared memory: e.g.
+/// O += P V for 32 query rows, each V fragment serving the kMt tiles.
+template <int kMt, int kN, int kK>
+__device__ __forceinline__ void warp_mma_pb_rows(float (&c)[kMt][kN / 8][4],
+                                                 const float (&p)[kMt][kK / 8][4], const bf16* b,
+                                                 int ldb) {
+  const int lane = threadIdx.x % 32;
+  const bf16* base = b + (lane % 8 + (lane / 8) % 2 * 8) * ldb + lane / 16 * 8;
+#pragma unroll
+  for (int k = 0; k < kK / 16; ++k) {
+    uint32_t a[kMt][4];
+#pragma unroll
+    for (int i = 0; i < kMt; ++i) a_fragment<kK>(a[i], p[i], k);
+#pragma unroll
+    for (int n = 0; n < kN / 16; ++n) {
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, base + k * 16 * ldb + n * 16);
+#pragma unroll
+      for (int i = 0; i < kMt; ++i) {
+        mma(c[i][2 * n], a[i], r[0], r[1]);
+        mma(c[i][2 * n + 1], a[i], r[2], r[3]);
+      }
+    }
+  }
+}
+
+/// One warp: c (16 x kN) += P B, with P (16 x kK) the fp32 C fragments of a previous
+/// warp_mma_abt (rounded to bf16 here) and B (kK x kN) row-major in shared memory: e.g. O += P V
+/// with V stored [key][hs]. warp_mma_pb_rows for one row tile.
+template <int kN, int kK>
+__device__ __forceinline__ void warp_mma_pb(float (&c)[kN / 8][4], const float (&p)[kK / 8][4],
+                                            const bf16* b, int ldb) {
+  warp_mma_pb_rows<1, kN, kK>(reinterpret_cast<float(&)[1][kN / 8][4]>(c),
+                              reinterpret_cast<const float(&)[1][kK / 8][4]>(p), b, ldb);
+}
+
 // ----- tiles -------------------------------------------------------------------------------------
 
-/// The whole block starts copying rows [row0, row0 + kTile) of n rows of D bf16, `ld` apart (a
-/// multiple of 8), into the shared tile dst [kTile][D + kPad] (cp.async, 16 bytes per copy);
+/// The whole block starts copying rows [row0, row0 + kRows) of n rows of D bf16, `ld` apart (a
+/// multiple of 8), into the shared tile dst [kRows][D + kPad] (cp.async, 16 bytes per copy);
 /// rows at or beyond n become zeros. The caller commits and waits.
-template <int D>
+template <int D, int kRows = kTile>
 __device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* src, int row0, int n,
                                                 int64_t ld) {
   constexpr int kVecs = D / 8;  // 16-byte pieces per row
-  for (int i = threadIdx.x; i < kTile * kVecs; i += kThreads) {
+  for (int i = threadIdx.x; i < kRows * kVecs; i += kThreads) {
     const int r = i / kVecs, c = (i % kVecs) * 8;
     const bool valid = row0 + r < n;
     cp_async_16(dst + r * (D + kPad) + c, valid ? src + int64_t{row0 + r} * ld + c : src, valid);
   }
 }
 
-/// The double buffering of the K, V tiles that the forward and the dQ kernel stream: starts the
-/// copy of key tile kt + 1 into buffer (kt + 1) % 2 of sk and sv (each two tiles of kTileElems)
-/// when kt < last, then waits for this thread's copies of tile kt (and anything before). The
-/// caller syncs the block before reading, and after reading before the next call.
-template <int D>
+/// The double buffering of the K, V tiles (kRows keys each) that the forward and the dQ kernel
+/// stream: starts the copy of key tile kt + 1 into buffer (kt + 1) % 2 of sk and sv (each two
+/// tiles) when kt < last, then waits for this thread's copies of tile kt (and anything before).
+/// The caller syncs the block before reading, and after reading before the next call.
+template <int D, int kRows = kTile>
 __device__ __forceinline__ void prefetch_kv(bf16* sk, bf16* sv, const bf16* k, const bf16* v,
                                             int kt, int last, int n, int64_t ld) {
-  constexpr int kTileElems = kTile * (D + kPad);
+  constexpr int kTileElems = kRows * (D + kPad);
   if (kt < last) {
     const int nb = (kt + 1) % 2;
-    load_tile_async<D>(sk + nb * kTileElems, k, (kt + 1) * kTile, n, ld);
-    load_tile_async<D>(sv + nb * kTileElems, v, (kt + 1) * kTile, n, ld);
+    load_tile_async<D, kRows>(sk + nb * kTileElems, k, (kt + 1) * kRows, n, ld);
+    load_tile_async<D, kRows>(sv + nb * kTileElems, v, (kt + 1) * kRows, n, ld);
     cp_async_commit();
     cp_async_wait<1>();
   } else {
@@ -210,122 +228,87 @@ __device__ __forceinline__ void prefetch_kv(bf16* sk, bf16* sv, const bf16* k, c
   }
 }
 
-/// Writes a warp's 16 x D fp32 accumulator c, times `scale`, as bf16 rows `ld` apart at dst,
-/// for the rows below n; `row0` is the warp's first row.
-template <int D>
-__device__ __forceinline__ void store_rows(bf16* dst, const float (&c)[D / 8][4], int row0, int n,
-                                           float scale, int64_t ld) {
-  const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row0 + g + 8 * h;
-    if (row >= n) continue;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      *reinterpret_cast<uint32_t*>(dst + int64_t{row} * ld + j * 8 + 2 * t) =
-          pack_bf16(c[j][2 * h] * scale, c[j][2 * h + 1] * scale);
-    }
-  }
-}
-
 // ----- forward -----------------------------------------------------------------------------------
 
-/// Grid (query tiles, B * NH). Writes o and lse [n] of one head (b, h) = blockIdx.y from its n
-/// query rows and nk keys (kCausal: nk = n, query i sees keys j <= i; else every query sees every
-/// key). Shared: the Q tile and two buffers of K and V tiles (the next pair loads while this one
-/// is used).
+/// The forward's tiling (FlashAttention-2's on sm_80/90): 4 warps of kMt = 2 row tiles of 16, so
+/// a block takes kRows = 128 queries and a warp 32 (each K or V fragment it reads from shared
+/// memory serves two row tiles), streaming kKeys keys per tile: 128 up to hs 64, 64 at hs 128
+/// (the fp32 O of 32 rows of 128 already holds 128 registers a thread; 128 keys there spill).
+/// Measured on an H200 (B8, T = 4096, README): 0.88 against 0.92 ms with 64 keys at hs 64, 0.79
+/// against 1.51 ms with 128 keys at hs 128; the previous tiling (64 queries, 16 rows a warp)
+/// took 1.02 and 1.01 ms.
+template <int D>
+struct ForwardTiles {
+  static constexpr int kMt = 2;
+  static constexpr int kRows = kWarps * 16 * kMt;
+  static constexpr int kKeys = D <= 64 ? 128 : 64;
+  /// Shared memory: the Q tile and two buffers of K and V tiles, in 64-row tiles of D + kPad.
+  static constexpr int kSharedTiles = (kRows + 4 * kKeys) / kTile;
+};
+
+/// Grid (query tiles of ForwardTiles<D>::kRows, B * NH). Writes o and lse [n] of one head
+/// (b, h) = blockIdx.y from its n query rows and nk keys (kCausal: nk = n, query i sees keys
+/// j <= i; else every query sees every key). Shared: the Q tile and two buffers of K and V tiles
+/// (the next pair loads while this one is used). Only the key tiles that reach past a warp's
+/// first row (causal) or past nk (full) pay for the mask.
 template <int D, bool kCausal>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     flash_bf16_forward_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                               const bf16* __restrict__ v, bf16* __restrict__ o,
                               float* __restrict__ lse, int n, int nk, int nh, FlashLayout in,
                               FlashLayout kv, FlashLayout out, float scale_log2) {
-  constexpr int kLd = D + kPad, kTileElems = kTile * kLd;
+  using Tiles = ForwardTiles<D>;
+  constexpr int kMt = Tiles::kMt, kRows = Tiles::kRows, kKeys = Tiles::kKeys;
+  constexpr int kLd = D + kPad, kKvElems = kKeys * kLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* sq = reinterpret_cast<bf16*>(smem_raw);
-  bf16* sk = sq + kTileElems;                   // [2][kTile][kLd]
-  bf16* sv = sk + 2 * kTileElems;               // [2][kTile][kLd]
-  const int tile = gridDim.x - 1 - blockIdx.x;  // longest rows (most key tiles) start first
+  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kRows][kLd]
+  bf16* sk = sq + kRows * kLd;                   // [2][kKeys][kLd]
+  bf16* sv = sk + 2 * kKvElems;                  // [2][kKeys][kLd]
+  const int tile = gridDim.x - 1 - blockIdx.x;   // longest rows (most key tiles) start first
   const int64_t head = in.offset(blockIdx.y, nh), kvhead = kv.offset(blockIdx.y, nh);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int row0 = tile * kTile + warp * 16;  // the warp's first query row
-  load_tile_async<D>(sq, q + head, tile * kTile, n, in.row);
-  load_tile_async<D>(sk, k + kvhead, 0, nk, kv.row);
-  load_tile_async<D>(sv, v + kvhead, 0, nk, kv.row);
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+  const int row0 = tile * kRows + warp * 16 * kMt;  // the warp's first query row
+  load_tile_async<D, kRows>(sq, q + head, tile * kRows, n, in.row);
+  load_tile_async<D, kKeys>(sk, k + kvhead, 0, nk, kv.row);
+  load_tile_async<D, kKeys>(sv, v + kvhead, 0, nk, kv.row);
   cp_async_commit();
 
-  uint32_t qf[D / 16][4];               // the warp's 16 query rows, A fragments
-  float acc[D / 8][4] = {};             // unnormalized O of rows g and g+8 (C layout)
-  float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (base-2 scores)
-  float l[2] = {0.f, 0.f};              // this lane's part of their running sums
-  // Causal: key tiles 0 .. diagonal; full: every key tile.
-  const int last = kCausal ? tile : (nk - 1) / kTile;
+  float acc[kMt][D / 8][4] = {};  // unnormalized O of rows g and g+8 of each row tile (C layout)
+  float m[kMt][2], l[kMt][2];     // running max (base-2 scores) and this lane's part of the sums
+#pragma unroll
+  for (int i = 0; i < kMt; ++i) m[i][0] = m[i][1] = -INFINITY, l[i][0] = l[i][1] = 0.f;
+  // Causal: the key tiles up to the block's last row (and the last key); full: every key tile.
+  const int last_key_tile = (nk - 1) / kKeys;
+  const int last = kCausal ? min(((tile + 1) * kRows - 1) / kKeys, last_key_tile) : last_key_tile;
   for (int kt = 0; kt <= last; ++kt) {
-    prefetch_kv<D>(sk, sv, k + kvhead, v + kvhead, kt, last, nk, kv.row);
+    prefetch_kv<D, kKeys>(sk, sv, k + kvhead, v + kvhead, kt, last, nk, kv.row);
     __syncthreads();
-    if (kt == 0) load_a<D>(qf, sq + warp * 16 * kLd, kLd);
-    const bf16* ck = sk + kt % 2 * kTileElems;
-    const bf16* cv = sv + kt % 2 * kTileElems;
+    const bf16* ck = sk + kt % 2 * kKvElems;
+    const bf16* cv = sv + kt % 2 * kKvElems;
 
-    float s[kTile / 8][4] = {};
-    warp_mma_abt<kTile, D>(s, qf, ck, kLd);  // S = Q K^T, 16 x 64 per warp
+    float s[kMt][kKeys / 8][4] = {};
+    warp_mma_abt_rows<kMt, kKeys, D>(s, sq + warp * 16 * kMt * kLd, kLd, ck, kLd);  // S = Q K^T
+    // Causal: a key of this tile is after the warp's first row; full: keys past nk in it.
+    const bool masked_tile =
+        kCausal ? (kt + 1) * kKeys - 1 > row0 : kt == last && (kt + 1) * kKeys > nk;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + g + 8 * h;
-      float mx = m[h];
-#pragma unroll
-      for (int j = 0; j < kTile / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float x = s[j][2 * h + e] * scale_log2;
-          const int key = kt * kTile + j * 8 + 2 * t + e;
-          // Causal: keys after the row; full: the zero rows past the last key.
-          if (kCausal ? kt == tile && key > row : kt == last && key >= nk) x = -INFINITY;
-          s[j][2 * h + e] = x;
-          mx = fmaxf(mx, x);
-        }
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // a row lies in the 4 lanes of a quad
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == -INFINITY ? 0.f : mx;
-      const float alpha = exp2f(m[h] - base);
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kTile / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float p = exp2f(s[j][2 * h + e] - base);
-          s[j][2 * h + e] = p;
-          sum += p;
-        }
-      }
-      l[h] = l[h] * alpha + sum;
-      m[h] = mx;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        acc[j][2 * h] *= alpha;
-        acc[j][2 * h + 1] *= alpha;
-      }
+    for (int i = 0; i < kMt; ++i) {
+      const int rows = row0 + 16 * i + g;  // rows `rows` and rows + 8 of row tile i
+      const int keys = kt * kKeys;
+      float alpha[2];
+      softmax_step<kKeys>(s[i], m[i], l[i], alpha, scale_log2, masked_tile, [&](int key, int h) {
+        return kCausal ? keys + key > rows + 8 * h : keys + key >= nk;
+      });
+      rescale_rows<D>(acc[i], alpha);
     }
-    warp_mma_pb<D, kTile>(acc, s, cv, kLd);  // O += P V
+    warp_mma_pb_rows<kMt, D, kKeys>(acc, s, cv, kLd);  // O += P V
     __syncthreads();  // this buffer is refilled by the prefetch of iteration kt + 1
   }
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float total = l[h] + __shfl_xor_sync(0xffffffffu, l[h], 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
-    l[h] = 1.f / total;
-    const int row = row0 + g + 8 * h;
-    if (t == 0 && row < n) lse[int64_t{blockIdx.y} * n + row] = (m[h] + log2f(total)) * kLn2;
+  for (int i = 0; i < kMt; ++i) {
+    softmax_finish<D>(acc[i], m[i], l[i], lse + int64_t{blockIdx.y} * n, row0 + 16 * i, n);
+    store_rows<D>(o + out.offset(blockIdx.y, nh), acc[i], row0 + 16 * i, n, 1.f, out.row);
   }
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-    acc[j][0] *= l[0];
-    acc[j][1] *= l[0];
-    acc[j][2] *= l[1];
-    acc[j][3] *= l[1];
-  }
-  store_rows<D>(o + out.offset(blockIdx.y, nh), acc, row0, n, 1.f, out.row);
 }
 
 // ----- backward ----------------------------------------------------------------------------------
@@ -336,51 +319,6 @@ __global__ void __launch_bounds__(kThreads)
 // and D, so the chunks are independent, and the scores of a chunk hold half the registers of a
 // whole tile, enough for 4 (dQ) and 3 (dK/dV) blocks per multiprocessor instead of 3 and 2. The
 // dK/dV kernel stages lse and D with cp.async like the tiles, so no global load stalls a step.
-
-/// 2^x on the special-function unit with results below 2^-126 flushed to zero (ex2.approx.ftz):
-/// enough for the backward's P = 2^(s - lse) <= 1, and fewer instructions than exp2f, whose
-/// ex2.approx (no .ftz) scales its argument and result to keep the denormals.
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-/// Copies 4 bytes global -> shared without registers (cp.async); when !valid, writes 4 zero bytes.
-__device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(valid ? 4 : 0));
-}
-
-/// One warp: D = sum_c dout[row, c] o[row, c] in fp32 for its 16 rows row0 .. row0 + 15 of one
-/// head (dout, o at the head's start, rows `ld` apart), written to d[row] for the rows below n;
-/// returns, in the C layout, D of rows g and g + 8 (0 beyond n). Lanes 2r, 2r + 1 read the two
-/// halves of row r with 16-byte loads.
-template <int D>
-__device__ __forceinline__ void warp_rowdot(float (&drow)[2], const bf16* dout, const bf16* o,
-                                            float* d, int row0, int n, int64_t ld) {
-  const int lane = threadIdx.x % 32, g = lane >> 2, row = row0 + lane / 2;
-  float s = 0.f;
-  if (row < n) {
-    const int64_t at = int64_t{row} * ld + lane % 2 * (D / 2);
-#pragma unroll
-    for (int c = 0; c < D / 2; c += 8) {
-      const uint4 a = *reinterpret_cast<const uint4*>(dout + at + c);
-      const uint4 b = *reinterpret_cast<const uint4*>(o + at + c);
-      const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
-      const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 x = __bfloat1622float2(a2[e]), y = __bfloat1622float2(b2[e]);
-        s += x.x * y.x + x.y * y.y;
-      }
-    }
-  }
-  s += __shfl_xor_sync(0xffffffffu, s, 1);
-  if (lane % 2 == 0 && row < n) d[row] = s;
-  drow[0] = __shfl_sync(0xffffffffu, s, 2 * g);  // row g lies in lanes 2g, 2g + 1
-  drow[1] = __shfl_sync(0xffffffffu, s, 2 * g + 16);
-}
 
 /// Grid (query tiles, B * NH): dQ of one query tile, looping over the key tiles it sees (K and V
 /// double-buffered), and D = rowsum(dO o O) of its rows, written to dsum for the dK/dV kernel
@@ -613,6 +551,12 @@ constexpr FlashMask mask_of(bool causal) {
   return causal ? FlashMask::kCausal : FlashMask::kFull;
 }
 
+/// Whether the forward runs on device `dev` as the Hopper kernel: set_flash_attention_bf16_hopper
+/// is on and the device has compute capability 9.0 (sm_90a's instructions run there only).
+bool runs_hopper_kernel(int dev) {
+  return flash_attention_bf16_hopper_enabled() && cuda_compute_capability(dev) == 90;
+}
+
 // The forward kernel `op` of either mask (kCausal: a square causal call; else a full block).
 template <bool kCausal>
 void launch_forward(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q,
@@ -622,11 +566,23 @@ void launch_forward(const char* op, const Tensor& out, const Tensor& lse, const 
   const int dev = q.device().index;
   DeviceGuard guard(dev);
   const int n = static_cast<int>(g.T), nk = static_cast<int>(g.Tk), nh = static_cast<int>(g.NH);
-  const dim3 grid((n + kTile - 1) / kTile, static_cast<unsigned>(g.B * g.NH));
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(g.hs));
+  if (runs_hopper_kernel(dev)) {
+    FlashSm90aForward f;
+    f.q = bf16_data(q), f.k = bf16_data(k), f.v = bf16_data(v), f.o = bf16_data_mut(out);
+    f.lse = lse.data<float>();
+    f.n = n, f.nk = nk, f.nh = nh, f.hs = static_cast<int>(g.hs);
+    f.bh = static_cast<unsigned>(g.B * g.NH);
+    f.in = g.qkv, f.kv = g.kv, f.out = g.out, f.scale_log2 = scale_log2;
+    f.device = dev, f.stream = stream(dev);
+    flash_bf16_sm90a_forward(f, kCausal);
+    return;
+  }
   dispatch_head_size(g.hs, [&]<int D>() {
+    using Tiles = ForwardTiles<D>;
+    const dim3 grid((n + Tiles::kRows - 1) / Tiles::kRows, static_cast<unsigned>(g.B * g.NH));
     constexpr auto kernel = flash_bf16_forward_kernel<D, kCausal>;
-    const std::size_t smem = shared_bytes<kernel>(dev, D, 5);
+    const std::size_t smem = shared_bytes<kernel>(dev, D, Tiles::kSharedTiles);
     kernel<<<grid, kThreads, smem, stream(dev)>>>(bf16_data(q), bf16_data(k), bf16_data(v),
                                                   bf16_data_mut(out), lse.data<float>(), n, nk, nh,
                                                   g.qkv, g.kv, g.out, scale_log2);
@@ -650,6 +606,18 @@ void launch_backward(const char* op, const Tensor& dq, const Tensor& dk, const T
                      static_cast<unsigned>(g.B * (g.NH / g.kv.group)));  // key tiles, kv heads
   const float scale = 1.f / std::sqrt(static_cast<float>(g.hs)), scale_log2 = kLog2e * scale;
   const Tensor dsum = empty(lse.shape(), {DType::kFloat32, q.device()});
+  if (runs_hopper_kernel(dev)) {
+    FlashSm90aBackward f;
+    f.q = bf16_data(q), f.k = bf16_data(k), f.v = bf16_data(v), f.dout = bf16_data(dout);
+    f.o = bf16_data(out), f.lse = lse.data<float>(), f.dsum = dsum.data<float>();
+    f.dq = bf16_data_mut(dq), f.dk = bf16_data_mut(dk), f.dv = bf16_data_mut(dv);
+    f.n = n, f.nk = nk, f.nh = nh, f.hs = static_cast<int>(g.hs);
+    f.bh = grid.y, f.bkv = grid_kv.y;
+    f.in = g.qkv, f.kv = g.kv, f.out = g.out, f.scale_log2 = scale_log2, f.scale = scale;
+    f.device = dev, f.stream = stream(dev);
+    flash_bf16_sm90a_backward(f, kCausal);
+    return;
+  }
   dispatch_head_size(g.hs, [&]<int D>() {
     // dQ and D first: the dK/dV kernel reads D.
     constexpr auto dqk = flash_bf16_backward_dq_kernel<D, kCausal>;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../../10_fast_step/tests/ch10_test_util.h"
+#include "tt/cuda_probe.h"
 #include "tt/flash_attention_bf16.h"
 
 namespace tt::test11 {
@@ -133,6 +134,31 @@ inline std::string full_case_name(const FullCase& c) {
 /// for `c` and EXPECTs out, lse and (from the reference's out and lse, so that the backward does
 /// not depend on the forward) dq, dk, dv within the bf16 tolerances above. Outputs start as NaN:
 /// every element must be written.
+/// set_flash_attention_bf16_hopper(on) for its lifetime; the previous setting restored after.
+class HopperSetting {
+ public:
+  explicit HopperSetting(bool on) : previous_(flash_attention_bf16_hopper_enabled()) {
+    set_flash_attention_bf16_hopper(on);
+  }
+  ~HopperSetting() { set_flash_attention_bf16_hopper(previous_); }
+  HopperSetting(const HopperSetting&) = delete;
+  HopperSetting& operator=(const HopperSetting&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// The settings of set_flash_attention_bf16_hopper a CUDA test runs under on `device`: {true,
+/// false} (the Hopper kernels, then the portable ones) on a device of compute capability 9.0,
+/// else {false}; kernel_set_name labels them in messages.
+inline std::vector<bool> hopper_settings_of(Device device) {
+  if (device.is_cuda() && cuda_compute_capability(device.index) == 90) return {true, false};
+  return {false};
+}
+inline std::string kernel_set_name(bool hopper) {
+  return hopper ? " [sm_90a kernels]" : " [portable kernels]";
+}
+
 inline void check_full_mode(const FullCase& c, uint64_t seed, Device device) {
   const Bf16Inputs in = bf16_full_inputs(c.B, c.NH, c.m, c.n, c.hs, seed, device);
   const test10::AttentionReference ref = reference_full_attention(in.f32);

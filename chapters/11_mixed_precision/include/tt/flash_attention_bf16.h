@@ -40,6 +40,19 @@ namespace tt {
 /// memory, which GPUs with less than that per block refuse with a tt::Error).
 bool flash_attention_bf16_supports(int64_t hs);
 
+/// Whether the CUDA kernels (forward and backward, causal and full mode) run as the Hopper
+/// kernels on devices of compute capability 9.0 (H100, H200): warpgroup MMA (wgmma, sm_90a) with
+/// the tiles in shared memory read by the tensor cores through matrix descriptors, 64 rows per
+/// warpgroup, the same algorithm and the same no-atomics backward; other GPUs always run the
+/// portable mma.sync kernels. Off by default: on an H200 they are not faster yet (B8, T = 4096:
+/// forward 0.88 ms against the portable 0.85 at hs 64, 0.88 against 0.80 at hs 128; backward 9%
+/// slower at hs 64, 10% faster at hs 128; chapter 11's README). Both compute the same attention
+/// within the bf16 tolerances (their fp32 sums are ordered differently); each is deterministic.
+/// The tests run both; `bench_attention` compares them (`cuda_bf16_portable` rows).
+void set_flash_attention_bf16_hopper(bool on);
+/// The setting of set_flash_attention_bf16_hopper.
+bool flash_attention_bf16_hopper_enabled();
+
 /// The names of the bf16 kernels of the full (non-causal, rectangular) mode:
 /// "flash_attention_bf16_full_forward" / "flash_attention_bf16_full_backward", lse float32.
 FlashKernels flash_attention_bf16_full_kernels();
