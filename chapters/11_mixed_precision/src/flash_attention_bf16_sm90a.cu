@@ -192,50 +192,49 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-/// Starts copying rows [row0, row0 + kRows) of n rows of D bf16 (`ld` apart) into dst in the
-/// core-matrix layout; rows at or beyond n become zeros. Lane i of a group of 8 copies row i % 8
-/// of an 8 x 8 block, so 8 consecutive lanes fill one 128-byte block. The caller commits.
+/// One thread's share of the copies (cp.async, 16 bytes each) of tiles of kRows rows of D bf16
+/// into wgmma's core-matrix layout (8 x 8 blocks of 128 contiguous bytes: element (r, c) at
+/// ((r / 8) (D / 8) + c / 8) 64 + (r % 8) 8 + c % 8; 8 consecutive lanes fill one block), with the
+/// per-piece arithmetic done once: the rows and source offsets (row * ld + column) of the
+/// thread's kPieces pieces. A streamed tile goes through the same object at every step (the
+/// kernels here have registers to spare for it; the portable ones do not).
 template <int D, int kRows, int kThreads>
-__device__ __forceinline__ void load_core_tile_async(bf16* dst, const bf16* src, int row0, int n,
-                                                     int64_t ld) {
-  constexpr int kBlocksPerRow = D / 8;
-  for (int i = threadIdx.x; i < kRows * kBlocksPerRow; i += kThreads) {
-    const int r = i / (8 * kBlocksPerRow) * 8 + i % 8, c = i / 8 % kBlocksPerRow * 8;
-    const bool valid = row0 + r < n;
-    cp_async_16(dst + i * 8, valid ? src + int64_t{row0 + r} * ld + c : src, valid);
-  }
-}
-
-/// The copies of one thread for tiles of kRows rows streamed into the core-matrix layout, as
-/// load_core_tile_async, with the per-piece arithmetic done once: the rows and the source offsets
-/// (row * ld + column) of the thread's kPieces 16-byte pieces.
-template <int D, int kRows, int kThreads>
-struct StreamedTileCopy {
+struct CoreTileCopy {
   static_assert(kRows * D / 8 % kThreads == 0, "the pieces of a tile divide over the threads");
   static constexpr int kPieces = kRows * D / 8 / kThreads;
   int row[kPieces];
-  int64_t offset[kPieces];
-  __device__ explicit StreamedTileCopy(int64_t ld) {
+  int64_t src[kPieces];
+  __device__ explicit CoreTileCopy(int64_t ld) {
     constexpr int kBlocksPerRow = D / 8;
 #pragma unroll
     for (int j = 0; j < kPieces; ++j) {
       const int i = threadIdx.x + j * kThreads;
       row[j] = i / (8 * kBlocksPerRow) * 8 + i % 8;
-      offset[j] = row[j] * ld + i / 8 % kBlocksPerRow * 8;
+      src[j] = row[j] * ld + i / 8 % kBlocksPerRow * 8;
     }
   }
-  /// Starts copying rows [row0, row0 + kRows) of n rows at src (rows ld apart) into dst; rows at or
-  /// beyond n become zeros. The caller commits.
-  __device__ __forceinline__ void operator()(bf16* dst, const bf16* src, int row0, int n,
+  /// Starts copying rows [row0, row0 + kRows) of n rows at `from` (rows ld apart, the ld given to
+  /// the constructor) into `to`; rows at or beyond n become zeros. The caller commits.
+  __device__ __forceinline__ void operator()(bf16* to, const bf16* from, int row0, int n,
                                              int64_t ld) const {
-    const bf16* base = src + row0 * ld;
+    const bf16* base = from + row0 * ld;
 #pragma unroll
     for (int j = 0; j < kPieces; ++j) {
       const bool valid = row0 + row[j] < n;
-      cp_async_16(dst + (threadIdx.x + j * kThreads) * 8, valid ? base + offset[j] : src, valid);
+      cp_async_16(to + (threadIdx.x + j * kThreads) * 8, valid ? base + src[j] : from, valid);
     }
   }
 };
+
+/// Starts copying rows [row0, row0 + kRows) of n rows of D bf16 (`ld` apart) into dst in the
+/// core-matrix layout (CoreTileCopy, for a tile copied once); rows at or beyond n become zeros.
+/// The caller commits.
+template <int D, int kRows, int kThreads>
+__device__ __forceinline__ void load_core_tile_async(bf16* dst, const bf16* src, int row0, int n,
+                                                     int64_t ld) {
+  const CoreTileCopy<D, kRows, kThreads> copy(ld);
+  copy(dst, src, row0, n, ld);
+}
 
 /// Grid (query tiles of 64 kW rows, B * NH): o and lse of one head (b, h) = blockIdx.y, as
 /// flash_bf16_forward_kernel (kCausal: query i sees keys j <= i; else every query sees every one
@@ -264,7 +263,7 @@ __global__ void __launch_bounds__(128 * kW, kMinBlocks)
   const int row0 = tile * kRows + wg * kRowsPerWg + warp * 16;  // the warp's first query row
   const int last_key_tile = (nk - 1) / kN;
   const int last = kCausal ? min(((tile + 1) * kRows - 1) / kN, last_key_tile) : last_key_tile;
-  const StreamedTileCopy<D, kN, kThreads> copy_kv(kv.row);
+  const CoreTileCopy<D, kN, kThreads> copy_kv(kv.row);
   auto load_kv = [&](int kt) {  // key tile kt into buffer kt % kStages
     const int b = kt % kStages;
     copy_kv(sk + b * kKvElems, k + kvhead, kt * kN, nk, kv.row);
@@ -379,7 +378,7 @@ __global__ void __launch_bounds__(128 * kW, kMinBlocks)
   const int64_t head = in.offset(blockIdx.y, nh), ohead = out.offset(blockIdx.y, nh);
   const bf16* kh = k + kv.offset(blockIdx.y, nh);
   const bf16* vh = v + kv.offset(blockIdx.y, nh);
-  const StreamedTileCopy<D, kStream, kThreads> copy_kv(kv.row);
+  const CoreTileCopy<D, kStream, kThreads> copy_kv(kv.row);
   const int wg = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   const int row0 = tile * kBlockRows + wg * kRowsPerWg + warp * 16;  // the warp's first query row
@@ -490,7 +489,7 @@ __global__ void __launch_bounds__(128 * kW, kMinBlocks)
   // query tile that reaches the block's first key; full: all).
   const int qt0 = kCausal ? tile * kBlockRows / kStream : 0, span = tiles - qt0;
   const int steps = group * span;
-  const StreamedTileCopy<D, kStream, kThreads> copy_q(in.row), copy_do(out.row);
+  const CoreTileCopy<D, kStream, kThreads> copy_q(in.row), copy_do(out.row);
   auto stage = [&](int it) {
     const int bh = bh0 + it / span, qt = qt0 + it % span, b = it % 2;
     copy_q(sq + b * kQElems, q + in.offset(bh, nh), qt * kStream, n, in.row);
