@@ -45,7 +45,7 @@ bool flash_attention_bf16_supports(int64_t hs);
 /// the tiles in shared memory read by the tensor cores through matrix descriptors, 64 rows per
 /// warpgroup, the same algorithm and the same no-atomics backward; other GPUs always run the
 /// portable mma.sync kernels. Off by default: on an H200 they are not faster yet (B8, T = 4096:
-/// forward 0.90 ms against the portable 0.86 at hs 64, 0.89 against 0.81 at hs 128; backward 8%
+/// forward 0.85 ms against the portable 0.86 at hs 64, 0.87 against 0.79 at hs 128; backward 10%
 /// slower at hs 64, 10% faster at hs 128; chapter 11's README). Both compute the same attention
 /// within the bf16 tolerances (their fp32 sums are ordered differently); each is deterministic.
 /// The tests run both; `bench_attention` compares them (`cuda_bf16_portable` rows).
