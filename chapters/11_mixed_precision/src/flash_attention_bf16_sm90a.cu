@@ -1,29 +1,32 @@
-// Hopper's bf16 FlashAttention forward (given code): chapter 11's causal and full-mode forward
-// (flash_attention_bf16.cu: same algorithm, same results up to the order of fp32 sums) on
-// warpgroup MMA. Compiled for sm_90a only (wgmma is an architecture-specific feature of compute
-// capability 9.0); flash_attention_bf16.cu launches it on such a device unless
-// set_flash_attention_bf16_hopper(false).
+// Hopper's bf16 FlashAttention kernels (given code): chapter 11's causal and full-mode forward
+// and its two-kernel backward (flash_attention_bf16.cu: same algorithm, same results up to the
+// order of fp32 sums) on warpgroup MMA. Compiled for sm_90a only (wgmma is an
+// architecture-specific feature of compute capability 9.0); flash_attention_bf16.cu launches
+// them on such a device when set_flash_attention_bf16_hopper(true) (off by default: not faster
+// yet, chapter 11's README, "Hopper: warpgroup MMA").
 //
-// What changes against the portable kernel:
+// What changes against the portable kernels:
 //  - wgmma.mma_async m64nNk16: a warpgroup (4 warps, 128 threads) multiplies 64 rows at once,
-//    reading both operands of S = Q K^T from shared memory through matrix descriptors, and the
-//    A operand of O += P V from registers (P stays where the softmax left it, as with mma.sync);
-//    the tensor cores fetch the shared operands themselves, where mma.sync needs an ldmatrix per
-//    fragment and per warp;
+//    reading both operands of S = Q K^T (and dP = dO V^T, S^T = K Q^T, dP^T = V dO^T) from
+//    shared memory through matrix descriptors, and the A operand of O += P V (dQ += dS K,
+//    dV += P^T dO, dK += dS^T Q) from registers: P and dS stay where the softmax left them, as
+//    with mma.sync; the tensor cores fetch the shared operands themselves, where mma.sync needs
+//    an ldmatrix per fragment and per warp;
 //  - the tiles lie in shared memory in wgmma's "core matrix" layout without swizzle: 8 x 8 bf16
 //    blocks of 128 contiguous bytes, row r, column c of a tile of D columns at element
 //    ((r / 8) (D / 8) + c / 8) 64 + (r % 8) 8 + c % 8. A descriptor gives the start address and
-//    two strides: for an operand read K-major (Q and K: K = the head dimension, contiguous
-//    within a row) the leading byte offset (LBO, the next 8 columns) is 128 and the stride byte
-//    offset (SBO, the next 8 rows) 16 D; V is read MN-major (K = the keys, the rows of V; N = the
-//    head dimension) with LBO = 16 D (the next 8 keys) and SBO = 128 (the next 8 columns).
-//    (Measured on an H200 with .devrun/wgmma/micro.cu: the swapped conventions give wrong sums
-//    or a fault);
+//    two strides: for an operand read K-major (Q, K, V, dO when the reduction runs over the head
+//    dimension, contiguous within a row) the leading byte offset (LBO, the next 8 columns) is 128
+//    and the stride byte offset (SBO, the next 8 rows) 16 D; an operand whose reduction runs
+//    over its rows (V in P V, K in dS K, dO and Q in the dK/dV products) is read MN-major, with
+//    LBO = 16 D (the next 8 rows) and SBO = 128 (the next 8 columns). (Measured on an H200 with
+//    .devrun/wgmma/micro.cu: the swapped conventions give wrong sums or a fault);
 //  - copies into that layout go through cp.async as before (16 bytes, 8 consecutive lanes
 //    filling one 128-byte block), and `fence.proxy.async` makes them visible to wgmma, which
 //    reads shared memory through the async proxy.
-// A block is kWgs = 2 warpgroups of 64 query rows; K and V tiles (kKeys keys) are
-// double-buffered as in the portable kernel, and the softmax is the shared softmax_step.
+// A block is 2 warpgroups of 64 rows; the forward streams K and V through 3 buffers and
+// overlaps each warpgroup's softmax with its P V (see its kernel); the softmax is the shared
+// softmax_step.
 #include <cstdint>
 #include <mutex>
 
