@@ -1,8 +1,10 @@
 // Causal FlashAttention in bf16 on tensor cores (tt/flash_attention_bf16.h), given code: chapter
-// 10's algorithm and geometry (64-row tiles, 4 warps of 16 rows, separate dK/dV and dQ kernels;
-// the forward's key-tile loop is the one of chapter 10's TF32 flash_forward_kernel) with bf16
-// operands, mma.sync.aligned.m16n8k16 (bf16 x bf16 -> fp32), ldmatrix fragment loads and cp.async
-// double buffering of the streamed tiles.
+// 10's algorithm (separate dK/dV and dQ kernels; the forward's key-tile loop is the one of chapter
+// 10's TF32 flash_forward_kernel) with bf16 operands, mma.sync.aligned.m16n8k16 (bf16 x bf16 ->
+// fp32), ldmatrix fragment loads and cp.async double buffering of the streamed tiles. The
+// backward keeps chapter 10's geometry (64-row tiles, 4 warps of 16 rows); the forward has
+// FlashAttention-2's (128 query rows a block, 32 a warp: ForwardTiles). On a Hopper GPU
+// flash_attention_bf16_sm90a.cu's kernels run instead when set_flash_attention_bf16_hopper(true).
 //
 // Layout. As in chapter 10 the kernels take strided views (FlashLayout): each (batch, head) is n
 // rows of D bf16 values, row t of q, k, v, dq, dk, dv at t * in.row from the head's start, row t
