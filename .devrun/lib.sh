@@ -124,9 +124,11 @@ train_run() {
   grep -aE "rror|what\(\)" $r.log | head -3 | cut -c1-300
 }
 # carried NAME: unpacks the binaries carried in .devbin/NAME.tar.xz (built for sm_90; exits when
-# it is missing) and sets $gpus to the machine's GPU count.
+# it is missing), puts the carried Google Benchmark library (.devbin/lib) on the library path and
+# sets $gpus to the machine's GPU count.
 carried() {
   tar xJf ".devbin/$1.tar.xz" || exit 1
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devbin/lib
   gpus=$(nvidia-smi -L | wc -l)
 }
 # tp_cuda_tests: chapter 12's CUDA tests at np 2 and chapter 13's at np 4 (np 2 on a 2-GPU
@@ -193,9 +195,12 @@ ring_bench() {
 # .devbin/s14base.tar.xz (tt_generate, bench_decode at 6f2769d) in base/, those of
 # .devbin/NEW.tar.xz over build/; prints the GPU.
 decode_setup() {
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devbin/lib
   mkdir -p base && tar xJf .devbin/s14base.tar.xz -C base
-  if [ -n "${1:-}" ]; then tar xJf ".devbin/$1.tar.xz"; fi
+  if [ -n "${1:-}" ]; then
+    carried "$1"
+  else
+    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devbin/lib
+  fi
   nvidia-smi -L
 }
 # ch15_cuda_checks FILTER: chapter 15's single-GPU CUDA tests, then compute-sanitizer memcheck,

@@ -8,8 +8,7 @@
 set -uo pipefail
 . .devrun/lib.sh
 status=0
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devbin/lib
-tar xJf ".devbin/${1:-s16a}.tar.xz"
+carried "${1:-s16a}"
 nvidia-smi -L
 for round in 1 2; do
   stamp "bench_attention bf16, round $round"

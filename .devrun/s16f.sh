@@ -5,8 +5,7 @@
 set -uo pipefail
 . .devrun/lib.sh
 status=0
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devbin/lib
-tar xJf ".devbin/${1:-s16f}.tar.xz"
+carried "${1:-s16f}"
 logs_begin
 NCU="ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section ComputeWorkloadAnalysis --print-details all"
 prof() {  # LABEL CFG FILTER KERNELREGEX COUNT

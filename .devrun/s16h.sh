@@ -9,8 +9,7 @@
 set -uo pipefail
 . .devrun/lib.sh
 status=0
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devbin/lib
-tar xJf ".devbin/${1:-s16h}.tar.xz"
+carried "${1:-s16h}"
 logs_begin
 nvidia-smi -L
 stamp "tests"

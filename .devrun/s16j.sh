@@ -6,7 +6,7 @@
 set -uo pipefail
 . .devrun/lib.sh
 status=0
-tar xJf ".devbin/${1:-s16j}.tar.xz"
+carried "${1:-s16j}"
 data=/tmp/s16j_data
 prep_data $data || exit 1
 for prec in bf16 tf32; do

@@ -6,8 +6,7 @@
 set -uo pipefail
 . .devrun/lib.sh
 status=0
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devbin/lib
-tar xJf ".devbin/${1:-s16k}.tar.xz"
+carried "${1:-s16k}"
 nvidia-smi -L
 for rep in 1 2 3; do
   stamp "round $rep: ours"
