@@ -48,7 +48,7 @@ bool flash_attention_bf16_supports(int64_t hs);
 /// forward 0.85 ms against the portable 0.86 at hs 64, 0.87 against 0.79 at hs 128; backward 10%
 /// slower at hs 64, 10% faster at hs 128; chapter 11's README). Both compute the same attention
 /// within the bf16 tolerances (their fp32 sums are ordered differently); each is deterministic.
-/// The tests run both; `bench_attention` compares them (`cuda_bf16_portable` rows).
+/// The tests run both; `bench_attention` compares them (`cuda_bf16_sm90a` rows beside `cuda_bf16`).
 void set_flash_attention_bf16_hopper(bool on);
 /// The setting of set_flash_attention_bf16_hopper.
 bool flash_attention_bf16_hopper_enabled();
