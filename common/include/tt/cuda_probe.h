@@ -11,7 +11,8 @@ bool built_with_cuda();
 int cuda_device_count();
 
 /// Compute capability of CUDA device `device` as 10 major + minor (90 for an H100 or H200): 0 in
-/// a CPU-only build or when the device cannot be queried.
+/// a CPU-only build or when the device cannot be queried. Every device is queried once, at the
+/// first call; later calls read the stored answers.
 int cuda_compute_capability(int device);
 
 }  // namespace tt
