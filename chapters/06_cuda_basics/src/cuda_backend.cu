@@ -4,10 +4,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tt/cuda_device.h"
@@ -98,17 +100,42 @@ cudaStream_t stream(int index) {
   return cudaStreamLegacy;
 }
 
-int multiprocessor_count(int index) {
-  check_device_index(index, "multiprocessor_count");
+namespace {
+// Attribute `attr` of device `index`, asked of the driver once per device and attribute.
+int cached_attribute(cudaDeviceAttr attr, int index, const char* op) {
+  check_device_index(index, op);
   static std::mutex mutex;
-  static std::vector<int> cache;
+  static std::map<std::pair<int, int>, int> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  if (cache.empty()) cache.assign(static_cast<std::size_t>(device_count()), 0);
-  int& sms = cache[static_cast<std::size_t>(index)];
-  if (sms == 0) {
-    TT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index));
+  const std::pair<int, int> key{static_cast<int>(attr), index};
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  int value = 0;
+  TT_CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, index));
+  return cache[key] = value;
+}
+}  // namespace
+
+int multiprocessor_count(int index) {
+  return cached_attribute(cudaDevAttrMultiProcessorCount, index, "multiprocessor_count");
+}
+
+int max_shared_memory_optin(int index) {
+  return cached_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, index,
+                          "max_shared_memory_optin");
+}
+
+bool allow_dynamic_shared_memory(const void* kernel, std::size_t bytes, int index) {
+  if (bytes > static_cast<std::size_t>(max_shared_memory_optin(index))) return false;
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, std::size_t> allowed;  // what each kernel got
+  std::lock_guard<std::mutex> lock(mutex);
+  std::size_t& done = allowed[{kernel, index}];
+  if (bytes > done) {
+    TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
+    done = bytes;
   }
-  return sms;
+  return true;
 }
 
 unsigned grid_size(int64_t n, int threads, int index) {

@@ -105,6 +105,18 @@ TEST_F(Ch06_CudaDevice, LaunchCheckNamesTheKernel) {
 #endif
 }
 
+TEST_F(Ch06_CudaDevice, SharedMemoryBeyondTheDevicesLimitIsDeclined) {
+#if TT_WITH_CUDA
+  // (What it allows, it opts in: chapters 10, 11 and 15's tiled kernels launch with more than
+  // 48 KiB through it, and their CUDA tests run them.)
+  const int limit = cuda::max_shared_memory_optin(0);
+  EXPECT_GE(limit, 48 * 1024) << "every GPU since Volta allows more than 48 KiB after opting in";
+  EXPECT_FALSE(cuda::allow_dynamic_shared_memory(nullptr, static_cast<std::size_t>(limit) + 1, 0))
+      << "more than the device has: declined before any driver call";
+  EXPECT_TT_ERROR(cuda::max_shared_memory_optin(cuda::device_count()), "max_shared_memory_optin");
+#endif
+}
+
 TEST_F(Ch06_CudaDevice, SecondDeviceWorksLikeTheFirst) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs two GPUs";
   const Tensor x = random_tensor({3, 129}, DType::kFloat32, 3);

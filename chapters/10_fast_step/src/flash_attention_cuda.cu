@@ -41,7 +41,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <mutex>
 
 #include "tt/cuda_device.h"
 #include "tt/cuda_matmul.h"
@@ -402,19 +401,15 @@ void dispatch_kernel(int64_t hs, F&& f) {
 }
 
 /// Dynamic shared memory of `tiles` [kTile][D + 4] tiles plus `extra` floats, for kKernel on
-/// device `dev`. Above 48 KB a kernel must opt in with cudaFuncSetAttribute: a driver call, made
-/// once per kernel and device (the first launch there), not at every launch.
+/// device `dev`. Above 48 KB a kernel must opt in with cudaFuncSetAttribute: chapter 06's
+/// allow_dynamic_shared_memory does it once per kernel and device, not at every launch.
 template <auto kKernel>
 std::size_t shared_bytes(int dev, int d, int tiles, int extra = 0) {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag raised[kMaxDevices];
-  TT_CHECK(dev >= 0 && dev < kMaxDevices, "cuda::flash_attention: device index ", dev,
-           " out of range [0, ", kMaxDevices, ")");
   const std::size_t bytes = sizeof(float) * (std::size_t(tiles) * kTile * (d + 4) + extra);
-  std::call_once(raised[dev], [&] {
-    TT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
-  });
+  TT_CHECK(allow_dynamic_shared_memory(reinterpret_cast<const void*>(kKernel), bytes, dev),
+           "cuda::flash_attention: hs = ", d, " needs ", bytes,
+           " bytes of shared memory per block, device ", dev, " allows ",
+           max_shared_memory_optin(dev));
   return bytes;
 }
 

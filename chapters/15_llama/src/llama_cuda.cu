@@ -1543,14 +1543,11 @@ bool decode_gemv(const Tensor& out, const Tensor& a, const Tensor& w, const Tens
   const auto grid = static_cast<unsigned>((warps + kGemvWarps - 1) / kGemvWarps);
   const auto* g = rms ? norm_weight.data<bfloat16>() : nullptr;
   const auto launch = [&]<GemvPrologue P, typename Out>() {
-    // Above 48 KiB of dynamic shared memory a kernel must opt in, once.
-    static const bool opted_in = [] {
-      TT_CUDA_CHECK(cudaFuncSetAttribute(decode_gemv_kernel<P, Out>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kGemvMaxSmem)));
-      return true;
-    }();
-    (void)opted_in;
+    // Above 48 KiB of dynamic shared memory a kernel must opt in (chapter 06).
+    TT_CHECK(allow_dynamic_shared_memory(reinterpret_cast<const void*>(decode_gemv_kernel<P, Out>),
+                                         kGemvMaxSmem, dev),
+             "cuda::decode_gemv: ", kGemvMaxSmem, " bytes of shared memory per block, device ", dev,
+             " allows ", max_shared_memory_optin(dev));
     launch_dependent(dev, decode_gemv_kernel<P, Out>, dim3(grid), dim3(kGemvWarps * kWarpThreads),
                      smem, out.data<Out>(), a.data<bfloat16>(), w.data<bfloat16>(), g,
                      static_cast<int>(M), N, static_cast<int>(K), static_cast<float>(eps),
@@ -1737,15 +1734,11 @@ bool decode_step(const Tensor& logits, const Tensor& x, const std::vector<Tensor
   }();
   const auto launch = [&]<int Warps, int Depth>() {
     const std::size_t bytes = kStepRingBytes<Warps, Depth> + smem;
-    static std::size_t opted_in = 0;  // above 48 KiB of shared memory a kernel must opt in
-    if (bytes > opted_in) {
-      if (cudaFuncSetAttribute(decode_step_kernel<Warps, Depth>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(bytes)) != cudaSuccess) {
-        (void)cudaGetLastError();  // more than the device has: declined
-        return false;
-      }
-      opted_in = bytes;
+    // Above 48 KiB of shared memory a kernel must opt in (chapter 06); more than the device
+    // has: declined.
+    if (!allow_dynamic_shared_memory(
+            reinterpret_cast<const void*>(decode_step_kernel<Warps, Depth>), bytes, dev)) {
+      return false;
     }
     int resident = 0;
     TT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(

@@ -19,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,6 +67,17 @@ cudaStream_t stream(int index);
 
 /// Number of streaming multiprocessors of device `index` (cached after the first query).
 int multiprocessor_count(int index);
+
+/// Bytes of dynamic shared memory one block may use on device `index` once its kernel opts in
+/// (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB on an H100; cached after the first query).
+int max_shared_memory_optin(int index);
+
+/// Lets `kernel` be launched with `bytes` of dynamic shared memory on device `index` (current).
+/// Above 48 KiB a kernel must opt in with cudaFuncSetAttribute, a driver call that is made here
+/// once per kernel and device (and again only for a larger size), not at every launch. Returns
+/// false, changing nothing, when the device allows less (max_shared_memory_optin); the caller
+/// then declines the launch or throws an error that names its op and shapes.
+bool allow_dynamic_shared_memory(const void* kernel, std::size_t bytes, int index);
 
 /// Threads per block of the element-wise and reduction kernels of this chapter.
 inline constexpr int kBlockThreads = 256;
