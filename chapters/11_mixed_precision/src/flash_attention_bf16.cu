@@ -44,7 +44,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "flash_bf16_device.cuh"
@@ -219,15 +218,11 @@ template <int D, int kRows = kTile>
 __device__ __forceinline__ void prefetch_kv(bf16* sk, bf16* sv, const bf16* k, const bf16* v,
                                             int kt, int last, int n, int64_t ld) {
   constexpr int kTileElems = kRows * (D + kPad);
-  if (kt < last) {
+  stage_next(kt < last, [&] {
     const int nb = (kt + 1) % 2;
     load_tile_async<D, kRows>(sk + nb * kTileElems, k, (kt + 1) * kRows, n, ld);
     load_tile_async<D, kRows>(sv + nb * kTileElems, v, (kt + 1) * kRows, n, ld);
-    cp_async_commit();
-    cp_async_wait<1>();
-  } else {
-    cp_async_wait<0>();
-  }
+  });
 }
 
 // ----- forward -----------------------------------------------------------------------------------
@@ -448,13 +443,7 @@ __global__ void __launch_bounds__(kThreads, kDkdvBlocks<D>)
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};  // keys g, g+8 of the warp
   for (int it = 0; it < steps; ++it) {
     const int qt = qt0 + it % span;
-    if (it + 1 < steps) {
-      stage(it + 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    stage_next(it + 1 < steps, [&] { stage(it + 1); });
     __syncthreads();
     if (it == 0) {
       load_a<D>(kf, sk + warp * 16 * kLd, kLd);
@@ -520,25 +509,16 @@ void dispatch_head_size(int64_t hs, F&& f) {
 }
 
 /// Dynamic shared memory of `tiles` [kTile][D + kPad] bf16 tiles plus `extra` floats for kKernel
-/// on device `dev`, opted in above 48 KB once per kernel and device.
+/// on device `dev`, allowed for it (chapter 06's allow_dynamic_shared_memory).
 template <auto kKernel>
 std::size_t shared_bytes(int dev, int d, int tiles, int extra = 0) {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag raised[kMaxDevices];
-  TT_CHECK(dev >= 0 && dev < kMaxDevices, "cuda::flash_attention_bf16: device index ", dev,
-           " out of range [0, ", kMaxDevices, ")");
   const std::size_t bytes =
       sizeof(bf16) * std::size_t(tiles) * kTile * (d + kPad) + sizeof(float) * extra;
-  // Once per kernel and device (a throw leaves the flag unset: the next call checks again).
-  std::call_once(raised[dev], [&] {
-    int limit = 0;
-    TT_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    TT_CHECK(bytes <= static_cast<std::size_t>(limit), "cuda::flash_attention_bf16: hs = ", d,
-             " needs ", bytes, " bytes of shared memory per block, device ", dev, " allows ", limit,
-             " (hs 128 needs a GPU with at least 105 KB per block: A100, H100)");
-    TT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
-  });
+  TT_CHECK(allow_dynamic_shared_memory(reinterpret_cast<const void*>(kKernel), bytes, dev),
+           "cuda::flash_attention_bf16: hs = ", d, " needs ", bytes,
+           " bytes of shared memory per block, device ", dev, " allows ",
+           max_shared_memory_optin(dev),
+           " (hs 128 needs a GPU with at least 105 KB per block: A100, H100)");
   return bytes;
 }
 

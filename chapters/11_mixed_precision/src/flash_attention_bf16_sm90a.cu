@@ -28,7 +28,6 @@
 // overlaps each warpgroup's softmax with its P V (see its kernel); the softmax is the shared
 // softmax_step.
 #include <cstdint>
-#include <mutex>
 
 #include "flash_bf16_device.cuh"
 #include "flash_bf16_sm90a.h"
@@ -404,15 +403,11 @@ __global__ void __launch_bounds__(128 * kW, kMinBlocks)
   const bf16* wq = sq + wg * kRowsPerWg * D;
   const bf16* wdo = sdo + wg * kRowsPerWg * D;
   for (int kt = 0; kt <= last; ++kt) {
-    if (kt < last) {
+    stage_next(kt < last, [&] {
       const int nb = (kt + 1) % 2;
       copy_kv(sk + nb * kKvElems, kh, (kt + 1) * kStream, nk, kv.row);
       copy_kv(sv + nb * kKvElems, vh, (kt + 1) * kStream, nk, kv.row);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    });
     fence_proxy_async();
     __syncthreads();
     const bf16* ck = sk + kt % 2 * kKvElems;
@@ -515,13 +510,7 @@ __global__ void __launch_bounds__(128 * kW, kMinBlocks)
   const bf16* wv = sv + wg * kRowsPerWg * D;
   for (int it = 0; it < steps; ++it) {
     const int qt = qt0 + it % span;
-    if (it + 1 < steps) {
-      stage(it + 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    stage_next(it + 1 < steps, [&] { stage(it + 1); });
     fence_proxy_async();
     __syncthreads();
     const int b = it % 2;
@@ -576,17 +565,15 @@ __global__ void __launch_bounds__(128 * kW, kMinBlocks)
   store_rows<D>(dv + kv.offset(bh0, nh), dv_acc, row0, nk, 1.f, kv.row);
 }
 
-/// Dynamic shared memory `bytes` allowed for kKernel on device `dev`, once per kernel and device.
+/// Dynamic shared memory `bytes` allowed for kKernel on device `dev` (chapter 06's
+/// allow_dynamic_shared_memory), else a tt::Error.
 template <auto kKernel>
 void allow_shared(int dev, int bytes) {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag raised[kMaxDevices];
-  TT_CHECK(dev >= 0 && dev < kMaxDevices, "cuda::flash_attention_bf16 (sm_90a): device ", dev,
-           " out of range [0, ", kMaxDevices, ")");
-  std::call_once(raised[dev], [&] {
-    TT_CUDA_CHECK(
-        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  });
+  TT_CHECK(allow_dynamic_shared_memory(reinterpret_cast<const void*>(kKernel),
+                                       static_cast<std::size_t>(bytes), dev),
+           "cuda::flash_attention_bf16 (sm_90a): ", bytes,
+           " bytes of shared memory per block, device ", dev, " allows ",
+           max_shared_memory_optin(dev));
 }
 
 /// Calls f.template operator()<D>() for hs 32, 64 or 128 (else a tt::Error).

@@ -43,6 +43,20 @@ template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
+/// One step of a cp.async double buffer: when `more`, issues the next stage's copies (`issue()`)
+/// as one commit group and waits until only that group may still be in flight, so this thread's
+/// copies of the current stage have landed; else (the last stage) waits for every group. The
+/// caller syncs the block before reading the current stage.
+template <typename Issue>
+__device__ __forceinline__ void stage_next(bool more, Issue&& issue) {
+  if (more) {
+    issue();
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+}
 
 /// Two floats rounded to bf16 (nearest even) in one register, `lo` in the low half.
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
