@@ -18,7 +18,7 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
 #if TT_SOLUTION
   ParallelStrategy& par = options.parallel != nullptr ? *options.parallel : single_process();
   TrainStepResult r;
-  optimizer.zero_grad();
+  par.zero_grad(optimizer);
   const double scale = 1.0 / static_cast<double>(options.grad_accum_steps);
   for (int64_t micro = 0; micro < options.grad_accum_steps; ++micro) {
     const Batch batch = next_batch();
@@ -39,12 +39,13 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
   return r;
 #else
   (void)optimizer, (void)loss_of, (void)next_batch;
-  TT_TODO("ch09.4",
-          "train_step: gradients = those of the mean loss over grad_accum_steps micro-batches "
-          "(from zero), clipped to max_grad_norm (<= 0: not clipped); result holds the mean "
-          "loss, total tokens, pre-clip norm, finite; the update only when loss and norm are "
-          "finite; backward, clipping, the update, the loss mean and the token count go through "
-          "the hooks of options.parallel (null: one process), as include/tt/train.h describes");
+  TT_TODO(
+      "ch09.4",
+      "train_step: gradients = those of the mean loss over grad_accum_steps micro-batches "
+      "(from zero), clipped to max_grad_norm (<= 0: not clipped); result holds the mean "
+      "loss, total tokens, pre-clip norm, finite; the update only when loss and norm are "
+      "finite; zeroing, backward, clipping, the update, the loss mean and the token count go through "
+      "the hooks of options.parallel (null: one process), as include/tt/train.h describes");
 #endif
 }
 

@@ -21,12 +21,13 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
   TT_CHECK(options.grad_accum_steps >= 1, "train_step: grad_accum_steps must be >= 1, got ",
            options.grad_accum_steps);
   (void)optimizer, (void)loss_of, (void)next_batch;
-  TT_TODO("ch09.4",
-          "train_step: gradients = those of the mean loss over grad_accum_steps micro-batches "
-          "(from zero), clipped to max_grad_norm (<= 0: not clipped); result holds the mean "
-          "loss, total tokens, pre-clip norm, finite; the update only when loss and norm are "
-          "finite; backward, clipping, the update, the loss mean and the token count go through "
-          "the hooks of options.parallel (null: one process), as include/tt/train.h describes");
+  TT_TODO(
+      "ch09.4",
+      "train_step: gradients = those of the mean loss over grad_accum_steps micro-batches "
+      "(from zero), clipped to max_grad_norm (<= 0: not clipped); result holds the mean "
+      "loss, total tokens, pre-clip norm, finite; the update only when loss and norm are "
+      "finite; zeroing, backward, clipping, the update, the loss mean and the token count go through "
+      "the hooks of options.parallel (null: one process), as include/tt/train.h describes");
 }
 
 TrainStepResult train_step(GPT2& model, optim::Optimizer& optimizer,

@@ -45,6 +45,10 @@ std::unique_ptr<StepRunner> ParallelStrategy::make_step_runner(GPT2& model,
   return nullptr;
 }
 
+void ParallelStrategy::zero_grad(optim::Optimizer& optimizer) {
+  optimizer.zero_grad();
+}
+
 void ParallelStrategy::backward(const Tensor& loss, bool last) {
   (void)last;
   autograd::backward(loss);

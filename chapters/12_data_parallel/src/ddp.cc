@@ -47,6 +47,14 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<Bucket> buckets, Proces
               {.dtype = bucket.dtype,
                .device = params_[static_cast<std::size_t>(bucket.entries[0].param)].device()}));
   }
+  grad_views_.resize(n);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    for (const BucketEntry& e : buckets_[b].entries) {
+      const Tensor& p = params_[static_cast<std::size_t>(e.param)];
+      grad_views_[static_cast<std::size_t>(e.param)] =
+          buffers_[b].narrow(0, e.offset, e.numel).view(p.shape());
+    }
+  }
   for (std::size_t i = 0; i < n; ++i) {
     TT_CHECK(bucket_of_[i] >= 0, "Reducer: parameter ", i, " (", params_[i].describe(),
              ") is in no bucket");
@@ -88,10 +96,19 @@ void Reducer::finish_bucket(int64_t b) {
   // the critical path after backward. A later backward that accumulates into these views (no
   // zero_grad(set_to_none) in between) fills the bucket in place, and reduce_bucket then has
   // nothing to copy in either.
-  const Tensor& buffer = buffers_[i];
   for (const BucketEntry& e : buckets_[i].entries) {
-    const Tensor& p = params_[static_cast<std::size_t>(e.param)];
-    p.set_grad(buffer.narrow(0, e.offset, e.numel).view(p.shape()));
+    const auto param = static_cast<std::size_t>(e.param);
+    params_[param].set_grad(grad_views_[param]);
+  }
+}
+
+void Reducer::zero_grad() {
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    buffers_[b].fill_(0.0);  // one kernel per bucket, not one per parameter
+    for (const BucketEntry& e : buckets_[b].entries) {
+      const auto param = static_cast<std::size_t>(e.param);
+      params_[param].set_grad(grad_views_[param]);
+    }
   }
 }
 

@@ -38,8 +38,12 @@ ncclDataType_t nccl_type(DType dtype) {
   TT_THROW("tt::dist nccl: no NCCL datatype for ", dtype_name(dtype));
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) {
-  return op == ReduceOp::kAvg ? ncclAvg : ncclSum;
+// The NCCL operation for `op` over `ranks` ranks. The average over one rank is the value itself,
+// i.e. the sum: NCCL runs an in-place one-rank ncclSum as no work at all, whereas ncclAvg (a
+// PreMulSum by 1/ranks) runs a kernel that reads and writes the whole buffer (at world size 1:
+// every gradient, every step).
+ncclRedOp_t nccl_op(ReduceOp op, int ranks) {
+  return op == ReduceOp::kAvg && ranks > 1 ? ncclAvg : ncclSum;
 }
 
 // The unique id travels as int64 elements through the CPU backend's broadcast.
@@ -203,7 +207,7 @@ class NcclBackend final : public Backend {
                                                      ReduceOp op) override {
     return run("ncclAllReduce", describe("all_reduce", input, op), [&] {
       return ncclAllReduce(input.data_ptr(), output.data_ptr(), static_cast<size_t>(input.numel()),
-                           nccl_type(input.dtype()), nccl_op(op), comm_, stream_);
+                           nccl_type(input.dtype()), nccl_op(op, size_), comm_, stream_);
     });
   }
   void broadcast(const Tensor& t, int root) override {
@@ -218,7 +222,7 @@ class NcclBackend final : public Backend {
         [&] {
           return ncclReduceScatter(input.data_ptr(), output.data_ptr(),
                                    static_cast<size_t>(output.numel()), nccl_type(output.dtype()),
-                                   nccl_op(op), comm_, stream_);
+                                   nccl_op(op, size_), comm_, stream_);
         })
         ->wait();
   }

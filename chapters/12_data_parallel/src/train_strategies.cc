@@ -90,6 +90,14 @@ class DdpStrategy final : public WorldStrategy {
     return ParallelStrategy::make_optimizer(model, std::move(groups), options, adamw);
   }
 
+  // The gradients are zeroed in the buckets (DistributedDataParallel::zero_grad), so that
+  // backward accumulates where the all-reduce reads: no copy into the buckets.
+  void zero_grad(optim::Optimizer& optimizer) override {
+    (void)optimizer;  // its parameters are the model's, whose gradients the buckets hold
+    TT_CHECK(ddp_ != nullptr, "ddp strategy: call make_optimizer before zero_grad");
+    ddp_->zero_grad();
+  }
+
   void backward(const Tensor& loss, bool last) override {
     TT_CHECK(ddp_ != nullptr, "ddp strategy: call make_optimizer before backward");
     if (last) {

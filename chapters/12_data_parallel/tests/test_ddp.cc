@@ -196,12 +196,27 @@ std::vector<Tensor> train_one_process() {
 /// Trains `ddp` for kSteps on this rank's rows of each global batch, cut into `micro`
 /// micro-batches (each split over the ranks, losses scaled by 1/micro) of which all but the last
 /// run inside no_sync; then checks the traffic and the parameters against one process.
-void train_and_compare(DistributedDataParallel& ddp, int micro) {
+/// With `in_buckets`, the gradients are zeroed by ddp.zero_grad() (in the buckets) instead of
+/// the optimizer's zero_grad (set to none), and every backward must then write into the buckets.
+void train_and_compare(DistributedDataParallel& ddp, int micro, bool in_buckets = false) {
   const ProcessGroup& g = ddp.group();
-  optim::SGD opt(ddp.module().parameters(), kSgd);
+  const std::vector<Tensor> params = ddp.module().parameters();
+  optim::SGD opt(params, kSgd);
   const int64_t micro_rows = ch12_test::kGlobalBatch / micro, rows = micro_rows / g.world_size();
+  std::vector<const void*> bucket_slots;  // where each gradient lives in its bucket
   for (int step = 0; step < kSteps; ++step) {
-    opt.zero_grad();
+    if (in_buckets) {
+      ddp.zero_grad();
+      if (bucket_slots.empty()) {
+        for (const Tensor& p : params) bucket_slots.push_back(p.grad().data_ptr());
+      }
+      for (const Tensor& p : params) {
+        ASSERT_TRUE(p.grad().defined());
+        EXPECT_TENSOR_NEAR(p.grad(), zeros(p.shape()), 0, 0);  // zeroed, not left as it was
+      }
+    } else {
+      opt.zero_grad();
+    }
     const Data d = ch12_test::global_batch(step);
     for (int m = 0; m < micro; ++m) {
       const Data mine = ch12_test::rows(d, m * micro_rows + g.rank() * rows, rows);
@@ -211,6 +226,12 @@ void train_and_compare(DistributedDataParallel& ddp, int micro) {
         ddp.sync_gradients();  // a no-op inside no_sync
       } else {
         ch12_test::forward_backward(ddp.module(), mine, 1.0 / micro);
+        if (in_buckets) {
+          // Backward accumulated into the buckets: nothing for reduce_bucket to copy in.
+          for (std::size_t i = 0; i < params.size(); ++i) {
+            EXPECT_EQ(params[i].grad().data_ptr(), bucket_slots[i]) << "parameter " << i;
+          }
+        }
         ddp.sync_gradients();
       }
     }
@@ -236,6 +257,14 @@ TEST(Ch12_3_DdpMpi, TrainsLikeOneProcessWithTheGlobalBatch) {
 TEST(Ch12_3_DdpMpi, NoSyncAccumulationEqualsTheLargeBatch) {
   DistributedDataParallel ddp(ch12_test::make_model(100), world(), {.bucket_cap_bytes = 256});
   train_and_compare(ddp, 2);
+}
+
+TEST(Ch12_3_DdpMpi, GradientsZeroedInTheBucketsTrainAlikeWithoutCopies) {
+  for (int micro : {1, 2}) {
+    SCOPED_TRACE("micro-batches " + std::to_string(micro));
+    DistributedDataParallel ddp(ch12_test::make_model(100), world(), {.bucket_cap_bytes = 256});
+    train_and_compare(ddp, micro, /*in_buckets=*/true);
+  }
 }
 
 TEST(Ch12_3_DdpMpi, BucketsStartDuringBackwardThroughTheAutogradHook) {

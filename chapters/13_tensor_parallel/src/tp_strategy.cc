@@ -78,6 +78,15 @@ class TensorParallelStrategy final : public gpt2::ParallelStrategy {
     return ParallelStrategy::make_optimizer(model, std::move(groups), options, adamw);
   }
 
+  // With data parallelism the gradients are zeroed in DDP's buckets (chapter 12).
+  void zero_grad(optim::Optimizer& optimizer) override {
+    if (ddp_) {
+      ddp_->zero_grad();
+    } else {
+      optimizer.zero_grad();
+    }
+  }
+
   void backward(const Tensor& loss, bool last) override {
     if (ddp_ && !last) {
       auto guard = ddp_->no_sync();

@@ -78,6 +78,7 @@ class ContextParallelStrategy final : public gpt2::ParallelStrategy {
       const gpt2::TrainStepOptions& options) override {
     return inner_->make_step_runner(model, optimizer, B, T, options);
   }
+  void zero_grad(optim::Optimizer& optimizer) override { inner_->zero_grad(optimizer); }
   void backward(const Tensor& loss, bool last) override { inner_->backward(loss, last); }
   double clip_grad_norm(optim::Optimizer& optimizer, double max_norm) override {
     return inner_->clip_grad_norm(optimizer, max_norm);

@@ -59,11 +59,12 @@ struct TrainStepResult {
 /// (apply a schedule before calling). Throws tt::Error when grad_accum_steps < 1 or loss_of
 /// returns anything but a one-element tensor.
 ///
-/// Backward, clipping, the update and the mean loss go through the step's ParallelStrategy P
-/// (options.parallel, or single_process()): P.backward(scaled loss, last micro-batch?),
-/// P.clip_grad_norm(optimizer, max_norm or +inf), P.step(optimizer), loss = P.average(local
-/// mean loss), tokens = local tokens * P.world_size(). With one process these are
-/// autograd::backward, optim::clip_grad_norm_, optimizer.step() and the identity.
+/// Zeroing, backward, clipping, the update and the mean loss go through the step's
+/// ParallelStrategy P (options.parallel, or single_process()): P.zero_grad(optimizer),
+/// P.backward(scaled loss, last micro-batch?), P.clip_grad_norm(optimizer, max_norm or +inf),
+/// P.step(optimizer), loss = P.average(local mean loss), tokens = local tokens *
+/// P.world_size(). With one process these are optimizer.zero_grad(), autograd::backward,
+/// optim::clip_grad_norm_, optimizer.step() and the identity.
 TrainStepResult train_step(optim::Optimizer& optimizer,
                            const std::function<Tensor(const Batch&)>& loss_of,
                            const std::function<Batch()>& next_batch,

@@ -9,6 +9,7 @@
 /// multi-process step differs from a one-process one, so the same loop runs both:
 ///  - make_optimizer(): the ranks start identical (parameters broadcast from rank 0) and the
 ///    strategy chooses how the optimizer state is held;
+///  - zero_grad(): the gradients are cleared before the step (DDP: in its buckets);
 ///  - backward(loss, last): micro-batches before the last only accumulate gradients locally
 ///    (no_sync); after the last, gradients are synchronised;
 ///  - clip_grad_norm(): the norm of the AVERAGED gradient, the same on every rank;
@@ -131,6 +132,10 @@ class ParallelStrategy {
   virtual std::unique_ptr<StepRunner> make_step_runner(GPT2& model, optim::Optimizer& optimizer,
                                                        int64_t B, int64_t T,
                                                        const TrainStepOptions& options);
+  /// Clears the gradients before a step's first backward. Default: optimizer.zero_grad()
+  /// (set to none). Chapter 12's DDP zeroes its gradient buckets in place instead, so that
+  /// backward writes the gradients where the all-reduce reads them.
+  virtual void zero_grad(optim::Optimizer& optimizer);
   /// Backpropagates one micro-batch's (already scaled) loss into the gradients. `last` is true
   /// for the last micro-batch of a step: only then are gradients synchronised over the ranks
   /// (the ones before accumulate locally). Default: autograd::backward(loss).

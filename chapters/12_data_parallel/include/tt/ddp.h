@@ -102,6 +102,13 @@ class Reducer {
   /// bucket order and copies the averages into the gradients, records the timeline, and resets
   /// for the next backward. Does nothing when disabled.
   void finalize_backward();
+  /// Clears the gradients for the next step IN the buckets: every bucket is filled with zeros
+  /// and every parameter's .grad is (again) its view of its bucket. Backward then adds into the
+  /// buckets in place (chapter 03's AccumulateGrad, or an op that accumulates into .grad itself:
+  /// gradient-accumulation fusion), so reduce_bucket has no gradient to copy in. The alternative,
+  /// zero_grad(set_to_none), frees nothing (the buckets stay allocated) and makes every
+  /// backward store new gradients that reduce_bucket then copies into the buckets.
+  void zero_grad();
 
   /// Enables or disables communication (DistributedDataParallel::no_sync disables it).
   void set_enabled(bool enabled) { enabled_ = enabled; }
@@ -141,6 +148,7 @@ class Reducer {
   void reset();
 
   std::vector<Tensor> params_;
+  std::vector<Tensor> grad_views_;  // parameter -> its view of its bucket
   std::vector<Bucket> buckets_;
   ProcessGroup& group_;
   ReduceOp op_;                               // what each bucket's all-reduce computes
@@ -195,6 +203,10 @@ class DistributedDataParallel {
   /// (those of unused parameters), waits for all, and leaves the averages in the gradients
   /// (nothing inside no_sync).
   void sync_gradients() { reducer_.finalize_backward(); }
+  /// Zeroes the gradients for the next step in place, as views of the buckets
+  /// (Reducer::zero_grad): use it instead of the optimizer's zero_grad(set_to_none), which would
+  /// make every step copy its gradients into the buckets.
+  void zero_grad() { reducer_.zero_grad(); }
 
   /// Disables gradient synchronisation for its lifetime (restores the previous state).
   class NoSyncGuard {
