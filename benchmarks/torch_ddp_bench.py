@@ -8,7 +8,7 @@ Start it with torchrun, one process per GPU:
 
 It trains the GPT-2 of the PyTorch anchor (gpt2_torch_bench.py's GPT class, imported from
 --anchors, so both anchors time the same model) with TF32 matmuls and SDPA attention (the
-anchor's "tf32_sdpa" mode), fused AdamW, B rows of T random tokens per GPU, wrapped in
+anchor's "tf32_sdpa" mode; --precision bf16: under bf16 autocast, its "bf16_sdpa"), fused AdamW, B rows of T random tokens per GPU, wrapped in
 torch.nn.parallel.DistributedDataParallel (default buckets, gradient_as_bucket_view), or with
 torch.distributed.optim.ZeroRedundancyOptimizer over AdamW for "zero1" (ZeRO stage 1: AdamW's
 state sharded over the ranks; the gradients are still all-reduced by DDP). Rank 0 prints one
@@ -47,6 +47,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--strategy", choices=("ddp", "zero1"), default="ddp")
+    ap.add_argument("--precision", choices=("tf32", "bf16"), default="tf32",
+                    help="TF32 matmuls, or bf16 autocast (the anchor's tf32_sdpa / bf16_sdpa)")
     ap.add_argument("--config", default="L=12,NH=12,C=768,V=50257,Vp=50304,maxT=1024")
     a = ap.parse_args()
     cfg = {k: int(v) for k, v in (kv.split("=") for kv in a.config.split(","))}
@@ -74,7 +76,8 @@ def main():
     y = torch.randint(0, cfg["V"], (a.B, a.T), device=dev, generator=gen)
 
     def step():
-        loss = ddp(x, y)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = ddp(x, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -94,7 +97,7 @@ def main():
     dist.all_reduce(stats, op=dist.ReduceOp.MAX)
     if rank == 0:
         dt, peak = stats.tolist()
-        print(json.dumps(dict(system=f"pytorch-{a.strategy}-tf32_sdpa", gpus=world, B=a.B,
+        print(json.dumps(dict(system=f"pytorch-{a.strategy}-{a.precision}_sdpa", gpus=world, B=a.B,
                               T=a.T, ms_per_step=round(dt * 1e3, 2),
                               tok_s=round(world * a.B * a.T / dt), peak_mem_gib=round(peak, 2),
                               loss=round(loss.item(), 4), torch=torch.__version__,
