@@ -37,9 +37,10 @@ void Reducer::reduce_bucket(int64_t b) {
   for (const BucketEntry& e : bucket.entries) {
     const Tensor& p = params_[static_cast<std::size_t>(e.param)];
     if (!p.grad().defined()) p.set_grad(zeros_like(p));  // an unused parameter adds zeros
-    const Tensor slot = buffer.narrow(0, e.offset, e.numel);
-    // (A gradient that already is this view, as finish_bucket leaves it, needs no copy.)
-    if (p.grad().data_ptr() != slot.data_ptr()) slot.copy_(p.grad().reshape({e.numel}));
+    // grad_views_[i]: parameter i's place in its bucket. A gradient that already is that view
+    // (DistributedDataParallel::zero_grad and finish_bucket leave it so) needs no copy.
+    const Tensor& slot = grad_views_[static_cast<std::size_t>(e.param)];
+    if (p.grad().data_ptr() != slot.data_ptr()) slot.copy_(p.grad());
   }
   works_[static_cast<std::size_t>(b)] = group_.all_reduce_async(buffer, op_);
   reduced_order_.push_back(b);

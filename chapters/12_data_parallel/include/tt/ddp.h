@@ -80,8 +80,9 @@ double hidden_fraction(double begin, double end, double compute_end);
 /// issues the same all-reduces in the same order, even if their gradients become ready in
 /// another order (a different order would pair unrelated buffers across ranks). The all-reduces
 /// are nonblocking (ProcessGroup::all_reduce_async); finalize_backward() waits for them and
-/// copies the averages into the gradients. Each mark_grad_ready() also polls the all-reduces in
-/// flight (with MPI, a nonblocking collective progresses while MPI is being called).
+/// leaves each .grad a view of its bucket, which holds the averages. Each mark_grad_ready() also
+/// polls the oldest all-reduce in flight (with MPI, a nonblocking collective progresses while
+/// MPI is being called).
 class Reducer {
  public:
   /// Checks that `buckets` place every parameter exactly once, contiguously, with the
@@ -143,7 +144,8 @@ class Reducer {
   /// Waits for bucket b's all-reduce and makes each parameter's .grad its view of the bucket,
   /// which now holds the averages (given; no copy back: PyTorch's gradient_as_bucket_view).
   void finish_bucket(int64_t b);
-  /// Polls the all-reduces in flight (records their finish time; lets MPI progress them).
+  /// Polls the oldest all-reduce in flight, and the later ones while they are complete (records
+  /// their finish time; lets MPI progress them all).
   void poll();
   void reset();
 
@@ -157,6 +159,7 @@ class Reducer {
   std::vector<int64_t> pending_;              // bucket -> parameters not yet ready
   std::vector<char> ready_;                   // parameter -> marked in this backward
   int64_t next_bucket_ = 0;                   // first bucket not yet reduced
+  int64_t polled_ = 0;                        // first bucket not yet seen complete by poll()
   std::vector<int64_t> reduced_order_;        // this backward (reduce_bucket appends)
   std::vector<int64_t> last_reduced_order_;   // the last completed backward
   std::vector<std::unique_ptr<Work>> works_;  // bucket -> its all-reduce in flight
