@@ -6,8 +6,9 @@
 //
 // Names are family/variant/size, so benchmarks/report.py compares each variant with "naive"
 // (speed-up) and with "cublas" (percentage of the reference):
-//   sgemm/{naive,tiled,regblock,vec4,cublas,cublas_tf32}/{1024,2048,4096}   TFLOP/s, fp32,
-//       square M = N = K, TF32 off except cublas_tf32 (shown for scale; not an fp32 result).
+//   sgemm/{naive,tiled,regblock,vec4,warptile,cublas,cublas_tf32}/{1024,2048,4096}   TFLOP/s,
+//       fp32, square M = N = K, TF32 off except cublas_tf32 (shown for scale; not an fp32
+//       result). warptile takes its warp-tiled path at all three sizes (multiples of 128).
 // Timing: CUDA events around each call after three warm-up calls (bench_common.h, manual time),
 // so host overhead outside the call and the final synchronization are not counted.
 #include <benchmark/benchmark.h>
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
   const std::pair<const char*, const char*> sgemms[] = {
       {"naive", "matmul_cuda_naive"},       {"tiled", "matmul_cuda_tiled"},
       {"regblock", "matmul_cuda_regblock"}, {"vec4", "matmul_cuda_vec4"},
-      {"cublas", "matmul_cublas"},          {"cublas_tf32", "matmul_cublas"}};
+      {"warptile", "matmul_cuda_warptile"}, {"cublas", "matmul_cublas"},
+      {"cublas_tf32", "matmul_cublas"}};
   for (int64_t n : {1024, 2048, 4096}) {
     for (const auto& [variant, kernel] : sgemms) {
       const bool tf32 = std::string(variant) == "cublas_tf32";

@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 declare -A BENCHMARKS=([06]="bench_cuda_basics bench_nn" [07]="bench_cuda_matmul bench_optim"
   [09]="bench_gpt2_step" [10]="bench_attention")
 declare -A RACECHECK_FILTER=([06]="Ch06_3_CudaSum.*:Ch06_6_CudaSoftmax.*:Ch06_7_CudaLayerNorm.*:Ch06_CudaSoftmaxBackward.*:Ch06_CudaLayerNormBackward.*:Ch06_CudaCrossEntropy.*-*Gpt2*"
-  [07]="Ch07_2_CudaSgemmTiled.Layouts:Ch07_3_CudaSgemmRegblock.Layouts:Ch07_4_CudaSgemmVec4.Layouts:Ch07_6_CudaSumOfSquares.*"
+  [07]="Ch07_2_CudaSgemmTiled.Layouts:Ch07_3_CudaSgemmRegblock.Layouts:Ch07_4_CudaSgemmVec4.Layouts:Ch07_CudaSgemmWarptile.WarpTiledShapes:Ch07_6_CudaSumOfSquares.*"
   [10]="Ch10_5_FlashAttentionCuda.*:Ch10_6_FlashAttentionCuda.*:Ch10_FlashAttentionQkvCuda.*"
   [11]="Ch11_FlashBf16Cuda.*:Ch11_ResidualLayerNormBf16Cuda.*-*Qkv*"
   [15]="Ch15_OpsCuda.RmsNormMatchesTheCpu:Ch15_OpsCuda.KvCacheStepMatchesTheCpu")

@@ -1,6 +1,9 @@
-// Exercises ch07.2 - ch07.4 (and the given naive kernel): every hand-written SGEMM against a
-// direct cublasSgemm call (TF32 off) at odd sizes (1, 127, 129, 255, 513 in every role), square
-// sizes, K = 0, a batch with a broadcast operand, non-row-major and misaligned operands.
+// Exercises ch07.2 - ch07.4 (and the given naive and warp-tiled kernels): every hand-written
+// SGEMM against a direct cublasSgemm call (TF32 off) at odd sizes (1, 127, 129, 255, 513 in every
+// role), square sizes, K = 0, a batch with a broadcast operand, non-row-major and misaligned
+// operands. The warp-tiled kernel runs only where its tiles divide the problem and falls back to
+// vec4 elsewhere, so on the starter its tests fail with "TODO ch07.4" except on the shapes it
+// takes.
 // The "EmptyProblem" tests need no GPU: a launcher must return before launching a grid with a
 // zero dimension (which CUDA rejects as an invalid configuration).
 #include <string>
@@ -105,10 +108,69 @@ void check_layouts(const char* name) {
                        fp32_gemm_atol(K), 1e-5);
   }
 }
+
+// Shapes that take the warp-tiled kernel's own path (M, N multiples of 128, K of 16, aligned
+// rows): K = 0, one K step (fewer tiles than pipeline stages), 33 K steps (not a multiple of the
+// 3 stages), a batch, and a padded b whose rows stay 16-byte aligned; then two that just miss it
+// (b rows offset by one float, K = 136 not a multiple of 16), which must give the same results
+// through the fallback.
+void check_warptile_shapes(const char* name) {
+  const Device gpu = Device::cuda();
+  const Size3 fast[] = {{128, 128, 16},  {256, 256, 256},   {512, 384, 128},
+                        {384, 640, 528}, {128, 1024, 1024}, {256, 128, 0}};
+  for (const Size3& s : fast) {
+    SCOPED_TRACE(std::string(name) + " " + size_str(s));
+    const Tensor a = random_tensor({s.m, s.k}, DType::kFloat32, 21).to(gpu);
+    const Tensor b = random_tensor({s.k, s.n}, DType::kFloat32, 22).to(gpu);
+    const Tensor out = full({s.m, s.n}, 12345.0, {DType::kFloat32, gpu});
+    call_kernel<MatmulKernel>(name, gpu, out, a, b);
+    EXPECT_TENSOR_NEAR(out.to(Device::cpu()), test07::cublas_reference(a, b).to(Device::cpu()),
+                       fp32_gemm_atol(s.k), 1e-5);
+    if (::testing::Test::HasFailure()) return;
+  }
+  {
+    SCOPED_TRACE(std::string(name) + ": batch of 2, 256 x 128 x 64");
+    const Tensor a = random_tensor({2, 256, 64}, DType::kFloat32, 23).to(gpu);
+    const Tensor b = random_tensor({2, 64, 128}, DType::kFloat32, 24).to(gpu);
+    const Tensor out = empty({2, 256, 128}, {DType::kFloat32, gpu});
+    call_kernel<MatmulKernel>(name, gpu, out, a, b);
+    for (int64_t p = 0; p < 2; ++p) {
+      EXPECT_TENSOR_NEAR(
+          out.select(0, p).to(Device::cpu()),
+          test07::cublas_reference(a.select(0, p).contiguous(), b.select(0, p).contiguous())
+              .to(Device::cpu()),
+          fp32_gemm_atol(64), 1e-5)
+          << "batch " << p;
+    }
+  }
+  for (const int64_t offset : {4, 1}) {  // 4: aligned, warp-tiled path; 1: vec4's scalar path
+    SCOPED_TRACE(std::string(name) + ": b rows padded to 260 floats, offset " +
+                 std::to_string(offset));
+    const int64_t M = 128, K = 32, N = 256, ldb = 260;
+    const Tensor a = random_tensor({M, K}, DType::kFloat32, 25).to(gpu);
+    const Tensor bbase = random_tensor({K * ldb + offset}, DType::kFloat32, 26).to(gpu);
+    const Tensor b = strided_view(bbase, {K, N}, {ldb, 1}, offset);
+    const Tensor out = empty({M, N}, {DType::kFloat32, gpu});
+    call_kernel<MatmulKernel>(name, gpu, out, a, b);
+    EXPECT_TENSOR_NEAR(out.to(Device::cpu()),
+                       test07::cublas_reference(a, b.contiguous()).to(Device::cpu()),
+                       fp32_gemm_atol(K), 1e-5);
+  }
+  {
+    SCOPED_TRACE(std::string(name) + ": 256 x 256 x 136 (K not a multiple of 16: fallback)");
+    const Tensor a = random_tensor({256, 136}, DType::kFloat32, 27).to(gpu);
+    const Tensor b = random_tensor({136, 256}, DType::kFloat32, 28).to(gpu);
+    const Tensor out = empty({256, 256}, {DType::kFloat32, gpu});
+    call_kernel<MatmulKernel>(name, gpu, out, a, b);
+    EXPECT_TENSOR_NEAR(out.to(Device::cpu()), test07::cublas_reference(a, b).to(Device::cpu()),
+                       fp32_gemm_atol(136), 1e-5);
+  }
+}
 #else
 // The fixture skips these tests in builds without CUDA.
 void check_sizes(const char*) {}
 void check_layouts(const char*) {}
+void check_warptile_shapes(const char*) {}
 #endif
 
 // Validation shared by the wrappers (given code): float64 and mixed devices are rejected.
@@ -148,6 +210,7 @@ using Ch07_CudaSgemmNaive = CudaMatmulTest;
 using Ch07_2_CudaSgemmTiled = CudaMatmulTest;
 using Ch07_3_CudaSgemmRegblock = CudaMatmulTest;
 using Ch07_4_CudaSgemmVec4 = CudaMatmulTest;
+using Ch07_CudaSgemmWarptile = CudaMatmulTest;
 
 TEST_F(Ch07_CudaSgemmNaive, MatchesCublas) {
   check_sizes("matmul_cuda_naive");
@@ -187,6 +250,20 @@ TEST_F(Ch07_4_CudaSgemmVec4, Layouts) {
 }
 TEST(Ch07_4_SgemmVec4, EmptyProblemLaunchesNoCudaKernel) {
   TT_CHECK_EMPTY(cuda::sgemm_vec4);
+}
+
+// Given code after ch07.4: the warp-tiled kernel, with vec4 as its fallback.
+TEST_F(Ch07_CudaSgemmWarptile, MatchesCublas) {
+  check_sizes("matmul_cuda_warptile");
+}
+TEST_F(Ch07_CudaSgemmWarptile, Layouts) {
+  check_layouts("matmul_cuda_warptile");
+}
+TEST_F(Ch07_CudaSgemmWarptile, WarpTiledShapes) {
+  check_warptile_shapes("matmul_cuda_warptile");
+}
+TEST(Ch07_SgemmWarptile, EmptyProblemLaunchesNoCudaKernel) {
+  TT_CHECK_EMPTY(cuda::sgemm_warptile);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 /// @file cuda_matmul.h
 /// @brief Matrix multiplication on CUDA: cuBLAS behind the registry name "matmul" (with the
-/// row-major trick), a TF32 switch, and four hand-written SGEMM kernels for learning.
+/// row-major trick), a TF32 switch, and five hand-written SGEMM kernels for learning.
 ///
 /// This header needs no CUDA headers, so CPU-only builds can include it: the planning function
 /// (plan_row_major_gemm) and the TF32 switch exist in every build; the kernels exist only in
@@ -15,6 +15,7 @@
 /// | "matmul_cuda_tiled" | kCUDA | cuda::matmul_tiled | 32x32 shared-memory tiles (ch07.2) |
 /// | "matmul_cuda_regblock" | kCUDA | cuda::matmul_regblock | 128x128 tiles, 8x8 per thread (ch07.3) |
 /// | "matmul_cuda_vec4" | kCUDA | cuda::matmul_vec4 | + float4 loads, double buffering (ch07.4) |
+/// | "matmul_cuda_warptile" | kCUDA | cuda::matmul_warptile | warp tiles, cp.async pipeline (given) |
 ///
 /// All of them have chapter 04's MatmulKernel signature, so `tt::matmul` and its backward (which
 /// multiplies transposed views) run on CUDA tensors unchanged.
@@ -117,7 +118,7 @@ void matmul_cublas(const Tensor& out, const Tensor& a, const Tensor& b);
 void gemm_cublas(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
 
 /// CUDA kernel "matmul_cuda_naive": one thread per element of out, float32. Operands that are
-/// not row-major are copied to contiguous temporaries first (true of all four SGEMMs below).
+/// not row-major are copied to contiguous temporaries first (true of all five SGEMMs below).
 void matmul_naive(const Tensor& out, const Tensor& a, const Tensor& b);
 /// CUDA kernel "matmul_cuda_tiled": 32x32 tiles of A and B staged in shared memory (ch07.2).
 void matmul_tiled(const Tensor& out, const Tensor& a, const Tensor& b);
@@ -126,5 +127,9 @@ void matmul_regblock(const Tensor& out, const Tensor& a, const Tensor& b);
 /// CUDA kernel "matmul_cuda_vec4": regblock + float4 loads, double-buffered shared memory and a
 /// bank-conflict-free transposed A tile (ch07.4).
 void matmul_vec4(const Tensor& out, const Tensor& a, const Tensor& b);
+/// CUDA kernel "matmul_cuda_warptile" (given): 64x32 warp tiles in 128x128x16 block tiles fed by
+/// a 3-stage cp.async pipeline, where M and N are multiples of 128, K of 16 and the rows of b
+/// and out 16-byte aligned; any other problem runs matmul_vec4's kernel (cuda::sgemm_warptile).
+void matmul_warptile(const Tensor& out, const Tensor& a, const Tensor& b);
 
 }  // namespace tt::cuda

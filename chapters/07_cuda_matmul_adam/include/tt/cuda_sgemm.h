@@ -29,7 +29,7 @@ struct SgemmArgs {
   int64_t ldc = 0;           ///< row stride of C
 };
 
-/// The launcher type shared by the four SGEMMs.
+/// The launcher type shared by the five SGEMMs.
 using SgemmLauncher = void(const SgemmArgs& args, cudaStream_t stream);
 
 /// One thread per C element, K-loop straight from global memory (given: the baseline).
@@ -44,5 +44,9 @@ void sgemm_regblock(const SgemmArgs& args, cudaStream_t stream);
 /// K step, next tile's loads in flight during the math) and a padded, bank-conflict-free
 /// transposed A tile (exercise ch07.4).
 void sgemm_vec4(const SgemmArgs& args, cudaStream_t stream);
+/// Warp-tiled (64x32 per warp, 8x8 per lane) 128x128x16 block tiles fed by a 3-stage cp.async
+/// pipeline (given, not an exercise); launched only when M and N are multiples of 128, K of 16,
+/// b and c 16-byte aligned and ldb, ldc multiples of 4, otherwise it calls sgemm_vec4.
+void sgemm_warptile(const SgemmArgs& args, cudaStream_t stream);
 
 }  // namespace tt::cuda
