@@ -60,7 +60,9 @@ MultiTensorTable make_multi_tensor_table(const char* op, std::initializer_list<M
 }
 
 unsigned multi_tensor_grid(const MultiTensorTable& t, int threads) {
-  return grid_size(t.num_chunks * threads, threads, t.device);
+  const int64_t most = grid_size(t.num_chunks * threads, threads, t.device);  // fills the GPU
+  const int64_t per = (t.num_chunks + most - 1) / most;  // chunks of the busiest block
+  return static_cast<unsigned>((t.num_chunks + per - 1) / per);
 }
 
 }  // namespace tt::cuda
