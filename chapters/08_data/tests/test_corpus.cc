@@ -70,7 +70,7 @@ TEST(Ch08_Corpus, ValidationSplitRule) {
 
 TEST(Ch08_Corpus, FortunesRoundTrip) {
   const std::string dir = "/usr/share/games/fortunes";
-  if (!std::filesystem::exists(dir + "/fortunes")) {
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "fortunes")) {
     GTEST_SKIP() << "Debian's fortunes package is not installed (apt-get install fortunes)";
   }
   const auto files = list_input_files(dir);
