@@ -25,10 +25,13 @@ TrainStepResult train_step(optim::Optimizer& optimizer,
     const Tensor loss = loss_of(batch);
     TT_CHECK(loss.defined() && loss.numel() == 1,
              "train_step: loss_of must return a one-element tensor, got ", loss.describe());
-    r.loss += loss.item() * scale;
     r.tokens += batch.inputs.numel();
     // d(mean over micro-batches)/dp = sum of d(loss_i / n)/dp: backward adds into .grad.
     par.backward(mul(loss, scale), micro + 1 == options.grad_accum_steps);
+    // Read after backward is queued: on a GPU item() waits for the device, and waiting before
+    // backward would leave the host no lead while it queues backward's kernels (and chapter 12's
+    // gradient hooks), so every microsecond of host work there would become GPU idle time.
+    r.loss += loss.item() * scale;
   }
   r.loss = par.average(r.loss);       // every rank agrees on the loss, and on `finite`
   r.tokens *= par.data_world_size();  // the replicas read different rows

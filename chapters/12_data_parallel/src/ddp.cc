@@ -108,12 +108,12 @@ void Reducer::finish_bucket(int64_t b) {
   }
 }
 
-void Reducer::zero_grad() {
+void Reducer::zero_grad(int64_t min_view_numel) {
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     buffers_[b].fill_(0.0);  // one kernel per bucket, not one per parameter
     for (const BucketEntry& e : buckets_[b].entries) {
       const auto param = static_cast<std::size_t>(e.param);
-      params_[param].set_grad(grad_views_[param]);
+      params_[param].set_grad(e.numel >= min_view_numel ? grad_views_[param] : Tensor());
     }
   }
 }
@@ -160,8 +160,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                                                  ProcessGroup& group, DdpOptions options)
     : module_(std::move(module)),
       group_(group),
+      options_(options),
       reducer_(module_->parameters(),
                assign_buckets(module_->parameters(), options.bucket_cap_bytes), group) {
+  TT_CHECK(options.bucket_view_min_numel >= 0,
+           "DistributedDataParallel: bucket_view_min_numel must be >= 0, got ",
+           options.bucket_view_min_numel);
   broadcast_tensors(group_, module_->parameters());
   broadcast_tensors(group_, tensors_of(module_->named_buffers()));
   // Overlap: parameter i's hook runs as soon as its gradient is final in a backward.

@@ -197,8 +197,10 @@ std::vector<Tensor> train_one_process() {
 /// micro-batches (each split over the ranks, losses scaled by 1/micro) of which all but the last
 /// run inside no_sync; then checks the traffic and the parameters against one process.
 /// With `in_buckets`, the gradients are zeroed by ddp.zero_grad() (in the buckets) instead of
-/// the optimizer's zero_grad (set to none), and every backward must then write into the buckets.
-void train_and_compare(DistributedDataParallel& ddp, int micro, bool in_buckets = false) {
+/// the optimizer's zero_grad (set to none), and every backward must then write the gradients of
+/// the parameters of at least `min_view` elements into the buckets (the others are set to none).
+void train_and_compare(DistributedDataParallel& ddp, int micro, bool in_buckets = false,
+                       int64_t min_view = 0) {
   const ProcessGroup& g = ddp.group();
   const std::vector<Tensor> params = ddp.module().parameters();
   optim::SGD opt(params, kSgd);
@@ -208,9 +210,15 @@ void train_and_compare(DistributedDataParallel& ddp, int micro, bool in_buckets 
     if (in_buckets) {
       ddp.zero_grad();
       if (bucket_slots.empty()) {
-        for (const Tensor& p : params) bucket_slots.push_back(p.grad().data_ptr());
+        for (const Tensor& p : params) {
+          bucket_slots.push_back(p.grad().defined() ? p.grad().data_ptr() : nullptr);
+        }
       }
       for (const Tensor& p : params) {
+        if (p.numel() < min_view) {
+          EXPECT_FALSE(p.grad().defined()) << "a small parameter's gradient goes the copy path";
+          continue;
+        }
         ASSERT_TRUE(p.grad().defined());
         EXPECT_TENSOR_NEAR(p.grad(), zeros(p.shape()), 0, 0);  // zeroed, not left as it was
       }
@@ -229,7 +237,11 @@ void train_and_compare(DistributedDataParallel& ddp, int micro, bool in_buckets 
         if (in_buckets) {
           // Backward accumulated into the buckets: nothing for reduce_bucket to copy in.
           for (std::size_t i = 0; i < params.size(); ++i) {
-            EXPECT_EQ(params[i].grad().data_ptr(), bucket_slots[i]) << "parameter " << i;
+            if (params[i].numel() < min_view) {
+              EXPECT_NE(params[i].grad().data_ptr(), nullptr) << "parameter " << i;
+            } else {
+              EXPECT_EQ(params[i].grad().data_ptr(), bucket_slots[i]) << "parameter " << i;
+            }
           }
         }
         ddp.sync_gradients();
@@ -260,11 +272,20 @@ TEST(Ch12_3_DdpMpi, NoSyncAccumulationEqualsTheLargeBatch) {
 }
 
 TEST(Ch12_3_DdpMpi, GradientsZeroedInTheBucketsTrainAlikeWithoutCopies) {
-  for (int micro : {1, 2}) {
-    SCOPED_TRACE("micro-batches " + std::to_string(micro));
-    DistributedDataParallel ddp(ch12_test::make_model(100), world(), {.bucket_cap_bytes = 256});
-    train_and_compare(ddp, micro, /*in_buckets=*/true);
+  // 0: every gradient in its bucket; 20: the 16- and 4-element biases go the copy path, the
+  // weights (128 and 64 elements) stay in the buckets: both train like one process.
+  for (int64_t min_view : {0, 20}) {
+    for (int micro : {1, 2}) {
+      SCOPED_TRACE("micro-batches " + std::to_string(micro) + ", bucket_view_min_numel " +
+                   std::to_string(min_view));
+      DistributedDataParallel ddp(ch12_test::make_model(100), world(),
+                                  {.bucket_cap_bytes = 256, .bucket_view_min_numel = min_view});
+      train_and_compare(ddp, micro, /*in_buckets=*/true, min_view);
+    }
   }
+  EXPECT_TT_ERROR(
+      DistributedDataParallel(ch12_test::make_model(100), world(), {.bucket_view_min_numel = -1}),
+      "bucket_view_min_numel", "-1");
 }
 
 TEST(Ch12_3_DdpMpi, BucketsStartDuringBackwardThroughTheAutogradHook) {

@@ -104,12 +104,15 @@ class Reducer {
   /// for the next backward. Does nothing when disabled.
   void finalize_backward();
   /// Clears the gradients for the next step IN the buckets: every bucket is filled with zeros
-  /// and every parameter's .grad is (again) its view of its bucket. Backward then adds into the
-  /// buckets in place (chapter 03's AccumulateGrad, or an op that accumulates into .grad itself:
-  /// gradient-accumulation fusion), so reduce_bucket has no gradient to copy in. The alternative,
-  /// zero_grad(set_to_none), frees nothing (the buckets stay allocated) and makes every
-  /// backward store new gradients that reduce_bucket then copies into the buckets.
-  void zero_grad();
+  /// and every parameter of at least `min_view_numel` elements gets its view of its bucket as
+  /// .grad (again). Backward then adds into the buckets in place (chapter 03's AccumulateGrad,
+  /// or an op that accumulates into .grad itself: gradient-accumulation fusion), so
+  /// reduce_bucket has no gradient to copy in. Smaller parameters' gradients are set to none:
+  /// for them an in-place add costs a kernel launch each (~8 us on an H200 however small),
+  /// more than AccumulateGrad's copy of their first gradient and reduce_bucket's packing copy.
+  /// The alternative for every parameter, zero_grad(set_to_none), frees nothing (the buckets
+  /// stay allocated) and makes every backward's gradients be copied into the buckets.
+  void zero_grad(int64_t min_view_numel = 0);
 
   /// Enables or disables communication (DistributedDataParallel::no_sync disables it).
   void set_enabled(bool enabled) { enabled_ = enabled; }
@@ -174,6 +177,10 @@ class Reducer {
 /// Options of DistributedDataParallel.
 struct DdpOptions {
   int64_t bucket_cap_bytes = kDefaultBucketCapBytes;  ///< bucket capacity (assign_buckets)
+  /// DistributedDataParallel::zero_grad leaves the gradients of parameters of at least this many
+  /// elements in the buckets (Reducer::zero_grad); smaller ones (biases, LayerNorm) go the copy
+  /// path. 0: every gradient lives in its bucket.
+  int64_t bucket_view_min_numel = 65536;
 };
 
 /// Wraps a module for data-parallel training: at construction every parameter and buffer is
@@ -207,9 +214,10 @@ class DistributedDataParallel {
   /// (nothing inside no_sync).
   void sync_gradients() { reducer_.finalize_backward(); }
   /// Zeroes the gradients for the next step in place, as views of the buckets
-  /// (Reducer::zero_grad): use it instead of the optimizer's zero_grad(set_to_none), which would
-  /// make every step copy its gradients into the buckets.
-  void zero_grad() { reducer_.zero_grad(); }
+  /// (Reducer::zero_grad with DdpOptions::bucket_view_min_numel): use it instead of the
+  /// optimizer's zero_grad(set_to_none), which would make every step copy its gradients into
+  /// the buckets.
+  void zero_grad() { reducer_.zero_grad(options_.bucket_view_min_numel); }
 
   /// Disables gradient synchronisation for its lifetime (restores the previous state).
   class NoSyncGuard {
@@ -233,6 +241,7 @@ class DistributedDataParallel {
  private:
   std::shared_ptr<nn::Module> module_;
   ProcessGroup& group_;
+  DdpOptions options_;
   Reducer reducer_;
   std::vector<autograd::RemovableHandle> hooks_;  // last: removed before the reducer dies
 };

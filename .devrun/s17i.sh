@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 17, one H200 (.devbin/$1.tar.xz: train_gpt2, tt_prepare_data, tt_ch12_tests with
+# DdpOptions::bucket_view_min_numel: small parameters' gradients go the copy path), ~4 min:
+# chapter 12's CUDA tests at world size 1; DDP x1 against one process in bf16, four rounds of
+# tools/scaling_gpu --gpus 1 --steps 50 (as .devrun/s17f.sh); the per-op profile of step 20 under
+# DDP (as .devrun/s17g.sh).
+set -uo pipefail
+. .devrun/lib.sh
+status=0
+carried "${1:-s17i}"
+logs_begin
+nvidia-smi -L
+mpi_tests tt_ch12_tests 1 '*Cuda*' ch12_np1.log || status=1
+data=/tmp/s17data
+prep_data $data || status=1
+for round in 1 2 3 4; do
+  stamp "scaling_gpu bf16 x1, round $round"
+  timeout 200 python3 tools/scaling_gpu --build build --data $data --gpus 1 --strategies ddp \
+    --precision bf16 --steps 50 --check-steps 0 --out /tmp/scaling_$round \
+    --csv "$OUT/scaling_$round.csv" 2>&1 | tee "$OUT/scaling_$round.txt" | grep -a "^| ours" || status=1
+done
+stamp "per-op profile of step 20 under DDP x1"
+$MPI_APP -np 1 build/bin/train_gpt2 --data $data --device cuda --precision bf16 --layers 12 \
+  --heads 12 --channels 768 --B 8 --T 1024 --steps 24 --warmup 5 --eval-every 0 --eval-batches 1 \
+  --sample-tokens 1 --log-every 1 --profile-step 20 --out /tmp/prof_ddp >"$OUT/prof_ddp.log" 2>&1 || status=1
+sed 's/  */ /g' "$OUT/prof_ddp.log" | grep -aE "^Step:|^add |^fill" | cut -c1-160
+logs_end
+stamp "s17i done (status $status)"
+exit $status
