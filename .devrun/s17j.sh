@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Session 17, one H200 (.devbin/$1.tar.xz: as s17i.sh, and train_step reads the loss after queueing
-# backward;
-# DdpOptions::bucket_view_min_numel: small parameters' gradients go the copy path), ~4 min:
+# Session 17, one H200 (.devbin/$1.tar.xz: as s17i.sh, DdpOptions::bucket_view_min_numel, and
+# train_step reading the loss after queueing backward), ~4 min:
 # chapter 12's CUDA tests at world size 1; DDP x1 against one process in bf16, four rounds of
 # tools/scaling_gpu --gpus 1 --steps 50 (as .devrun/s17f.sh); the per-op profile of step 20 under
 # DDP (as .devrun/s17g.sh).
@@ -26,5 +25,5 @@ $MPI_APP -np 1 build/bin/train_gpt2 --data $data --device cuda --precision bf16 
   --sample-tokens 1 --log-every 1 --profile-step 20 --out /tmp/prof_ddp >"$OUT/prof_ddp.log" 2>&1 || status=1
 sed 's/  */ /g' "$OUT/prof_ddp.log" | grep -aE "^Step:|^add |^fill" | cut -c1-160
 logs_end
-stamp "s17i done (status $status)"
+stamp "s17j done (status $status)"
 exit $status
