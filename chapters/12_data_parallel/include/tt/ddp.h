@@ -100,8 +100,8 @@ class Reducer {
   void mark_grad_ready(int64_t param);
   /// Ends a backward: marks the parameters not yet ready (in reverse order, which starts every
   /// remaining bucket), checks that every bucket was started, waits for every all-reduce in
-  /// bucket order and copies the averages into the gradients, records the timeline, and resets
-  /// for the next backward. Does nothing when disabled.
+  /// bucket order and makes each .grad its view of its bucket (which holds the averages),
+  /// records the timeline, and resets for the next backward. Does nothing when disabled.
   void finalize_backward();
   /// Clears the gradients for the next step IN the buckets: every bucket is filled with zeros
   /// and every parameter of at least `min_view_numel` elements gets its view of its bucket as
