@@ -273,3 +273,17 @@ logs_end() {
   OUT=$OUT_SAVED
   tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 }
+# f32_check BUILD: tools/scaling_gpu's float32 check (DDP on 2 GPUs, B=8 each, against one GPU
+# with B=16, 20 steps) with the train_gpt2 of BUILD/bin on the corpus $data, into
+# $OUT/check_BUILD.txt; prints the verdict and both runs' logged losses; status=1 on a failure.
+f32_check() {
+  stamp "float32 check, binary of $1"
+  timeout 200 python3 tools/scaling_gpu --build "$1" --data "$data" --gpus 2 --strategies ddp \
+    --check-only --check-steps 20 --out "/tmp/check_$1" 2>&1 | tee "$OUT/check_$1.txt" |
+    grep -a "check" || status=1
+  local r
+  for r in check_one check_ddp; do
+    cut -d, -f1,2 "/tmp/check_$1/$r/train.csv" | tr '\n' ' ' | cut -c1-400
+    echo
+  done
+}

@@ -31,13 +31,7 @@ for round in 1 2; do
     --csv "$OUT/scaling_bf16_$round.csv" 2>&1 | tee "$OUT/scaling_bf16_$round.txt" | grep -a "^|" || status=1
 done
 for b in $([ "$gpus" -ge 2 ] && echo old build); do
-  stamp "float32 check, binary of $b"
-  timeout 200 python3 tools/scaling_gpu --build $b --data $data --gpus 2 --strategies ddp \
-    --check-only --check-steps 20 --out /tmp/check_$b 2>&1 | tee "$OUT/check_$b.txt" | grep -a "check" || status=1
-  for r in check_one check_ddp; do
-    cut -d, -f1,2 /tmp/check_$b/$r/train.csv | tr '\n' ' ' | cut -c1-400
-    echo
-  done
+  f32_check $b
 done
 logs_end
 stamp "s17c done (status $status)"

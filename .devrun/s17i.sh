@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 17, one H200 (.devbin/$1.tar.xz: train_gpt2, tt_prepare_data, tt_ch12_tests with
-# DdpOptions::bucket_view_min_numel: small parameters' gradients go the copy path), ~4 min:
+# Session 17, one H200 (.devbin/$1.tar.xz: train_gpt2, tt_prepare_data, tt_ch12_tests; ran as
+# `s17i.sh s17i` with DdpOptions::bucket_view_min_numel, and as `s17i.sh s17j` with train_step
+# also reading the loss after queueing backward), ~4 min:
 # chapter 12's CUDA tests at world size 1; DDP x1 against one process in bf16, four rounds of
 # tools/scaling_gpu --gpus 1 --steps 50 (as .devrun/s17f.sh); the per-op profile of step 20 under
 # DDP (as .devrun/s17g.sh).
@@ -25,5 +26,5 @@ $MPI_APP -np 1 build/bin/train_gpt2 --data $data --device cuda --precision bf16 
   --sample-tokens 1 --log-every 1 --profile-step 20 --out /tmp/prof_ddp >"$OUT/prof_ddp.log" 2>&1 || status=1
 sed 's/  */ /g' "$OUT/prof_ddp.log" | grep -aE "^Step:|^add |^fill" | cut -c1-160
 logs_end
-stamp "s17i done (status $status)"
+stamp "s17i ($1) done (status $status)"
 exit $status

@@ -21,9 +21,7 @@ timeout 200 python3 tools/scaling_gpu --build build --data $data --gpus 1,2 --st
   --precision bf16 --steps 50 --check-steps 0 --out /tmp/scaling_bf16 \
   --csv "$OUT/scaling_bf16.csv" 2>&1 | tee "$OUT/scaling_bf16.txt" | grep -a "^| ours" || status=1
 for b in old build; do
-  stamp "float32 check, binary of $b"
-  timeout 150 python3 tools/scaling_gpu --build $b --data $data --gpus 2 --strategies ddp \
-    --check-only --check-steps 20 --out /tmp/check_$b 2>&1 | tee "$OUT/check_$b.txt" | grep -a "check" || status=1
+  f32_check $b
 done
 logs_end
 stamp "s17k done (status $status)"
