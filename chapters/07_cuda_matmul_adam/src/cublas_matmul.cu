@@ -2,6 +2,8 @@
 // first, op flags, leading dimensions) is planned by plan_row_major_gemm (exercise ch07.1);
 // this file owns the cuBLAS handles, the TF32 switch's effect and the batch loop. "gemm" is the
 // same call with BLAS's alpha and beta and an out whose rows may be padded (chapter 10).
+#include <dlfcn.h>
+
 #include <climits>
 #include <memory>
 #include <mutex>
@@ -16,12 +18,65 @@
 
 namespace tt::cuda {
 
+// ----- the libraries, opened on first use -------------------------------------------------------
+
+namespace {
+
+// A library opened once with dlopen and never closed (its functions may be called until exit).
+// TT_CUBLAS_SONAME etc. come from chapters/CMakeLists.txt: the soname of the toolkit the build
+// was configured with, and the same file in that toolkit's library directory.
+struct BlasLibraryFiles {
+  const char* what;
+  const char* soname;
+  const char* path;
+};
+
+void* open_blas_library(BlasLibrary library) {
+  const BlasLibraryFiles files =
+      library == BlasLibrary::kCublas
+          ? BlasLibraryFiles{"cuBLAS", TT_CUBLAS_SONAME, TT_CUBLAS_PATH}
+          : BlasLibraryFiles{"cuBLASLt", TT_CUBLASLT_SONAME, TT_CUBLASLT_PATH};
+  std::string tried;
+  for (const char* file : {files.soname, files.path}) {
+    if (void* handle = dlopen(file, RTLD_NOW | RTLD_LOCAL)) return handle;
+    const char* why = dlerror();
+    tried += tt::detail::str("\n  ", file, ": ", why != nullptr ? why : "unknown error");
+  }
+  throw Error(tt::detail::str("cuda: cannot open ", files.what,
+                              " (the CUDA GEMMs need it; is the CUDA toolkit's library directory "
+                              "on the loader's path?). Tried:",
+                              tried));
+}
+
+}  // namespace
+
+void* blas_symbol(BlasLibrary library, const char* name) {
+  // Function-local statics: opened on the first call, thread-safe; an exception leaves the
+  // static uninitialized, so a later call tries again.
+  static void* const cublas = open_blas_library(BlasLibrary::kCublas);
+  void* handle = cublas;
+  if (library == BlasLibrary::kCublasLt) {
+    static void* const cublaslt = open_blas_library(BlasLibrary::kCublasLt);
+    handle = cublaslt;
+  }
+  (void)dlerror();
+  void* fn = dlsym(handle, name);
+  if (fn == nullptr) {
+    const char* why = dlerror();
+    throw Error(tt::detail::str(
+        "cuda: ", library == BlasLibrary::kCublas ? TT_CUBLAS_SONAME : TT_CUBLASLT_SONAME,
+        " has no function ", name, ": ", why != nullptr ? why : "null"));
+  }
+  return fn;
+}
+
 // ----- errors and handles ----------------------------------------------------------------------
 
 std::string cublas_error_message(cublasStatus_t status, const char* expr, const char* file,
                                  int line) {
-  return tt::detail::str("cuBLAS error ", cublasGetStatusName(status), " (",
-                         cublasGetStatusString(status), ") in ", expr, " at ", file, ":", line);
+  return tt::detail::str("cuBLAS error ", TT_CUBLAS(cublasGetStatusName)(status), " (",
+                         TT_CUBLAS(cublasGetStatusString)(status), ") in ", expr, " at ", file, ":",
+                         line);
 }
 
 namespace detail {
@@ -45,7 +100,7 @@ class HandlePool {
     for (std::size_t i = 0; i < handles_.size(); ++i) {
       if (handles_[i] == nullptr) continue;
       (void)cudaSetDevice(static_cast<int>(i));
-      (void)cublasDestroy(handles_[i]);
+      (void)TT_CUBLAS(cublasDestroy)(handles_[i]);
     }
     (void)cudaSetDevice(device);
   }
@@ -55,7 +110,7 @@ class HandlePool {
   cublasHandle_t get(int index) {
     std::lock_guard<std::mutex> lock(mutex_);
     cublasHandle_t& h = handles_[static_cast<std::size_t>(index)];
-    if (h == nullptr) TT_CUBLAS_CHECK(cublasCreate(&h));
+    if (h == nullptr) TT_CUBLAS_CHECK(TT_CUBLAS(cublasCreate)(&h));
     return h;
   }
 
@@ -70,13 +125,21 @@ cublasHandle_t cublas_handle(int index) {
   DeviceGuard guard(index);  // checks the index; initializes the runtime before the pool exists
   static HandlePool pool;
   cublasHandle_t h = pool.get(index);
-  TT_CUBLAS_CHECK(cublasSetStream(h, stream(index)));
+  TT_CUBLAS_CHECK(TT_CUBLAS(cublasSetStream)(h, stream(index)));
   return h;
 }
 
 // ----- the "matmul" and "gemm" kernels ------------------------------------------------------
 
 namespace {
+
+// The exported cublasGemmStridedBatchedEx (cublas_api.h also declares a C++ overload taking the
+// compute type as a cudaDataType, which forwards to this one).
+using GemmStridedBatchedEx = cublasStatus_t (*)(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, int m, int n, int k, const void* alpha,
+    const void* a, cudaDataType, int lda, long long stride_a, const void* b, cudaDataType, int ldb,
+    long long stride_b, const void* beta, void* c, cudaDataType, int ldc, long long stride_c,
+    int count, cublasComputeType_t, cublasGemmAlgo_t);
 
 cublasOperation_t to_cublas(GemmOp op) {
   return op == GemmOp::kN ? CUBLAS_OP_N : CUBLAS_OP_T;
@@ -157,8 +220,8 @@ void gemm_cublas_impl(const char* op, const Tensor& out, const Tensor& a, const 
   const bool tf32 = f32 && allow_tf32();
   // Both knobs say the same thing: the compute type of this call, and the handle's math mode
   // (which the legacy cublasSgemm-style entry points read).
-  TT_CUBLAS_CHECK(
-      cublasSetMathMode(handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  TT_CUBLAS_CHECK(TT_CUBLAS(cublasSetMathMode)(
+      handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
   const cublasComputeType_t compute =
       f32 ? (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_64F;
@@ -189,10 +252,10 @@ void gemm_cublas_impl(const char* op, const Tensor& out, const Tensor& a, const 
     const char* pb = static_cast<const char*>(b.data_ptr()) + off_b * static_cast<int64_t>(elem);
     char* pc = static_cast<char*>(out.data_ptr()) + off_c * static_cast<int64_t>(elem);
     // C^T = B^T A^T: cuBLAS's first operand is our b, its second our a (see the plan).
-    TT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, to_cublas(p.transa), to_cublas(p.transb), m,
-                                               n, k, alpha, pb, type, lda, inner.sb, pa, type, ldb,
-                                               inner.sa, beta, pc, type, ldc, inner.sc, count,
-                                               compute, CUBLAS_GEMM_DEFAULT));
+    TT_CUBLAS_CHECK(TT_CUBLAS_TYPED(cublasGemmStridedBatchedEx, GemmStridedBatchedEx)(
+        handle, to_cublas(p.transa), to_cublas(p.transb), m, n, k, alpha, pb, type, lda, inner.sb,
+        pa, type, ldb, inner.sa, beta, pc, type, ldc, inner.sc, count, compute,
+        CUBLAS_GEMM_DEFAULT));
     for (std::size_t g = groups.size() - 1; g-- > 0;) {  // odometer over the outer groups
       if (++idx[g] < groups[g].size) break;
       idx[g] = 0;

@@ -58,11 +58,12 @@ inline Tensor cublas_reference(const Tensor& a, const Tensor& b) {
   if (M == 0 || N == 0 || K == 0) return out;
   cuda::DeviceGuard guard(a.device().index);
   cublasHandle_t h = cuda::cublas_handle(a.device().index);
-  TT_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  TT_CUBLAS_CHECK(TT_CUBLAS(cublasSetMathMode)(h, CUBLAS_DEFAULT_MATH));
   const float one = 1.0f, zero = 0.0f;
   // C^T (N x M, ld N) = B^T (N x K, ld N) * A^T (K x M, ld K)
-  TT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, b.data<float>(), N,
-                              a.data<float>(), K, &zero, out.data<float>(), N));
+  TT_CUBLAS_CHECK(TT_CUBLAS(cublasSgemm)(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one,
+                                         b.data<float>(), N, a.data<float>(), K, &zero,
+                                         out.data<float>(), N));
   return out;
 }
 #endif

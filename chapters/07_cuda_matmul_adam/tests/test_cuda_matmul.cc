@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "ch07_test_util.h"
+#if TT_WITH_CUDA
+#include <cublasLt.h>
+#endif
 #include "tt/autograd.h"
 #include "tt/dispatcher.h"
 #include "tt/ops_matmul.h"
@@ -134,6 +137,26 @@ TEST_F(Ch07_1_CudaCublasMatmul, RejectsMixedDtypes) {
   EXPECT_TT_ERROR(call_kernel<MatmulKernel>("matmul", Device::cuda(), out, a, b), "cuBLAS",
                   "float64");
 }
+
+#if TT_WITH_CUDA
+// cuBLAS and cuBLASLt are opened with dlopen on first use, not linked (tt/cuda_blas.h): this
+// needs the libraries, not a GPU, so it runs on CPU-only machines too.
+TEST(Ch07_CublasLibrary, OpenedOnFirstUseNamingWhatIsMissing) {
+  const auto status_name = TT_CUBLAS(cublasGetStatusName);
+  ASSERT_NE(status_name, nullptr);
+  EXPECT_STREQ(status_name(CUBLAS_STATUS_NOT_SUPPORTED), "CUBLAS_STATUS_NOT_SUPPORTED");
+  EXPECT_EQ(reinterpret_cast<void*>(status_name),
+            cuda::blas_symbol(cuda::BlasLibrary::kCublas, "cublasGetStatusName"));
+  EXPECT_GT(TT_CUBLASLT(cublasLtGetVersion)(), 0u);
+  EXPECT_TT_ERROR(cuda::blas_symbol(cuda::BlasLibrary::kCublas, "cublasNoSuchFunction"),
+                  "libcublas.so", "has no function cublasNoSuchFunction");
+  EXPECT_TT_ERROR(cuda::blas_symbol(cuda::BlasLibrary::kCublasLt, "cublasLtNoSuchFunction"),
+                  "libcublasLt.so", "has no function cublasLtNoSuchFunction");
+  EXPECT_EQ(cuda::cublas_error_message(CUBLAS_STATUS_INVALID_VALUE, "f(x)", "a.cu", 7)
+                .rfind("cuBLAS error CUBLAS_STATUS_INVALID_VALUE (", 0),
+            0u);
+}
+#endif
 
 }  // namespace
 }  // namespace tt

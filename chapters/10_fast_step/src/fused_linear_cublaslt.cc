@@ -39,7 +39,7 @@ class LtPool {
   ~LtPool() {
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) return;
-    for (auto& [index, h] : handles_) (void)cublasLtDestroy(h);
+    for (auto& [index, h] : handles_) (void)TT_CUBLASLT(cublasLtDestroy)(h);
   }
   /// The handle and workspace of device `index` (current device).
   std::pair<cublasLtHandle_t, void*> get(int index) {
@@ -47,7 +47,7 @@ class LtPool {
     auto it = handles_.find(index);
     if (it == handles_.end()) {
       cublasLtHandle_t h = nullptr;
-      TT_CUBLAS_CHECK(cublasLtCreate(&h));
+      TT_CUBLAS_CHECK(TT_CUBLASLT(cublasLtCreate)(&h));
       it = handles_.emplace(index, h).first;
       workspaces_.emplace(index, empty({static_cast<int64_t>(kLtWorkspaceBytes / sizeof(float))},
                                        {DType::kFloat32, Device::cuda(index)}));
@@ -71,19 +71,19 @@ LtPool& lt_pool(int index) {
 struct MatmulDesc {
   cublasLtMatmulDesc_t d = nullptr;
   ~MatmulDesc() {
-    if (d != nullptr) (void)cublasLtMatmulDescDestroy(d);
+    if (d != nullptr) (void)TT_CUBLASLT(cublasLtMatmulDescDestroy)(d);
   }
 };
 struct LtLayout {
   cublasLtMatrixLayout_t l = nullptr;
   ~LtLayout() {
-    if (l != nullptr) (void)cublasLtMatrixLayoutDestroy(l);
+    if (l != nullptr) (void)TT_CUBLASLT(cublasLtMatrixLayoutDestroy)(l);
   }
 };
 struct MatmulPreference {
   cublasLtMatmulPreference_t p = nullptr;
   ~MatmulPreference() {
-    if (p != nullptr) (void)cublasLtMatmulPreferenceDestroy(p);
+    if (p != nullptr) (void)TT_CUBLASLT(cublasLtMatmulPreferenceDestroy)(p);
   }
 };
 
@@ -119,8 +119,9 @@ cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
 bool one_pass(const cublasLtMatmulAlgo_t& algo) {
   int32_t splits = 0;
   std::size_t written = 0;
-  return cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-                                              sizeof(splits), &written) == CUBLAS_STATUS_SUCCESS &&
+  return TT_CUBLASLT(cublasLtMatmulAlgoConfigGetAttribute)(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                           &splits, sizeof(splits),
+                                                           &written) == CUBLAS_STATUS_SUCCESS &&
          splits <= 1;
 }
 
@@ -164,10 +165,11 @@ bool run_lt(const LtGemm& g, int dev) {
   auto [lt, workspace] = lt_pool(dev).get(dev);
 
   MatmulDesc desc;
-  TT_CUBLAS_CHECK(cublasLtMatmulDescCreate(
+  TT_CUBLAS_CHECK(TT_CUBLASLT(cublasLtMatmulDescCreate)(
       &desc.d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const auto set = [&](cublasLtMatmulDescAttributes_t attr, const auto& value) {
-    TT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, attr, &value, sizeof(value)));
+    TT_CUBLAS_CHECK(
+        TT_CUBLASLT(cublasLtMatmulDescSetAttribute)(desc.d, attr, &value, sizeof(value)));
   };
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -184,11 +186,11 @@ bool run_lt(const LtGemm& g, int dev) {
     return t == CUBLAS_OP_N ? r : c;
   };
   const cudaDataType_t ab = cuda_type(g.ab_type), dt = cuda_type(g.d_type);
-  TT_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&la.l, ab, rows(ta, g.m, g.k), rows(ta, g.k, g.m), g.lda));
-  TT_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&lb.l, ab, rows(tb, g.k, g.n), rows(tb, g.n, g.k), g.ldb));
-  TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld.l, dt, g.m, g.n, g.ldd));
+  TT_CUBLAS_CHECK(TT_CUBLASLT(cublasLtMatrixLayoutCreate)(&la.l, ab, rows(ta, g.m, g.k),
+                                                          rows(ta, g.k, g.m), g.lda));
+  TT_CUBLAS_CHECK(TT_CUBLASLT(cublasLtMatrixLayoutCreate)(&lb.l, ab, rows(tb, g.k, g.n),
+                                                          rows(tb, g.n, g.k), g.ldb));
+  TT_CUBLAS_CHECK(TT_CUBLASLT(cublasLtMatrixLayoutCreate)(&ld.l, dt, g.m, g.n, g.ldd));
 
   std::vector<cublasLtMatmulHeuristicResult_t>* algos = nullptr;
   {
@@ -196,9 +198,10 @@ bool run_lt(const LtGemm& g, int dev) {
     auto it = cache.find(key);
     if (it == cache.end()) {
       MatmulPreference pref;
-      TT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+      TT_CUBLAS_CHECK(TT_CUBLASLT(cublasLtMatmulPreferenceCreate)(&pref.p));
       const auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, const auto& value) {
-        TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, attr, &value, sizeof(value)));
+        TT_CUBLAS_CHECK(
+            TT_CUBLASLT(cublasLtMatmulPreferenceSetAttribute)(pref.p, attr, &value, sizeof(value)));
       };
       set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kLtWorkspaceBytes);
       set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a);
@@ -207,8 +210,8 @@ bool run_lt(const LtGemm& g, int dev) {
       set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_d);
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
-      const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc.d, la.l, lb.l, ld.l, ld.l,
-                                                               pref.p, 1, &result, &found);
+      const cublasStatus_t st = TT_CUBLASLT(cublasLtMatmulAlgoGetHeuristic)(
+          lt, desc.d, la.l, lb.l, ld.l, ld.l, pref.p, 1, &result, &found);
       std::vector<cublasLtMatmulHeuristicResult_t> v;
       if (st == CUBLAS_STATUS_SUCCESS && found > 0) v.push_back(result);
       it = cache.emplace(key, std::move(v)).first;
@@ -218,9 +221,9 @@ bool run_lt(const LtGemm& g, int dev) {
   if (algos->empty()) return false;
   if (g.one_pass_only && !one_pass(algos->front().algo)) return false;
   const float alpha = 1.0f, beta = g.beta;
-  TT_CUBLAS_CHECK(cublasLtMatmul(lt, desc.d, &alpha, g.a, la.l, g.b, lb.l, &beta, g.d, ld.l, g.d,
-                                 ld.l, &algos->front().algo, workspace, kLtWorkspaceBytes,
-                                 stream(dev)));
+  TT_CUBLAS_CHECK(TT_CUBLASLT(cublasLtMatmul)(lt, desc.d, &alpha, g.a, la.l, g.b, lb.l, &beta, g.d,
+                                              ld.l, g.d, ld.l, &algos->front().algo, workspace,
+                                              kLtWorkspaceBytes, stream(dev)));
   return true;
 }
 
