@@ -15,8 +15,9 @@ namespace tt::cuda {
 
 namespace {
 
-constexpr int kWarpSize = 32;
-constexpr unsigned kFullWarp = 0xffffffffu;
+// [[maybe_unused]]: the starter uses them only in templates it never instantiates (nvcc #177).
+[[maybe_unused]] constexpr int kWarpSize = 32;
+[[maybe_unused]] constexpr unsigned kFullWarp = 0xffffffffu;
 
 // The sum of `v` over the 32 lanes of the calling warp, valid in lane 0. Registers of other
 // lanes are read with __shfl_down_sync: step k adds the value of lane (lane + 16/2^k), so
