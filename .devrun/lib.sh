@@ -104,7 +104,8 @@ prep_data() {
 }
 # train_run NAME NP SHAPE [VAR=VALUE...] -- [FLAGS...]: bf16 train_gpt2 on NP GPUs (B=8, T=1024,
 # steps 3-5 of 6, the model SHAPE's --layers/--heads/--channels) on the corpus $data, the VARs
-# set and passed to every rank; prints the steps, nvidia-smi's peak MiB per GPU and any error.
+# set and passed to every rank; prints the steps, nvidia-smi's peak MiB per GPU and any error;
+# returns 1 when step 5 was not logged.
 train_run() {
   local name=$1 np=$2 shape=$3 r=/tmp/train_run envs=() xs=() threads=$(($(nproc) / $2))
   shift 3
@@ -117,11 +118,14 @@ train_run() {
     build/bin/train_gpt2 --data "$data" --out $r --device cuda --precision bf16 $shape --T 1024 \
     --B 8 --steps 6 --kill-after-step 5 --warmup 1 --eval-every 0 --eval-batches 1 \
     --sample-tokens 1 --log-every 1 "$@" >$r.log 2>&1
+  local rc=$?
   smi_stop
   grep -aE "^step [3-5]/6 \|" $r.log | cut -c1-110
   echo "peak MiB per GPU: $(smi_peaks "$OUT/smi.csv" "$np")"
   rm -f "$OUT/smi.csv"
   grep -aE "rror|what\(\)" $r.log | head -3 | cut -c1-300
+  # --kill-after-step 5 ends the job with the kill's status: a run that logged step 5 is a success.
+  grep -aqE "^step 5/6 \|" $r.log || { echo "train_run $name: no step 5 (exit $rc)"; return 1; }
 }
 # carried NAME: unpacks the binaries carried in .devbin/NAME.tar.xz (built for sm_90; exits when
 # it is missing), puts the carried Google Benchmark library (.devbin/lib) on the library path and
