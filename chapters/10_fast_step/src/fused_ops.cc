@@ -124,11 +124,14 @@ void residual_layernorm_forward_cpu(const Tensor& r, const Tensor& y, const Tens
   if (!y_t.is_same(y)) y.copy_(y_t);
 }
 
-void residual_layernorm_backward_cpu(const Tensor& dr, const Tensor& dw, const Tensor& db,
-                                     const Tensor& dr_in, const Tensor& dy, const Tensor& r,
-                                     const Tensor& w, const Tensor& mean, const Tensor& rstd) {
-  const int64_t C = check_row_tensors("cpu::residual_layernorm_backward", {&dr, &dr_in, &dy, &r},
-                                      {&w, &dw, &db}, {&mean, &rstd});
+void residual_layernorm_backward_cpu(const Tensor& dr, const Tensor& dd, const Tensor& dw,
+                                     const Tensor& db, const Tensor& dr_in, const Tensor& dy_in,
+                                     const Tensor& r, const Tensor& w, const Tensor& mean,
+                                     const Tensor& rstd) {
+  const int64_t C = check_residual_layernorm_backward("cpu::residual_layernorm_backward", dr, dd,
+                                                      dw, db, dr_in, dy_in, r, w, mean, rstd);
+  // Mixed precision on the CPU is an emulation on float32 copies (as in the forward).
+  const Tensor dy = dy_in.dtype() == r.dtype() ? dy_in : dy_in.to(r.dtype());
   const int64_t rows = r.numel() / C;
   const int64_t n_chunks = (rows + kRowChunk - 1) / kRowChunk;
   dispatch_floating(r.dtype(), "cpu::residual_layernorm_backward", [&]<typename T>() {
@@ -153,6 +156,7 @@ void residual_layernorm_backward_cpu(const Tensor& dr, const Tensor& dw, const T
       }
     }
   });
+  if (dd.defined()) dd.copy_(dr);
 }
 
 TT_REGISTER_KERNEL("residual_layernorm_forward", DeviceType::kCPU, residual_layernorm_forward_cpu);
@@ -186,13 +190,18 @@ struct ResidualLayerNormFn : autograd::Function {
     const Tensor& w = saved_tensors()[1];
     const TensorOptions opts{r.dtype(), r.device()};
     Tensor dr = empty(r.shape(), opts), dw = empty(w.shape(), opts), db = empty(w.shape(), opts);
-    // A bfloat16 gradient of y is widened for the kernel (mixed precision).
-    const Tensor dy =
-        grads[1].dtype() == r.dtype() ? grads[1].contiguous() : grads[1].to(r.dtype());
-    call_kernel<ResidualLayerNormBackwardKernel>("residual_layernorm_backward", r.device(), dr, dw,
-                                                 db, grads[0].contiguous(), dy, r, w, mean_, rstd_);
+    // Mixed precision: the kernel reads a bfloat16 gradient of y as it is, and writes a bfloat16
+    // delta's gradient (dr rounded) in the same pass: no cast kernels around it.
+    const bool mixed_ok = grads[1].dtype() == r.dtype() ||
+                          (grads[1].dtype() == DType::kBFloat16 && r.dtype() == DType::kFloat32);
+    const Tensor dy = mixed_ok ? grads[1].contiguous() : grads[1].to(r.dtype());
+    const Tensor dd =
+        delta_dtype_ == r.dtype() ? Tensor() : empty(r.shape(), {delta_dtype_, r.device()});
+    call_kernel<ResidualLayerNormBackwardKernel>("residual_layernorm_backward", r.device(), dr, dd,
+                                                 dw, db, grads[0].contiguous(), dy, r, w, mean_,
+                                                 rstd_);
     // r = residual + delta: both get dr (the engine never adds in place), delta in its dtype.
-    return {dr, delta_dtype_ == r.dtype() ? dr : dr.to(delta_dtype_), dw, db};
+    return {dr, dd.defined() ? dd : dr, dw, db};
   }
   void release_saved() override {
     Function::release_saved();
@@ -222,20 +231,40 @@ Tensor linear_gelu_lt(const Tensor& x, nn::Linear& layer) {
   return linear_impl(x, layer, true);
 }
 
+namespace {
+
+// A tensor the mixed-precision residual + LayerNorm kernels take in r's dtype, or in bfloat16
+// with a float32 r (`bf16_only`: only the latter): contiguous, of r's shape, on r's device.
+void check_t_or_bf16(const std::string& op, const char* what, const Tensor& t, const Tensor& r,
+                     bool bf16_only = false) {
+  const bool bf16 = t.defined() && t.dtype() == DType::kBFloat16 && r.dtype() == DType::kFloat32;
+  const bool dtype_ok = bf16 || (!bf16_only && t.defined() && t.dtype() == r.dtype());
+  TT_CHECK(dtype_ok && t.shape() == r.shape() && t.device() == r.device() && t.is_contiguous(), op,
+           ": expected a contiguous ", bf16_only ? "" : dtype_name(r.dtype()),
+           bf16_only ? "bfloat16" : (r.dtype() == DType::kFloat32 ? " or bfloat16" : ""),
+           " tensor of shape ", r.shape(), " on ", r.device(),
+           bf16_only ? " (with a float32 r)" : "", " for ", what, ", got ",
+           t.defined() ? t.describe() : std::string("an undefined tensor"));
+}
+
+}  // namespace
+
 int64_t check_residual_layernorm_forward(const std::string& op, const Tensor& r, const Tensor& y,
                                          const Tensor& mean, const Tensor& rstd, const Tensor& a,
                                          const Tensor& d, const Tensor& w, const Tensor& b) {
   const int64_t C = check_row_tensors(op, {&r, &a}, {&w, &b}, {&mean, &rstd});
-  for (const Tensor* t : {&d, &y}) {
-    const bool dtype_ok =
-        t->defined() && (t->dtype() == r.dtype() ||
-                         (t->dtype() == DType::kBFloat16 && r.dtype() == DType::kFloat32));
-    TT_CHECK(dtype_ok && t->shape() == r.shape() && t->device() == r.device() && t->is_contiguous(),
-             op, ": expected a contiguous ", dtype_name(r.dtype()),
-             r.dtype() == DType::kFloat32 ? " or bfloat16" : "", " tensor of shape ", r.shape(),
-             " on ", r.device(), " for d and y, got ",
-             t->defined() ? t->describe() : std::string("an undefined tensor"));
-  }
+  check_t_or_bf16(op, "d", d, r);
+  check_t_or_bf16(op, "y", y, r);
+  return C;
+}
+
+int64_t check_residual_layernorm_backward(const std::string& op, const Tensor& dr, const Tensor& dd,
+                                          const Tensor& dw, const Tensor& db, const Tensor& dr_in,
+                                          const Tensor& dy, const Tensor& r, const Tensor& w,
+                                          const Tensor& mean, const Tensor& rstd) {
+  const int64_t C = check_row_tensors(op, {&r, &dr, &dr_in}, {&w, &dw, &db}, {&mean, &rstd});
+  check_t_or_bf16(op, "dy", dy, r);
+  if (dd.defined()) check_t_or_bf16(op, "dd", dd, r, /*bf16_only=*/true);
   return C;
 }
 

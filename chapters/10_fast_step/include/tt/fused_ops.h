@@ -92,11 +92,21 @@ using ResidualLayerNormForwardKernel = void(const Tensor& r, const Tensor& y, co
 
 /// Kernel "residual_layernorm_backward": dr = dr_in + the LayerNorm input gradient of dy (from r,
 /// w, mean, rstd), dw = sum over rows of dy xhat, db = sum over rows of dy. All contiguous, as in
-/// the forward.
-using ResidualLayerNormBackwardKernel = void(const Tensor& dr, const Tensor& dw, const Tensor& db,
-                                             const Tensor& dr_in, const Tensor& dy, const Tensor& r,
-                                             const Tensor& w, const Tensor& mean,
-                                             const Tensor& rstd);
+/// the forward. Mixed precision (chapter 11): dy may be bfloat16 while the rest is float32 (it is
+/// widened exactly as it is read), and `dd`, when defined, is a bfloat16 tensor of r's shape that
+/// receives dr rounded to nearest even (the gradient of a bfloat16 delta), written in the same
+/// pass; undefined, nothing else is written.
+using ResidualLayerNormBackwardKernel = void(const Tensor& dr, const Tensor& dd, const Tensor& dw,
+                                             const Tensor& db, const Tensor& dr_in,
+                                             const Tensor& dy, const Tensor& r, const Tensor& w,
+                                             const Tensor& mean, const Tensor& rstd);
+
+/// Checks the tensors of "residual_layernorm_backward" (contiguous rows of C = w's numel, the
+/// dtypes allowed above, one device) and returns C; errors name `op` and the offending tensor.
+int64_t check_residual_layernorm_backward(const std::string& op, const Tensor& dr, const Tensor& dd,
+                                          const Tensor& dw, const Tensor& db, const Tensor& dr_in,
+                                          const Tensor& dy, const Tensor& r, const Tensor& w,
+                                          const Tensor& mean, const Tensor& rstd);
 
 /// CUDA kernel "matmul_lt_forward": y [M, N] = x [M, K] W^T + b (W [N, K], b [N]), and with
 /// `pre` defined ([M, N]) y = gelu(x W^T + b) with pre = x W^T + b (lt_linear_forward_gemm,
