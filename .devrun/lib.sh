@@ -291,3 +291,45 @@ f32_check() {
     echo
   done
 }
+# step_median CSV: the median step time (ms) of steps 11.. of a train_gpt2 train.csv.
+step_median() {
+  python3 -c 'import csv, statistics, sys
+r = [float(x["ms"]) for x in csv.DictReader(open(sys.argv[1])) if x.get("ms")]
+print("%.2f ms (median of %d steps)" % (statistics.median(r[10:]), len(r[10:])))' "$1"
+}
+# GPT2_124M: train_gpt2's flags for bf16 GPT-2 124M (B 8, T 1024, seed 1337) on the corpus $data.
+gpt2_124m_flags() {
+  GPT2_124M=(--data "$data" --device cuda --precision bf16 --layers 12 --heads 12 --channels 768
+             --B 8 --T 1024 --seed 1337 --sample-tokens 1)
+}
+# gpt2_profile DIR: chapter 10's per-op profile of step 20 of GPT-2 124M by DIR/bin/train_gpt2
+# into $OUT/prof_DIR.log; prints the profile's header and the rows of the ops named in $PROF_OPS
+# (an extended regex); returns 1 when the run failed.
+gpt2_profile() {
+  gpt2_124m_flags
+  stamp "profile, $1"
+  "$1/bin/train_gpt2" "${GPT2_124M[@]}" --steps 24 --warmup 5 --eval-every 0 --eval-batches 1 \
+    --profile-step 20 --out "/tmp/prof_$1" >"$OUT/prof_$1.log" 2>&1 ||
+    { tail -3 "$OUT/prof_$1.log"; return 1; }
+  grep -aE "^Per-op|^(${PROF_OPS:-residual_layernorm|cast })" "$OUT/prof_$1.log" | cut -c1-130
+}
+# gpt2_steps DIR N: GPT-2 124M by DIR/bin/train_gpt2 for N steps; prints the median step time.
+gpt2_steps() {
+  gpt2_124m_flags
+  stamp "$2 steps, $1"
+  "$1/bin/train_gpt2" "${GPT2_124M[@]}" --steps "$2" --eval-every 0 --eval-batches 1 \
+    --out "/tmp/steps_$1" >/dev/null 2>&1 || return 1
+  step_median "/tmp/steps_$1/train.csv"
+}
+# vs_torch: bench_gpt2_step's cuda_bf16/L12 row, then PyTorch's eager and torch.compile bf16
+# steps (.devbin/anchors/gpt2_torch_bench.py), on this GPU; returns 1 when either failed.
+vs_torch() {
+  local rc=0
+  stamp "bench_gpt2_step"
+  build/bin/bench_gpt2_step --benchmark_filter='cuda_bf16/L12' 2>&1 | grep -aE "cuda_bf16/" |
+    cut -c1-150 || rc=1
+  stamp "PyTorch eager and torch.compile, bf16"
+  timeout 200 python3 .devbin/anchors/gpt2_torch_bench.py --B 8 --T 1024 \
+    --modes bf16_sdpa,bf16_compile 2>/dev/null | grep -a '"system"' | cut -c1-220 || rc=1
+  return $rc
+}
