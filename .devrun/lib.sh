@@ -333,3 +333,17 @@ vs_torch() {
     --modes bf16_sdpa,bf16_compile 2>/dev/null | grep -a '"system"' | cut -c1-220 || rc=1
   return $rc
 }
+# ddp_x1_rounds N: N rounds of tools/scaling_gpu --gpus 1 --strategies ddp in bf16 (one plain
+# process, then DDP under mpirun -np 1; 50 steps, medians of steps 11-50) on the corpus $data;
+# prints each round's rows and keeps their tables in $OUT/scaling_ROUND.{txt,csv}.
+ddp_x1_rounds() {
+  local round rc=0
+  for round in $(seq "$1"); do
+    stamp "scaling_gpu bf16 x1, round $round"
+    timeout 200 python3 tools/scaling_gpu --build build --data "$data" --gpus 1 --strategies ddp \
+      --precision bf16 --steps 50 --check-steps 0 --out "/tmp/scaling_$round" \
+      --csv "$OUT/scaling_$round.csv" 2>&1 | tee "$OUT/scaling_$round.txt" | grep -a "^| ours" ||
+      rc=1
+  done
+  return $rc
+}

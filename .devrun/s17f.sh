@@ -12,12 +12,7 @@ logs_begin
 nvidia-smi -L
 data=/tmp/s17data
 prep_data $data || status=1
-for round in 1 2 3 4; do
-  stamp "scaling_gpu bf16 x1, round $round"
-  timeout 200 python3 tools/scaling_gpu --build build --data $data --gpus 1 --strategies ddp \
-    --precision bf16 --steps 50 --check-steps 0 --out /tmp/scaling_$round \
-    --csv "$OUT/scaling_$round.csv" 2>&1 | tee "$OUT/scaling_$round.txt" | grep -a "^| ours" || status=1
-done
+ddp_x1_rounds 4 || status=1
 logs_end
 stamp "s17f done (status $status)"
 exit $status

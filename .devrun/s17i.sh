@@ -14,12 +14,7 @@ nvidia-smi -L
 mpi_tests tt_ch12_tests 1 '*Cuda*' ch12_np1.log || status=1
 data=/tmp/s17data
 prep_data $data || status=1
-for round in 1 2 3 4; do
-  stamp "scaling_gpu bf16 x1, round $round"
-  timeout 200 python3 tools/scaling_gpu --build build --data $data --gpus 1 --strategies ddp \
-    --precision bf16 --steps 50 --check-steps 0 --out /tmp/scaling_$round \
-    --csv "$OUT/scaling_$round.csv" 2>&1 | tee "$OUT/scaling_$round.txt" | grep -a "^| ours" || status=1
-done
+ddp_x1_rounds 4 || status=1
 stamp "per-op profile of step 20 under DDP x1"
 $MPI_APP -np 1 build/bin/train_gpt2 --data $data --device cuda --precision bf16 --layers 12 \
   --heads 12 --channels 768 --B 8 --T 1024 --steps 24 --warmup 5 --eval-every 0 --eval-batches 1 \
