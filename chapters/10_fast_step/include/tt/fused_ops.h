@@ -94,8 +94,9 @@ using ResidualLayerNormForwardKernel = void(const Tensor& r, const Tensor& y, co
 /// w, mean, rstd), dw = sum over rows of dy xhat, db = sum over rows of dy. All contiguous, as in
 /// the forward. Mixed precision (chapter 11): dy may be bfloat16 while the rest is float32 (it is
 /// widened exactly as it is read), and `dd`, when defined, is a bfloat16 tensor of r's shape that
-/// receives dr rounded to nearest even (the gradient of a bfloat16 delta), written in the same
-/// pass; undefined, nothing else is written.
+/// receives dr rounded to nearest even (the gradient of a bfloat16 delta); undefined, nothing
+/// else is written. The CUDA kernel for rows of C = 128 k (k <= 8) writes dd in the same pass as
+/// dr; other rows, and the CPU, convert dy and copy dr into dd around the float32 kernel.
 using ResidualLayerNormBackwardKernel = void(const Tensor& dr, const Tensor& dd, const Tensor& dw,
                                              const Tensor& db, const Tensor& dr_in,
                                              const Tensor& dy, const Tensor& r, const Tensor& w,
