@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
 
 #include "tt/tensor.h"
@@ -73,6 +75,7 @@ struct CpuAllocator::Counters {
   std::atomic<std::size_t> allocated{0};
   std::atomic<std::size_t> peak{0};
   std::atomic<std::size_t> num_allocs{0};
+  std::atomic<std::size_t> num_system_allocs{0};
 };
 
 CpuAllocator::Counters& CpuAllocator::counters() {
@@ -80,12 +83,117 @@ CpuAllocator::Counters& CpuAllocator::counters() {
   return c;
 }
 
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+/// The freed large blocks of every CpuAllocator: by rounded size for reuse, by age (the order
+/// they were freed in) for eviction. Never destroyed: tensors in other static objects may be
+/// freed after it would have been.
+struct CpuBlockCache {
+  struct Block {
+    void* ptr;
+    std::size_t bytes;
+  };
+  std::mutex mutex;
+  std::atomic<std::size_t> bytes{0};  // held in the cache (rounded sizes); written under mutex
+  std::uint64_t next_age = 0;
+  std::map<std::uint64_t, Block> by_age;              // oldest first
+  std::multimap<std::size_t, std::uint64_t> by_size;  // rounded size -> age
+
+  /// The most recently freed cached block of exactly `size` bytes (the likeliest to be still in
+  /// the CPU's caches), or nullptr.
+  void* take(std::size_t size) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = by_size.upper_bound(size);
+    if (it == by_size.begin() || (--it)->first != size) return nullptr;
+    const auto age = by_age.find(it->second);
+    void* p = age->second.ptr;
+    bytes.fetch_sub(age->second.bytes);
+    by_age.erase(age);
+    by_size.erase(it);
+    return p;
+  }
+  /// Keeps `ptr` (`size` bytes), then frees the oldest blocks while more than `cap` bytes are
+  /// cached.
+  void put(void* ptr, std::size_t size, std::size_t cap) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const std::uint64_t age = next_age++;
+    by_age.emplace(age, Block{ptr, size});
+    by_size.emplace(size, age);
+    bytes.fetch_add(size);
+    while (bytes.load() > cap && !by_age.empty()) evict(by_age.begin());
+  }
+  /// Frees every cached block.
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex);
+    while (!by_age.empty()) evict(by_age.begin());
+  }
+
+ private:
+  void evict(std::map<std::uint64_t, Block>::iterator it) {
+    const Block b = it->second;
+    auto [lo, hi] = by_size.equal_range(b.bytes);
+    for (auto s = lo; s != hi; ++s) {
+      if (s->second == it->first) {
+        by_size.erase(s);
+        break;
+      }
+    }
+    by_age.erase(it);
+    bytes.fetch_sub(b.bytes);
+    std::free(b.ptr);
+  }
+};
+
+CpuBlockCache& block_cache() {
+  static auto& cache = *std::make_unique<CpuBlockCache>().release();
+  return cache;
+}
+
+std::size_t rounded_size(std::size_t nbytes) {
+  return (nbytes + CpuAllocator::kAlignment - 1) / CpuAllocator::kAlignment *
+         CpuAllocator::kAlignment;
+}
+
+}  // namespace
+
+bool CpuAllocator::caching_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("TT_CPU_CACHING");
+    return !kSanitized && (env == nullptr || std::strcmp(env, "0") != 0);
+  }();
+  return enabled;
+}
+
 void* CpuAllocator::allocate(std::size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  const std::size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  TT_CHECK(p != nullptr, "CpuAllocator: out of memory allocating ", nbytes, " bytes");
+  const std::size_t rounded = rounded_size(nbytes);
   auto& c = counters();
+  void* p = nullptr;
+  if (rounded >= kCacheMinBytes && caching_enabled()) {
+    p = block_cache().take(rounded);
+  }
+  if (p == nullptr) {
+    p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr &&
+        block_cache().bytes.load() > 0) {  // the cache may hold what the system lacks
+      release_cached();
+      p = std::aligned_alloc(kAlignment, rounded);
+    }
+    TT_CHECK(p != nullptr, "CpuAllocator: out of memory allocating ", nbytes, " bytes");
+    c.num_system_allocs.fetch_add(1);
+  }
   const std::size_t now = c.allocated.fetch_add(nbytes) + nbytes;
   std::size_t peak = c.peak.load();
   while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
@@ -96,8 +204,18 @@ void* CpuAllocator::allocate(std::size_t nbytes) {
 
 void CpuAllocator::deallocate(void* ptr, std::size_t nbytes) {
   if (ptr == nullptr) return;
+  auto& c = counters();
+  c.allocated.fetch_sub(nbytes);
+  const std::size_t rounded = rounded_size(nbytes);
+  if (rounded >= kCacheMinBytes && caching_enabled()) {
+    block_cache().put(ptr, rounded, c.peak.load() + kCacheMinBytes);  // + rounding slack
+    return;
+  }
   std::free(ptr);
-  counters().allocated.fetch_sub(nbytes);
+}
+
+void CpuAllocator::release_cached() {
+  block_cache().clear();
 }
 
 AllocatorStats CpuAllocator::stats() const {
@@ -105,9 +223,9 @@ AllocatorStats CpuAllocator::stats() const {
   AllocatorStats s;
   s.allocated = c.allocated.load();
   s.peak_allocated = c.peak.load();
-  s.reserved = s.allocated;
+  s.reserved = s.allocated + block_cache().bytes.load();
   s.num_allocs = c.num_allocs.load();
-  s.num_system_allocs = s.num_allocs;
+  s.num_system_allocs = c.num_system_allocs.load();
   return s;
 }
 

@@ -1,11 +1,13 @@
 // Tests of chapter 01's given code: creation, metadata, printing, devices, .npy conversion.
 // (They rely on the exercises too, so on a fresh starter they fail with an exercise id.)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 
+#include "tt/backend.h"
 #include "tt/npy_tensor.h"
 #include "tt/temp_dir.h"
 #include "tt/tensor.h"
@@ -165,6 +167,74 @@ TEST(Ch01_Tensor, LiveCountReturnsToBaseline) {
   EXPECT_EQ(TensorImpl::live_count(), before);
 }
 
+TEST(Ch01_CpuAllocator, LargeFreedBlocksComeBackWithoutTheSystem) {
+  CpuAllocator alloc;
+  CpuAllocator::release_cached();
+  const std::size_t big = 3 * CpuAllocator::kCacheMinBytes + 8;  // rounded up to 64 bytes
+  const AllocatorStats s0 = alloc.stats();
+  void* p = alloc.allocate(big);
+  ASSERT_NE(p, nullptr);
+  alloc.deallocate(p, big);
+  const AllocatorStats s1 = alloc.stats();
+  EXPECT_EQ(s1.allocated, s0.allocated) << "a freed block is not in use";
+  void* q = alloc.allocate(big);
+  const AllocatorStats s2 = alloc.stats();
+  EXPECT_EQ(s2.num_allocs, s0.num_allocs + 2);
+  if (CpuAllocator::caching_enabled()) {
+    EXPECT_EQ(s1.reserved, s1.allocated + big + 56) << "the freed block is held, rounded";
+    EXPECT_EQ(q, p) << "the cached block of that size is handed out again";
+    EXPECT_EQ(s2.num_system_allocs, s0.num_system_allocs + 1) << "only the first came from malloc";
+    EXPECT_EQ(s2.reserved, s2.allocated) << "a block handed out is no longer cached";
+  } else {  // AddressSanitizer builds and TT_CPU_CACHING=0: every block from the system
+    EXPECT_EQ(s1.reserved, s1.allocated);
+    EXPECT_EQ(s2.num_system_allocs, s0.num_system_allocs + 2);
+  }
+  // A size not in the cache, and a small block, come from the system.
+  void* r = alloc.allocate(big + 4096);
+  void* small = alloc.allocate(1000);
+  EXPECT_EQ(alloc.stats().num_system_allocs, s2.num_system_allocs + 2);
+  alloc.deallocate(small, 1000);
+  EXPECT_EQ(alloc.stats().reserved, alloc.stats().allocated) << "small blocks are not cached";
+  alloc.deallocate(r, big + 4096);
+  alloc.deallocate(q, big);
+  // The cache never holds more than the peak of the bytes in use (plus 1 MiB for rounding).
+  EXPECT_LE(alloc.stats().reserved - alloc.stats().allocated,
+            alloc.stats().peak_allocated + CpuAllocator::kCacheMinBytes);
+  CpuAllocator::release_cached();
+  EXPECT_EQ(alloc.stats().reserved, alloc.stats().allocated) << "release_cached frees every block";
+}
+
+TEST(Ch01_CpuAllocator, TheCacheKeepsAtMostThePeakDroppingItsOldestBlocks) {
+  CpuAllocator alloc;
+  CpuAllocator::release_cached();
+  if (!CpuAllocator::caching_enabled()) {
+    EXPECT_EQ(alloc.stats().reserved, alloc.stats().allocated) << "caching is off: nothing held";
+    return;
+  }
+  // Blocks of growing sizes, each freed before the next (a sequence whose length grows every
+  // step, as in generation without a KV cache), never reuse each other: the cache must not keep
+  // them all: at most the peak (at least the largest block) plus 1 MiB stays cached.
+  const std::size_t mib = CpuAllocator::kCacheMinBytes;
+  std::size_t largest = 0;
+  for (std::size_t k = 1; k <= 64; ++k) {
+    const std::size_t n = k * mib + 64 * k;
+    void* p = alloc.allocate(n);
+    alloc.deallocate(p, n);
+    largest = std::max(largest, n);
+    const AllocatorStats s = alloc.stats();
+    ASSERT_LE(s.reserved - s.allocated, s.peak_allocated + mib)
+        << "after a block of " << n << " bytes";
+  }
+  // The newest block is the one kept when the cache is full (the oldest went first).
+  void* again = alloc.allocate(largest);
+  const std::size_t sys = alloc.stats().num_system_allocs;
+  alloc.deallocate(again, largest);
+  void* last = alloc.allocate(largest);
+  EXPECT_EQ(alloc.stats().num_system_allocs, sys) << "the last freed block is reused";
+  alloc.deallocate(last, largest);
+  CpuAllocator::release_cached();
+}
+
 TEST(Ch01_Npy, TensorRoundTrip) {
   const testing::TempDir dir;
   const std::string path = dir.file("roundtrip.npy");
@@ -192,8 +262,11 @@ TEST(Ch01_Tensor, ShapesWhoseSizesOverflowInt64AreRejected) {
   EXPECT_TRUE(testing::throws_tt_error([&] { shape_numel({big, big}); }, {"overflows int64"}));
   // No elements, but the strides of the two big dims would overflow (e.g. a hostile .npy).
   EXPECT_TRUE(testing::throws_tt_error([&] { empty({0, big, big}); }, {"[0, 1099511627776, "}));
-  EXPECT_TRUE(testing::throws_tt_error([&] { contiguous_strides({0, big, big}); },
-                                       {"contiguous_strides", "overflow"}));
+  EXPECT_TRUE(testing::throws_tt_error(
+      [&] {
+        contiguous_strides({0, big, big});
+      },
+      {"contiguous_strides", "overflow"}));
   EXPECT_EQ(shape_numel({0, big}), 0);
 }
 

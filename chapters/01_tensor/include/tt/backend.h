@@ -39,18 +39,38 @@ class Allocator {
 };
 
 /// CPU memory aligned to kAlignment bytes (so SIMD loads of any row start are aligned).
+///
+/// Blocks of kCacheMinBytes or more are cached when freed and handed out again for a request of
+/// the same rounded size: a training step frees and reallocates the same large activations every
+/// step, and a block that went back to the system comes back as fresh pages, each of which the
+/// kernel must fault in and zero on first touch (glibc returns blocks over 32 MiB to the system
+/// at once). The cache keeps at most `peak_allocated` + kCacheMinBytes bytes (so it never more
+/// than doubles what the program itself used at its peak; the MiB covers the rounding) and drops
+/// its oldest blocks first. It is off in builds
+/// with AddressSanitizer (which must see every free to find a use after free) and when the
+/// environment variable TT_CPU_CACHING is "0".
 class CpuAllocator final : public Allocator {
  public:
   /// Alignment of every block: a cache line, enough for AVX-512 loads.
   static constexpr std::size_t kAlignment = 64;
-  /// Aligned allocation rounded up to a multiple of kAlignment.
+  /// Smallest block (rounded size) that is cached when freed: 1 MiB. Smaller blocks go back
+  /// to malloc's own free lists, which already reuse them.
+  static constexpr std::size_t kCacheMinBytes = std::size_t{1} << 20;
+  /// Aligned allocation rounded up to a multiple of kAlignment: a cached block of that size when
+  /// there is one, otherwise a new one from the system.
   void* allocate(std::size_t nbytes) override;
-  /// Frees a block from allocate().
+  /// Frees a block from allocate(): into the cache (kCacheMinBytes or more, caching on), or to
+  /// the system.
   void deallocate(void* ptr, std::size_t nbytes) override;
   /// Process-wide counts of every CpuAllocator: `allocated` is the bytes in use (the sizes
   /// requested, before rounding), so a step that frees what it allocates leaves it unchanged
-  /// (Ch09_Leaks checks 1,100 GPT-2 steps); `peak_allocated` its maximum.
+  /// (Ch09_Leaks checks 1,100 GPT-2 steps); `peak_allocated` its maximum; `reserved` adds the
+  /// cached bytes; `num_system_allocs` counts the blocks that came from the system.
   AllocatorStats stats() const override;
+  /// Returns every cached block to the system.
+  static void release_cached();
+  /// Whether freed large blocks are cached (see the class comment).
+  static bool caching_enabled();
 
  private:
   struct Counters;
