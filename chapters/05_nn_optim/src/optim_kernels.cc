@@ -11,6 +11,7 @@
 
 #include "tt/dispatcher.h"
 #include "tt/optim.h"
+#include "tt/parallel.h"
 #include "tt/todo.h"
 
 namespace tt::cpu {
