@@ -115,18 +115,15 @@ constexpr int kRowPackElems = 4 * kWarpThreads;  // a row of C holds C / 128 flo
 constexpr int kMaxRowPacks = 8;                  // C <= 1,024: 4 x 8 values an array per lane
 
 // The float4 packs a lane holds of a float32 row of C elements, when the register-row kernels
-// take it (C a multiple of 128, at most 1,024, every pointer 16-byte aligned, `half` ones (the
-// bfloat16 tensors) 8-byte aligned); 0 when they do not.
-int row_packs(DType dtype, int64_t C, std::initializer_list<const Tensor*> full,
-              std::initializer_list<const Tensor*> half) {
+// take it: C a multiple of 128, at most 1,024, and every defined tensor aligned to 4 of its own
+// elements (a lane loads 4 at once: 16 bytes of float32, 8 of bfloat16); 0 when they do not.
+int row_packs(DType dtype, int64_t C, std::initializer_list<const Tensor*> tensors) {
   if (dtype != DType::kFloat32 || C % kRowPackElems != 0 || C / kRowPackElems > kMaxRowPacks) {
     return 0;
   }
-  for (const Tensor* t : full) {
-    if (!aligned16(t->data_ptr())) return 0;
-  }
-  for (const Tensor* t : half) {
-    if (t->defined() && reinterpret_cast<std::uintptr_t>(t->data_ptr()) % 8 != 0) return 0;
+  for (const Tensor* t : tensors) {
+    const auto bytes = static_cast<std::uintptr_t>(4 * dtype_size(t->dtype()));
+    if (t->defined() && reinterpret_cast<std::uintptr_t>(t->data_ptr()) % bytes != 0) return 0;
   }
   return static_cast<int>(C / kRowPackElems);
 }
@@ -148,11 +145,9 @@ template <typename S>
 __device__ __forceinline__ F4 load4(const S* p) {  // 4 consecutive elements, widened
   F4 f;
   if constexpr (std::is_same_v<S, bfloat16>) {
-    const uint2 u = *reinterpret_cast<const uint2*>(p);
-    f.v[0] = __uint_as_float(u.x << 16);
-    f.v[1] = __uint_as_float(u.x & 0xffff0000u);
-    f.v[2] = __uint_as_float(u.y << 16);
-    f.v[3] = __uint_as_float(u.y & 0xffff0000u);
+    const uint2 u = *reinterpret_cast<const uint2*>(p);  // one 8-byte load
+    const uint32_t half[4] = {u.x, u.x >> 16, u.y, u.y >> 16};
+    for (int k = 0; k < 4; ++k) f.v[k] = load_as<float>(bfloat16{static_cast<uint16_t>(half[k])});
   } else {
     const float4 q = *reinterpret_cast<const float4*>(p);
     f = {{q.x, q.y, q.z, q.w}};
@@ -160,10 +155,8 @@ __device__ __forceinline__ F4 load4(const S* p) {  // 4 consecutive elements, wi
   return f;
 }
 
-__device__ __forceinline__ void store4_bf16(bfloat16* p, const F4& f) {
-  const auto b = [](float v) {
-    return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
-  };
+__device__ __forceinline__ void store4_bf16(bfloat16* p, const F4& f) {  // one 8-byte store
+  const auto b = [](float v) { return static_cast<uint32_t>(store_as<bfloat16>(v).bits); };
   *reinterpret_cast<uint2*>(p) =
       make_uint2(b(f.v[0]) | (b(f.v[1]) << 16), b(f.v[2]) | (b(f.v[3]) << 16));
 }
@@ -350,24 +343,20 @@ void residual_layernorm_forward(const Tensor& r, const Tensor& y, const Tensor& 
   const int dev = r.device().index;
   DeviceGuard guard(dev);
   constexpr int threads = kWarpsPerBlock * kWarpThreads;
-  if (const int packs = row_packs(r.dtype(), C, {&r, &a, &w, &b}, {&d, &y})) {
-    // Every tensor 16-byte aligned but bfloat16 ones (8 bytes: 4 elements a lane).
-    if ((d.dtype() == DType::kBFloat16 || aligned16(d.data_ptr())) &&
-        (y.dtype() == DType::kBFloat16 || aligned16(y.data_ptr()))) {
-      dispatch_t_or_bf16<float>(d.dtype(), [&]<typename D>() {
-        dispatch_t_or_bf16<float>(y.dtype(), [&]<typename Y>() {
-          dispatch_packs(packs, [&]<int kPacks>() {
-            residual_layernorm_forward_rows_kernel<D, Y, kPacks>
-                <<<grid_size(rows * kWarpThreads, threads, dev), threads, 0, stream(dev)>>>(
-                    r.data<float>(), y.data<Y>(), mean.data<float>(), rstd.data<float>(),
-                    a.data<float>(), d.data<D>(), w.data<float>(), b.data<float>(), rows,
-                    static_cast<float>(eps));
-            TT_CUDA_CHECK_LAUNCH("residual_layernorm_forward_rows_kernel");
-          });
+  if (const int packs = row_packs(r.dtype(), C, {&r, &a, &w, &b, &d, &y})) {
+    dispatch_t_or_bf16<float>(d.dtype(), [&]<typename D>() {
+      dispatch_t_or_bf16<float>(y.dtype(), [&]<typename Y>() {
+        dispatch_packs(packs, [&]<int kPacks>() {
+          residual_layernorm_forward_rows_kernel<D, Y, kPacks>
+              <<<grid_size(rows * kWarpThreads, threads, dev), threads, 0, stream(dev)>>>(
+                  r.data<float>(), y.data<Y>(), mean.data<float>(), rstd.data<float>(),
+                  a.data<float>(), d.data<D>(), w.data<float>(), b.data<float>(), rows,
+                  static_cast<float>(eps));
+          TT_CUDA_CHECK_LAUNCH("residual_layernorm_forward_rows_kernel");
         });
       });
-      return;
-    }
+    });
+    return;
   }
   dispatch_floating(r.dtype(), "cuda::residual_layernorm_forward", [&]<typename T>() {
     dispatch_t_or_bf16<T>(d.dtype(), [&]<typename D>() {
@@ -391,10 +380,9 @@ void residual_layernorm_backward(const Tensor& dr, const Tensor& dd, const Tenso
   const int64_t C = check_residual_layernorm_backward("cuda::residual_layernorm_backward", dr, dd,
                                                       dw, db, dr_in, dy, r, w, mean, rstd);
   DeviceGuard guard(r.device().index);
-  // dy: 16 bytes of float32 or 8 of bfloat16 a lane. No rows: the fallback's zero sums.
-  const bool dy_ok = r.numel() > 0 && (dy.dtype() == DType::kBFloat16 || aligned16(dy.data_ptr()));
-  if (const int packs = row_packs(r.dtype(), C, {&dr, &dr_in, &r, &w}, {&dy, &dd});
-      packs && dy_ok) {
+  // No rows: the fallback's zero sums.
+  if (const int packs = row_packs(r.dtype(), C, {&dr, &dd, &dr_in, &dy, &r, &w});
+      packs && r.numel() > 0) {
     residual_layernorm_backward_rows(dr, dd, dw, db, dr_in, dy, r, w, mean, rstd, C, packs);
     return;
   }
