@@ -208,7 +208,7 @@ void CpuAllocator::deallocate(void* ptr, std::size_t nbytes) {
   c.allocated.fetch_sub(nbytes);
   const std::size_t rounded = rounded_size(nbytes);
   if (rounded >= kCacheMinBytes && caching_enabled()) {
-    block_cache().put(ptr, rounded, c.peak.load() + kCacheMinBytes);  // + rounding slack
+    block_cache().put(ptr, rounded, std::min(c.peak.load() + kCacheMinBytes, kCacheMaxBytes));
     return;
   }
   std::free(ptr);

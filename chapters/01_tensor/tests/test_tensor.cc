@@ -225,6 +225,17 @@ TEST(Ch01_CpuAllocator, TheCacheKeepsAtMostThePeakDroppingItsOldestBlocks) {
     ASSERT_LE(s.reserved - s.allocated, s.peak_allocated + mib)
         << "after a block of " << n << " bytes";
   }
+  // Never more than kCacheMaxBytes, whatever the peak: two blocks of 0.6 GiB (never touched, so
+  // they cost address space only) push the peak past 1 GiB; only the newer stays cached.
+  const std::size_t big = CpuAllocator::kCacheMaxBytes / 10 * 6;
+  void* b1 = alloc.allocate(big);
+  void* b2 = alloc.allocate(big);
+  ASSERT_GT(alloc.stats().peak_allocated, CpuAllocator::kCacheMaxBytes);
+  alloc.deallocate(b1, big);
+  alloc.deallocate(b2, big);
+  EXPECT_LE(alloc.stats().reserved - alloc.stats().allocated, CpuAllocator::kCacheMaxBytes);
+  EXPECT_GE(alloc.stats().reserved - alloc.stats().allocated, big) << "the newer block is kept";
+  CpuAllocator::release_cached();
   // The newest block is the one kept when the cache is full (the oldest went first).
   void* again = alloc.allocate(largest);
   const std::size_t sys = alloc.stats().num_system_allocs;

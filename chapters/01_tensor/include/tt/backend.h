@@ -45,8 +45,9 @@ class Allocator {
 /// step, and a block that went back to the system comes back as fresh pages, each of which the
 /// kernel must fault in and zero on first touch (glibc returns blocks over 32 MiB to the system
 /// at once). The cache keeps at most `peak_allocated` + kCacheMinBytes bytes (so it never more
-/// than doubles what the program itself used at its peak; the MiB covers the rounding) and drops
-/// its oldest blocks first. It is off in builds
+/// than doubles what the program itself used at its peak; the MiB covers the rounding), and never
+/// more than kCacheMaxBytes (a model loaded on the CPU and moved to a GPU leaves no more behind),
+/// and drops its oldest blocks first. It is off in builds
 /// with AddressSanitizer (which must see every free to find a use after free) and when the
 /// environment variable TT_CPU_CACHING is "0".
 class CpuAllocator final : public Allocator {
@@ -56,6 +57,8 @@ class CpuAllocator final : public Allocator {
   /// Smallest block (rounded size) that is cached when freed: 1 MiB. Smaller blocks go back
   /// to malloc's own free lists, which already reuse them.
   static constexpr std::size_t kCacheMinBytes = std::size_t{1} << 20;
+  /// Most bytes the cache holds: 1 GiB.
+  static constexpr std::size_t kCacheMaxBytes = std::size_t{1} << 30;
   /// Aligned allocation rounded up to a multiple of kAlignment: a cached block of that size when
   /// there is one, otherwise a new one from the system.
   void* allocate(std::size_t nbytes) override;
