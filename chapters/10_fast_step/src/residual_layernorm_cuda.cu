@@ -122,8 +122,9 @@ int row_packs(DType dtype, int64_t C, std::initializer_list<const Tensor*> tenso
     return 0;
   }
   for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;  // dd when the delta needs no gradient of its own
     const auto bytes = static_cast<std::uintptr_t>(4 * dtype_size(t->dtype()));
-    if (t->defined() && reinterpret_cast<std::uintptr_t>(t->data_ptr()) % bytes != 0) return 0;
+    if (reinterpret_cast<std::uintptr_t>(t->data_ptr()) % bytes != 0) return 0;
   }
   return static_cast<int>(C / kRowPackElems);
 }
