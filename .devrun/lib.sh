@@ -369,3 +369,16 @@ cpu_vs_torch() {
   done
   return $rc
 }
+# ln_sanitize_and_step: compute-sanitizer memcheck, racecheck and synccheck on the residual +
+# LayerNorm tests of chapters 10 and 11, then the bf16 GPT-2 124M step of bench_gpt2_step;
+# status=1 on a failure.
+ln_sanitize_and_step() {
+  local tool ln='Ch10_8_ResidualLayerNormCuda.*:Ch11_ResidualLayerNormBf16Cuda.*'
+  for tool in memcheck racecheck synccheck; do
+    sanitize $tool ln_${tool}_10.log build/bin/tt_ch10_tests "$ln" || status=1
+    sanitize $tool ln_${tool}_11.log build/bin/tt_ch11_tests "$ln" || status=1
+  done
+  stamp "bf16 GPT-2 124M step"
+  build/bin/bench_gpt2_step --benchmark_filter='cuda_bf16/L12' 2>&1 | grep -aE "cuda_bf16/" |
+    cut -c1-150 || status=1
+}

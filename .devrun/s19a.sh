@@ -33,14 +33,7 @@ for ch in 07 10 11; do
 done
 # residual_layernorm_cuda.cu: one alignment rule (row_packs), load4/store4_bf16 through
 # load_as/store_as.
-ln='Ch10_8_ResidualLayerNormCuda.*:Ch11_ResidualLayerNormBf16Cuda.*'
-for tool in memcheck racecheck synccheck; do
-  sanitize $tool ln_${tool}_10.log build/bin/tt_ch10_tests "$ln" || status=1
-  sanitize $tool ln_${tool}_11.log build/bin/tt_ch11_tests "$ln" || status=1
-done
-stamp "bf16 GPT-2 124M step"
-build/bin/bench_gpt2_step --benchmark_filter='cuda_bf16/L12' 2>&1 | grep -aE "cuda_bf16/" |
-  cut -c1-150 || status=1
+ln_sanitize_and_step
 logs_end
 stamp "s19a done (status $status)"
 exit $status

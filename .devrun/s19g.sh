@@ -10,13 +10,6 @@ mkdir -p /work && ln -sfn "$PWD" /work/ci-19b
 for ch in 10 11; do
   gtests ch${ch}_cuda.log 300 build/bin/tt_ch${ch}_tests '*Cuda*' | tail -4 || status=1
 done
-ln='Ch10_8_ResidualLayerNormCuda.*:Ch11_ResidualLayerNormBf16Cuda.*'
-for tool in memcheck racecheck synccheck; do
-  sanitize $tool ln_${tool}_10.log build/bin/tt_ch10_tests "$ln" || status=1
-  sanitize $tool ln_${tool}_11.log build/bin/tt_ch11_tests "$ln" || status=1
-done
-stamp "bf16 GPT-2 124M step"
-build/bin/bench_gpt2_step --benchmark_filter='cuda_bf16/L12' 2>&1 | grep -aE "cuda_bf16/" |
-  cut -c1-150 || status=1
+ln_sanitize_and_step
 stamp "s19g done (status $status)"
 exit $status
