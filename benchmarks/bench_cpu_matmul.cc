@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   }
   const std::pair<const char*, tt::MatmulAlgo> algos[] = {{"naive", tt::MatmulAlgo::kNaive},
                                                           {"blocked", tt::MatmulAlgo::kBlocked},
-                                                          {"eigen", tt::MatmulAlgo::kEigen}};
+                                                          {"eigen", tt::MatmulAlgo::kEigen},
+                                                          {"fma", tt::MatmulAlgo::kFma}};
   for (const Shape3& s : shapes) {
     for (const auto& [name, algo] : algos) {
       // The naive kernel is kept to the small square sizes: it would take minutes elsewhere.

@@ -23,6 +23,8 @@ const char* matmul_kernel_name(MatmulAlgo algo) {
       return "matmul_blocked";
     case MatmulAlgo::kEigen:
       return "matmul_eigen";
+    case MatmulAlgo::kFma:
+      return "matmul_fma";
   }
   return "matmul";
 }

@@ -1,10 +1,11 @@
 // What the thread count changes (README, "Determinism"): nothing in our own kernels (fixed
-// partitions, see the SameBitsForAnyThreadCount tests), and, in Eigen's GEMM (the default
-// "matmul" kernel), only the split of K between one thread and several: a multi-threaded
-// product sums K in fixed blocks of at most 320 (fewer with a small L1), a single-threaded one
-// in blocks it derives from the L1 size and K. So 1 vs 2 threads agree bit for bit for small K,
-// any two thread counts >= 2 agree for every K, and 1 vs 2 threads may differ in the last bits
-// for large K.
+// partitions, see the SameBitsForAnyThreadCount tests; the default "matmul" kernel, matmul_fma,
+// is one FMA chain per element whatever the split), and, in Eigen's GEMM (matmul_eigen, the
+// default in a build without FMA instructions), only the split of K between one thread and
+// several: a multi-threaded product sums K in fixed blocks of at most 320 (fewer with a small
+// L1), a single-threaded one in blocks it derives from the L1 size and K. So 1 vs 2 threads
+// agree bit for bit for small K, any two thread counts >= 2 agree for every K, and 1 vs 2
+// threads may differ in the last bits for large K.
 #include <cstring>
 #include <vector>
 
@@ -39,6 +40,9 @@ TEST(Ch04_Determinism, EigenGemmDependsOnlyOnOneVersusSeveralThreadsAndOnlyForLa
   // Our blocked kernel sums every K in the same order for any thread count.
   EXPECT_TRUE(same_bits(product(128, 1024, 1, MatmulAlgo::kBlocked),
                         product(128, 1024, 2, MatmulAlgo::kBlocked)));
+  // So does the FMA kernel (the default "matmul" on FMA hardware).
+  EXPECT_TRUE(
+      same_bits(product(128, 1024, 1, MatmulAlgo::kFma), product(128, 1024, 2, MatmulAlgo::kFma)));
 }
 
 }  // namespace

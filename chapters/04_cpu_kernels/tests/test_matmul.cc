@@ -1,8 +1,13 @@
-// Tests of the matmul kernels (exercises ch04.5 naive, ch04.6 blocked, ch04.7 Eigen), the
-// front-end (ch04.8) and the backward (ch04.9), against a float64 reference computed here.
+// Tests of the matmul kernels (exercises ch04.5 naive, ch04.6 blocked, ch04.7 Eigen, and the
+// given FMA kernel), the front-end (ch04.8) and the backward (ch04.9), against a float64
+// reference computed here.
+#include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 
 #include "ch04_test_util.h"
+#include "tt/cpu_gemm.h"
 #include "tt/functional.h"
 
 namespace tt {
@@ -109,6 +114,114 @@ TEST(Ch04_7_MatmulEigen, AgreesWithTheOtherKernels) {
   EXPECT_TENSOR_NEAR(k, n, 1e-4, 1e-4);
 }
 
+// ----- the given FMA kernel (tt/cpu_gemm.h) ---------------------------------------------------
+
+TEST(Ch04_CpuGemm, MatchesFloat64Reference) {
+  check_kernel(&cpu::matmul_fma);
+}
+
+/// c = c0 + a @ b as std::fma chains in k order (c0 = c when accumulate, else 0): the contract
+/// of gemm_fma, written as plainly as possible.
+template <typename T>
+void fma_chain(int64_t M, int64_t N, int64_t K, cpu::StridedMatrix<T> a, cpu::StridedMatrix<T> b,
+               T* c, int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      T acc = accumulate ? c[i * ldc + j] : T(0);
+      for (int64_t k = 0; k < K; ++k) {
+        acc = std::fma(a.data[i * a.rs + k * a.cs], b.data[k * b.rs + j * b.cs], acc);
+      }
+      c[i * ldc + j] = acc;
+    }
+  }
+}
+
+template <typename T>
+bool same_bits(const std::vector<T>& x, const std::vector<T>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
+}
+
+/// gemm_fma against fma_chain, bit for bit, for one shape in every layout of a and b, with
+/// padded rows of c whose padding must stay untouched, overwriting and accumulating.
+template <typename T>
+void check_fma_bits(int64_t M, int64_t N, int64_t K, uint64_t seed) {
+  const DType dtype = std::is_same_v<T, float> ? DType::kFloat32 : DType::kFloat64;
+  const std::vector<T> va = randn_t({M * K + 1}, seed, dtype).to_vector<T>();
+  const std::vector<T> vb = randn_t({K * N + 1}, seed + 1, dtype).to_vector<T>();
+  const std::vector<T> vc = randn_t({M * (N + 3) + 1}, seed + 2, dtype).to_vector<T>();
+  const int64_t ldc = N + 3;
+  const T sentinel = std::numeric_limits<T>::quiet_NaN();
+  for (bool a_col : {false, true}) {
+    for (bool b_col : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "M " << M << " N " << N << " K " << K << " a " << (a_col ? "col" : "row")
+                     << "-major, b " << (b_col ? "col" : "row") << "-major, accumulate "
+                     << accumulate << ", " << cpu::gemm_fma_isa());
+        const cpu::StridedMatrix<T> a{va.data(), a_col ? 1 : K, a_col ? M : 1};
+        const cpu::StridedMatrix<T> b{vb.data(), b_col ? 1 : N, b_col ? K : 1};
+        std::vector<T> got(vc), want(vc);
+        for (int64_t i = 0; i < M; ++i) {
+          for (int64_t j = N; j < ldc; ++j) got[i * ldc + j] = want[i * ldc + j] = sentinel;
+          // Not accumulating, c is never read: NaN there must not reach the result.
+          if (!accumulate) std::fill(got.begin() + i * ldc, got.begin() + i * ldc + N, sentinel);
+        }
+        cpu::gemm_fma<T>(M, N, K, a, b, got.data(), ldc, accumulate);
+        fma_chain<T>(M, N, K, a, b, want.data(), ldc, accumulate);
+        EXPECT_TRUE(same_bits(got, want)) << "gemm_fma is not the FMA chain in k order";
+      }
+    }
+  }
+}
+
+TEST(Ch04_CpuGemm, EveryElementIsOneFmaChainInKOrder) {
+  // Edges of every block: M across MC (120) and MR, N across NC (512) and NR, K across KC (256).
+  const int64_t shapes[][3] = {{1, 1, 1}, {13, 37, 300}, {121, 40, 9}, {7, 530, 520}};
+  uint64_t seed = 700;
+  for (const auto& s : shapes) {
+    check_fma_bits<float>(s[0], s[1], s[2], seed += 3);
+    check_fma_bits<double>(s[0], s[1], s[2], seed += 3);
+  }
+}
+
+TEST(Ch04_CpuGemm, SameBitsForAnyThreadCount) {
+  // Split along M (M >= N) and along N (N > M); K spans 3 blocks.
+  const std::pair<int64_t, int64_t> mn[] = {{250, 100}, {40, 700}};
+  for (const auto& [M, N] : mn) {
+    const int64_t K = 700;
+    const std::vector<float> va = randn_t({M * K}, 11, DType::kFloat32).to_vector<float>();
+    const std::vector<float> vb = randn_t({K * N}, 12, DType::kFloat32).to_vector<float>();
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3}) {
+      const ScopedNumThreads scoped(threads);
+      std::vector<float> c(static_cast<std::size_t>(M * N));
+      cpu::gemm_fma<float>(M, N, K, {va.data(), K, 1}, {vb.data(), N, 1}, c.data(), N, false);
+      results.push_back(std::move(c));
+    }
+    EXPECT_TRUE(same_bits(results[0], results[1])) << "1 vs 2 threads, M " << M << " N " << N;
+    EXPECT_TRUE(same_bits(results[0], results[2])) << "1 vs 3 threads, M " << M << " N " << N;
+  }
+}
+
+TEST(Ch04_CpuGemm, EmptyProducts) {
+  std::vector<float> c{1, 2, 3, 4, 5, 6};
+  cpu::gemm_fma<float>(2, 3, 0, {nullptr, 0, 1}, {nullptr, 3, 1}, c.data(), 3, true);
+  EXPECT_EQ(c, (std::vector<float>{1, 2, 3, 4, 5, 6})) << "K = 0, accumulating: c unchanged";
+  cpu::gemm_fma<float>(2, 3, 0, {nullptr, 0, 1}, {nullptr, 3, 1}, c.data(), 3, false);
+  EXPECT_EQ(c, std::vector<float>(6, 0.f)) << "K = 0: an empty sum is 0";
+  cpu::gemm_fma<float>(0, 3, 4, {nullptr, 4, 1}, {nullptr, 3, 1}, nullptr, 3, false);  // no rows
+}
+
+TEST(Ch04_CpuGemm, DefaultMatmulIsTheFmaKernelOnFmaHardware) {
+  const Tensor a = randn_t({2, 70, 300}, 21, DType::kFloat32);
+  const Tensor b = randn_t({300, 90}, 22, DType::kFloat32);
+  const std::vector<float> def = matmul(a, b).to_vector<float>();
+  const MatmulAlgo expected = cpu::gemm_fma_is_native() ? MatmulAlgo::kFma : MatmulAlgo::kEigen;
+  EXPECT_TRUE(same_bits(def, matmul(a, b, expected).to_vector<float>()))
+      << "\"matmul\" should be " << matmul_kernel_name(expected)
+      << " (gemm_fma's ISA here: " << cpu::gemm_fma_isa() << ")";
+}
+
 // ----- ch04.8 front-end ------------------------------------------------------------------------
 
 TEST(Ch04_8_MatmulForward, BroadcastsBatchDims) {
@@ -124,7 +237,8 @@ TEST(Ch04_8_MatmulForward, SharedRightOperandAndLayouts) {
   // [B, T, C] @ [C, N] (folded into one GEMM), with a transposed b and a sliced a.
   Tensor a = randn_t({2, 3, 8}, 12).slice(2, 0, 8, 2);  // [2, 3, 4], non-contiguous rows
   Tensor w = randn_t({6, 4}, 13).transpose(0, 1);       // [4, 6], column-major
-  for (MatmulAlgo algo : {MatmulAlgo::kNaive, MatmulAlgo::kBlocked, MatmulAlgo::kEigen}) {
+  for (MatmulAlgo algo :
+       {MatmulAlgo::kNaive, MatmulAlgo::kBlocked, MatmulAlgo::kEigen, MatmulAlgo::kFma}) {
     Tensor c = matmul_forward(a, w, algo);
     ASSERT_EQ(c.shape(), (Shape{2, 3, 6}));
     EXPECT_TENSOR_NEAR(c.reshape({1, 6, 6}), ref_matmul(a.reshape({1, 6, 4}), w.unsqueeze(0)),
@@ -177,7 +291,8 @@ TEST(Ch04_9_MatmulBackward, BroadcastOperandsGetSummedGradients) {
 // ----- autograd through matmul (given code) ------------------------------------------------------
 
 TEST(Ch04_Matmul, GradcheckEveryAlgoAndShape) {
-  for (MatmulAlgo algo : {MatmulAlgo::kNaive, MatmulAlgo::kBlocked, MatmulAlgo::kEigen}) {
+  for (MatmulAlgo algo :
+       {MatmulAlgo::kNaive, MatmulAlgo::kBlocked, MatmulAlgo::kEigen, MatmulAlgo::kFma}) {
     auto mm = [algo](const std::vector<Tensor>& in) { return matmul(in[0], in[1], algo); };
     EXPECT_TRUE(gradcheck_ok(mm, {leaf64({3, 4}, 30), leaf64({4, 2}, 31)}));
     EXPECT_TRUE(gradcheck_ok(mm, {leaf64({2, 3, 4}, 32), leaf64({4, 5}, 33)}));

@@ -13,6 +13,7 @@
 #include "ch09_test_util.h"
 #include "tt/autograd.h"
 #include "tt/backend.h"
+#include "tt/cpu_gemm.h"
 #include "tt/parallel.h"
 #include "tt/train.h"
 
@@ -126,6 +127,27 @@ TEST(Ch09_Determinism, OneAndTwoThreadsGiveBitIdenticalRunsWhileEveryKIsSmall) {
   const TrainedRun two = [] {
     const ScopedNumThreads threads(2);
     return train_run(small_config(), 2, 32, 2);
+  }();
+  EXPECT_TRUE(bitwise_equal(one, two));
+}
+
+TEST(Ch09_Determinism, OneAndTwoThreadsGiveBitIdenticalRunsForAnyKWithTheFmaGemm) {
+  // The default "matmul" on FMA hardware is chapter 04's gemm_fma: one FMA chain per element
+  // whatever the split between threads, so here K goes past Eigen's blocks of at most 320 (4C =
+  // 384, and B*T = 512 in the weight gradients) and the runs still agree bit for bit.
+  if (!cpu::gemm_fma_is_native()) {
+    GTEST_SKIP() << "\"matmul\" is Eigen's GEMM in this build (no FMA instructions)";
+  }
+  GPT2Config config = small_config();
+  config.n_embd = 96;
+  config.n_head = 4;
+  const TrainedRun one = [&] {
+    const ScopedNumThreads threads(1);
+    return train_run(config, 8, 64, 2);
+  }();
+  const TrainedRun two = [&] {
+    const ScopedNumThreads threads(2);
+    return train_run(config, 8, 64, 2);
   }();
   EXPECT_TRUE(bitwise_equal(one, two));
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tt/autograd.h"
+#include "tt/cpu_gemm.h"
 #include "tt/eigen.h"
 #include "tt/functional.h"
 #include "tt/fused_classifier.h"
@@ -353,6 +354,12 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, dou
            "one dtype, got out ",
            out.describe(), ", a ", a.describe(), ", b ", b.describe());
   dispatch_floating(out.dtype(), "cpu::gemm", [&]<typename T>() {
+    if (gemm_fma_is_native() && alpha == 1 && (beta == 0 || beta == 1)) {
+      // The classifier's two cases (out = a @ b, out += a @ b): chapter 04's GEMM, any strides.
+      gemm_fma<T>(out.size(0), out.size(1), a.size(1), {a.data<T>(), a.stride(0), a.stride(1)},
+                  {b.data<T>(), b.stride(0), b.stride(1)}, out.data<T>(), out.stride(0), beta == 1);
+      return;
+    }
     using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
     using Stride = Eigen::OuterStride<>;

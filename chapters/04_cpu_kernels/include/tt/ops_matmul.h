@@ -1,6 +1,7 @@
 /// @file ops_matmul.h
-/// @brief Matrix multiplication: batched, with broadcast batch dims, differentiable, with three
-/// CPU algorithms (naive, cache-blocked, Eigen) selectable for teaching and benchmarking.
+/// @brief Matrix multiplication: batched, with broadcast batch dims, differentiable, with four
+/// CPU algorithms (naive, cache-blocked, Eigen, FMA micro-kernel) selectable for teaching and
+/// benchmarking.
 ///
 /// For \f$ A \in \mathbb{R}^{M \times K} \f$ and \f$ B \in \mathbb{R}^{K \times N} \f$,
 /// \f$ C_{ij} = \sum_{k} A_{ik} B_{kj} \f$ costs \f$ 2MNK \f$ flops. Leading (batch) dims
@@ -24,10 +25,12 @@ namespace tt {
 
 /// Which kernel computes a matmul.
 enum class MatmulAlgo {
-  kDefault,  ///< kernel "matmul": the fastest of the device (Eigen on the CPU)
+  kDefault,  ///< kernel "matmul": the fastest of the device (on the CPU matmul_fma, or Eigen
+             ///< in a build without FMA instructions; cuBLAS on CUDA)
   kNaive,    ///< kernel "matmul_naive": three nested loops
   kBlocked,  ///< kernel "matmul_blocked": packed cache blocks and a register-blocked micro-kernel
   kEigen,    ///< kernel "matmul_eigen": Eigen::Map over the buffers, Eigen's GEMM
+  kFma,      ///< kernel "matmul_fma" (CPU only): kBlocked's algorithm with a SIMD FMA micro-kernel
 };
 
 /// Registry name of the kernel of `algo` ("matmul", "matmul_naive", ...).
@@ -71,7 +74,8 @@ namespace cpu {
 void matmul_naive(const Tensor& out, const Tensor& a, const Tensor& b);
 /// CPU kernel "matmul_blocked" (exercise ch04.6): packed cache blocks, register micro-kernel.
 void matmul_blocked(const Tensor& out, const Tensor& a, const Tensor& b);
-/// CPU kernel "matmul_eigen" and "matmul" (exercise ch04.7): Eigen::Map + Eigen's GEMM.
+/// CPU kernel "matmul_eigen" (exercise ch04.7): Eigen::Map + Eigen's GEMM; also "matmul" in a
+/// build without FMA instructions (see cpu_gemm.h for the kernel "matmul_fma").
 void matmul_eigen(const Tensor& out, const Tensor& a, const Tensor& b);
 }  // namespace cpu
 

@@ -46,8 +46,8 @@
 /// ones zero: its GEMMs are aligned too (unaligned, LLaMA 124M's head GEMMs took 13 ms of a
 /// 53 ms traced bf16 step on an H100).
 ///
-/// The GEMMs are the "gemm" kernels (GemmKernel, tt/ops_matmul.h: cuBLAS on CUDA, Eigen on the
-/// CPU); the row kernel is "classifier_xent_rows" (the CPU one applies classifier_row_xent, the
+/// The GEMMs are the "gemm" kernels (GemmKernel, tt/ops_matmul.h: cuBLAS on CUDA, chapter 04's
+/// gemm_fma on the CPU); the row kernel is "classifier_xent_rows" (the CPU one applies classifier_row_xent, the
 /// exercise ch10.7, to each row in parallel; the CUDA one is one block per row).
 #pragma once
 
@@ -208,8 +208,10 @@ void classifier_row_stats(const Tensor& logits, const Tensor& stats, const Tenso
 void classifier_row_grad(const Tensor& logits, const Tensor& lse, const Tensor& targets,
                          int64_t first, int64_t vocab_size, double scale);
 
-/// The CPU kernel "gemm" (GemmKernel): Eigen's GEMM on Eigen::Map views of the operands, with
-/// out's row stride as its outer stride.
+/// The CPU kernel "gemm" (GemmKernel): chapter 04's gemm_fma (tt/cpu_gemm.h) for alpha = 1 and
+/// beta = 0 or 1 on FMA hardware (the classifier's only cases: out = a @ b, out += a @ b, one FMA
+/// chain per element continuing from out), otherwise Eigen's GEMM on Eigen::Map views of the
+/// operands, with out's row stride as its outer stride.
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta);
 
 }  // namespace cpu

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Session 20, one H200 host's CPU (.devbin/s20a.tar.xz: bench_cpu_matmul, bench_gpt2_step,
+# tt_ch04/09/10_tests of this build, and old/bin/ bench_cpu_matmul + bench_gpt2_step of main
+# 997d41d, the last build with Eigen's GEMM as "matmul"), ~7 min: issue 23 goal 4 with chapter
+# 04's FMA GEMM (gemm_fma, the default CPU "matmul" and the classifier's "gemm"):
+# GEMM rates on 2 pinned cores (old Eigen, new gemm_fma, OpenBLAS, torch.mm: forward shapes
+# and the backward's transposed ones); the CPU mini step old/new/PyTorch 2.11, three alternating
+# rounds; the per-op profile; the CPU tests of chapters 04, 09, 10 on this Intel CPU (another
+# instruction set than the build machine's AMD one) and chapter 10's classifier CUDA tests.
+set -uo pipefail
+. .devrun/lib.sh
+status=0
+carried "${1:-s20a}"
+mkdir -p /work && ln -sfn "$PWD" /work/main  # the tests find reference_data/ by absolute path
+logs_begin
+lscpu | grep -aE "^Model name|^CPU\(s\)|^Thread|^Core|MHz" | head -6
+lscpu | grep -ao "avx512[a-z_0-9]*\|amx[a-z_0-9]*\|avx2\|fma" | sort -u | tr '\n' ' '; echo
+for dir in old build; do
+  stamp "bench_cpu_matmul of $dir, 2 threads on CPUs 0,1"
+  OMP_NUM_THREADS=2 taskset -c 0,1 $dir/bin/bench_cpu_matmul \
+    --benchmark_filter='(eigen|fma|openblas)/(2048|C384)' --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true 2>&1 | tee "$OUT/cpu_matmul_$dir.txt" |
+    grep -aE "threads|_median" | cut -c1-110
+done
+stamp "torch.mm, 2 threads on CPUs 0,1"
+OMP_NUM_THREADS=2 taskset -c 0,1 python3 - <<'PY' 2>&1 | tee "$OUT/torch_mm.txt"
+import time, torch
+torch.set_num_threads(2)
+for (M, K, N) in [(2048, 2048, 2048), (2048, 384, 1152), (2048, 384, 384), (2048, 384, 1536),
+                  (2048, 1536, 384), (2048, 384, 8192)]:
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    for _ in range(2): a @ b
+    best = 1e9
+    for r in range(3):
+        n = 5; t = time.perf_counter()
+        for _ in range(n): a @ b
+        best = min(best, (time.perf_counter() - t) / n)
+    print(f"torch.mm {M}x{K}x{N}: {best*1e3:.2f} ms {2*M*N*K/best/1e9:.1f} GFLOP/s")
+PY
+cpu_vs_torch 3 old build || status=1
+stamp "per-op profile, new build, cpu_fast"
+OMP_NUM_THREADS=2 taskset -c 0,1 build/bin/bench_gpt2_step --profile \
+  --benchmark_filter='gpt2_train_step/cpu_fast/L6' >"$OUT/prof_cpu_fast.log" 2>&1 || status=1
+grep -aA24 "^Per-op" "$OUT/prof_cpu_fast.log" | cut -c1-130 | head -26
+gtests ch04.log 300 build/bin/tt_ch04_tests '*' || status=1
+gtests ch09_det.log 300 build/bin/tt_ch09_tests '*Determinism*:*TinyModel*:*Reference*' || status=1
+gtests ch10_cls.log 300 build/bin/tt_ch10_tests '*Classifier*:*FastOps*' || status=1
+logs_end
+stamp "s20a done (status $status)"
+exit $status
