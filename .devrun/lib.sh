@@ -382,3 +382,35 @@ ln_sanitize_and_step() {
   build/bin/bench_gpt2_step --benchmark_filter='cuda_bf16/L12' 2>&1 | grep -aE "cuda_bf16/" |
     cut -c1-150 || status=1
 }
+# gemm_rates DIR THREADS FILTER TAG: DIR/bin/bench_cpu_matmul's FILTER rows (medians of 3) with
+# THREADS threads pinned to CPUs 0..THREADS-1, into $OUT/cpu_matmul_TAG.txt; GFLOP/s printed.
+gemm_rates() {
+  local dir=$1 n=$2 filter=$3 tag=$4 cpus
+  cpus=$(seq -s, 0 $((n - 1)))
+  stamp "bench_cpu_matmul of $dir, $n threads on CPUs $cpus"
+  OMP_NUM_THREADS=$n taskset -c "$cpus" "$dir/bin/bench_cpu_matmul" --benchmark_filter="$filter" \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
+    tee "$OUT/cpu_matmul_$tag.txt" | grep -aE "_median" |
+    awk '{for(i=1;i<=NF;i++) if ($i ~ /GFLOP=/) g=$i; print $1, g}'
+}
+# torch_mm_rates THREADS: PyTorch's torch.mm (oneMKL) on 2048^3 and the GPT-2 shapes of
+# bench_cpu_matmul, pinned like gemm_rates, into $OUT/torch_mm_THREADS.txt; GFLOP/s printed.
+torch_mm_rates() {
+  local n=$1 cpus
+  cpus=$(seq -s, 0 $((n - 1)))
+  stamp "torch.mm, $n threads on CPUs $cpus"
+  OMP_NUM_THREADS=$n taskset -c "$cpus" python3 - "$n" <<'PY' 2>&1 | tee "$OUT/torch_mm_$n.txt"
+import sys, time, torch
+torch.set_num_threads(int(sys.argv[1]))
+for (M, K, N) in [(2048, 2048, 2048), (2048, 384, 1152), (2048, 384, 384), (2048, 384, 1536),
+                  (2048, 1536, 384), (2048, 768, 2304), (2048, 3072, 768)]:
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    for _ in range(3): a @ b
+    best = 1e9
+    for r in range(3):
+        n = 5; t = time.perf_counter()
+        for _ in range(n): a @ b
+        best = min(best, (time.perf_counter() - t) / n)
+    print(f"torch.mm {M}x{K}x{N}: {best*1e3:.2f} ms {2*M*N*K/best/1e9:.1f} GFLOP/s")
+PY
+}

@@ -15,28 +15,9 @@ mkdir -p /work && ln -sfn "$PWD" /work/main  # the tests find reference_data/ by
 logs_begin
 lscpu | grep -aE "^Model name|^CPU\(s\)|^Thread|^Core|MHz" | head -6
 lscpu | grep -ao "avx512[a-z_0-9]*\|amx[a-z_0-9]*\|avx2\|fma" | sort -u | tr '\n' ' '; echo
-for dir in old build; do
-  stamp "bench_cpu_matmul of $dir, 2 threads on CPUs 0,1"
-  OMP_NUM_THREADS=2 taskset -c 0,1 $dir/bin/bench_cpu_matmul \
-    --benchmark_filter='(eigen|fma|openblas)/(2048|C384)' --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true 2>&1 | tee "$OUT/cpu_matmul_$dir.txt" |
-    grep -aE "threads|_median" | cut -c1-110
-done
-stamp "torch.mm, 2 threads on CPUs 0,1"
-OMP_NUM_THREADS=2 taskset -c 0,1 python3 - <<'PY' 2>&1 | tee "$OUT/torch_mm.txt"
-import time, torch
-torch.set_num_threads(2)
-for (M, K, N) in [(2048, 2048, 2048), (2048, 384, 1152), (2048, 384, 384), (2048, 384, 1536),
-                  (2048, 1536, 384), (2048, 384, 8192)]:
-    a, b = torch.randn(M, K), torch.randn(K, N)
-    for _ in range(2): a @ b
-    best = 1e9
-    for r in range(3):
-        n = 5; t = time.perf_counter()
-        for _ in range(n): a @ b
-        best = min(best, (time.perf_counter() - t) / n)
-    print(f"torch.mm {M}x{K}x{N}: {best*1e3:.2f} ms {2*M*N*K/best/1e9:.1f} GFLOP/s")
-PY
+gemm_rates old 2 '(eigen|fma|openblas)/(2048|C384)' old
+gemm_rates build 2 '(eigen|fma|openblas)/(2048|C384)' build
+torch_mm_rates 2
 cpu_vs_torch 3 old build || status=1
 stamp "per-op profile, new build, cpu_fast"
 OMP_NUM_THREADS=2 taskset -c 0,1 build/bin/bench_gpt2_step --profile \

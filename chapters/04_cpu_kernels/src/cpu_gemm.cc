@@ -57,6 +57,7 @@ namespace {
 // rounded once. kMR rows of two vectors are the accumulators.
 #if defined(__AVX512F__)
 constexpr const char* kIsa = "avx512";
+constexpr bool kNative = true;
 constexpr int kMR = 12;
 template <typename T>
 struct Simd;
@@ -82,6 +83,7 @@ struct Simd<double> {
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr const char* kIsa = "avx2";
+constexpr bool kNative = true;
 constexpr int kMR = 6;
 template <typename T>
 struct Simd;
@@ -108,6 +110,7 @@ struct Simd<double> {
 #else
 // No FMA instructions: 4 lanes of std::fma (a library call on such a CPU), the same bits.
 constexpr const char* kIsa = "portable";
+constexpr bool kNative = false;
 constexpr int kMR = 4;
 template <typename T>
 struct Simd {
@@ -267,7 +270,7 @@ const char* gemm_fma_isa() {
 }
 
 bool gemm_fma_is_native() {
-  return std::strcmp(kIsa, "portable") != 0;
+  return kNative;
 }
 
 template <typename T>
@@ -331,7 +334,7 @@ namespace {
 /// "matmul", the default CPU kernel: gemm_fma on FMA hardware, Eigen's GEMM (exercise ch04.7)
 /// in a build without FMA instructions, where gemm_fma's portable lanes would be slow.
 void matmul_default(const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (gemm_fma_is_native()) {
+  if constexpr (kNative) {
     matmul_fma(out, a, b);
   } else {
     matmul_eigen(out, a, b);

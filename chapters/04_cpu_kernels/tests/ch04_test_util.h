@@ -1,6 +1,7 @@
 // Helpers shared by the chapter 04 tests of element-wise ops, reductions, views and matmul.
 #pragma once
 
+#include <cstring>
 #include <vector>
 
 #include "tt/autograd.h"
@@ -29,6 +30,12 @@ inline Tensor f64(const std::vector<double>& v, Shape shape = {}) {
 /// A float32 tensor from values.
 inline Tensor f32(const std::vector<float>& v, Shape shape = {}) {
   return from_vector(v, std::move(shape));
+}
+
+/// True when x and y hold the same values bit for bit (memcmp: -0.0 vs 0.0 or NaN payloads count).
+template <typename T>
+bool same_bits(const std::vector<T>& x, const std::vector<T>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
 }
 
 /// Runs autograd::gradcheck and turns its verdict into a gtest assertion with its message.

@@ -6,14 +6,16 @@
 // L1), a single-threaded one in blocks it derives from the L1 size and K. So 1 vs 2 threads
 // agree bit for bit for small K, any two thread counts >= 2 agree for every K, and 1 vs 2
 // threads may differ in the last bits for large K.
-#include <cstring>
 #include <vector>
 
+#include "ch04_test_util.h"
 #include "tt/functional.h"
 #include "tt/testing.h"
 
 namespace tt {
 namespace {
+
+using test04::same_bits;
 
 /// a [M, K] @ b [K, 384] with `threads` threads, through the given algorithm.
 std::vector<float> product(int64_t M, int64_t K, int threads, MatmulAlgo algo) {
@@ -21,10 +23,6 @@ std::vector<float> product(int64_t M, int64_t K, int threads, MatmulAlgo algo) {
   const Tensor a = randn({M, K}, gen), b = randn({K, 384}, gen);
   const ScopedNumThreads scoped(threads);
   return matmul(a, b, algo).to_vector<float>();
-}
-
-bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
 TEST(Ch04_Determinism, EigenGemmDependsOnlyOnOneVersusSeveralThreadsAndOnlyForLargeK) {

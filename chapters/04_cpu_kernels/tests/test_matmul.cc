@@ -2,7 +2,6 @@
 // given FMA kernel), the front-end (ch04.8) and the backward (ch04.9), against a float64
 // reference computed here.
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -17,6 +16,7 @@ using test04::f64;
 using test04::gradcheck_ok;
 using test04::leaf64;
 using test04::randn_t;
+using test04::same_bits;
 
 // Reference C = A @ B in float64 for 3-D operands with equal batch sizes (any layout, any
 // dtype): given code only (expand, contiguous, to, to_vector).
@@ -134,11 +134,6 @@ void fma_chain(int64_t M, int64_t N, int64_t K, cpu::StridedMatrix<T> a, cpu::St
       c[i * ldc + j] = acc;
     }
   }
-}
-
-template <typename T>
-bool same_bits(const std::vector<T>& x, const std::vector<T>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
 }
 
 /// gemm_fma against fma_chain, bit for bit, for one shape in every layout of a and b, with

@@ -57,8 +57,8 @@ bool gemm_fma_is_native();
 /// c[i * ldc + j] = c0 + sum over k of a(i, k) * b(k, j) for i < M, j < N, as one fused
 /// multiply-add chain per element in k order (see the file comment), with c0 = the old c when
 /// `accumulate`, else 0 (then c is never read). M, N, K >= 0 (K = 0: c = c0); ldc >= N. Threaded
-/// with tt::num_threads() threads (one task per thread; inside a parallel region, one task), and
-/// the same bits for any thread count. float and double.
+/// with up to tt::num_threads() tasks along the longer side of c (fewer for small products; one
+/// inside a parallel region), and the same bits for any thread count. float and double.
 template <typename T>
 void gemm_fma(int64_t M, int64_t N, int64_t K, StridedMatrix<T> a, StridedMatrix<T> b, T* c,
               int64_t ldc, bool accumulate);
