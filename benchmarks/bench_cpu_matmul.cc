@@ -25,9 +25,15 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace {
 
+/// Operand layouts: kNN is a [M,K] @ b [K,N], both row-major; kNT takes b as the transpose of
+/// a row-major [N,K] (a linear layer's forward, x W^T); kTN takes a as the transpose of a
+/// row-major [K,M] (its weight gradient, dY^T X).
+enum class Layout { kNN, kNT, kTN };
+
 struct Shape3 {
   std::string name;
   int64_t M, N, K;
+  Layout layout = Layout::kNN;
 };
 
 void set_gflops(benchmark::State& state, const Shape3& s) {
@@ -38,7 +44,10 @@ void set_gflops(benchmark::State& state, const Shape3& s) {
 
 void bench_tt(benchmark::State& state, tt::MatmulAlgo algo, Shape3 s) {
   tt::Generator gen(1);
-  const tt::Tensor a = tt::randn({s.M, s.K}, gen), b = tt::randn({s.K, s.N}, gen);
+  const tt::Tensor a = s.layout == Layout::kTN ? tt::randn({s.K, s.M}, gen).transpose(0, 1)
+                                               : tt::randn({s.M, s.K}, gen);
+  const tt::Tensor b = s.layout == Layout::kNT ? tt::randn({s.N, s.K}, gen).transpose(0, 1)
+                                               : tt::randn({s.K, s.N}, gen);
   const tt::Tensor c = tt::empty({s.M, s.N});
   for (auto _ : state) {
     tt::call_kernel<tt::MatmulKernel>(tt::matmul_kernel_name(algo), c.device(), c, a, b);
@@ -81,6 +90,14 @@ int main(int argc, char** argv) {
     shapes.push_back({c + "attn_proj", BT, C, C});
     shapes.push_back({c + "fc", BT, 4 * C, C});
     shapes.push_back({c + "fc_proj", BT, C, 4 * C});
+  }
+  // The mini step's fc layer in its three layouts: forward x W^T, input gradient dY W, weight
+  // gradient dY^T X.
+  {
+    const int64_t BT = 8 * 256, C = 384;
+    shapes.push_back({"C384/fc_fwd_nt", BT, 4 * C, C, Layout::kNT});
+    shapes.push_back({"C384/fc_dx_nn", BT, C, 4 * C, Layout::kNN});
+    shapes.push_back({"C384/fc_dw_tn", 4 * C, C, BT, Layout::kTN});
   }
   const std::pair<const char*, tt::MatmulAlgo> algos[] = {{"naive", tt::MatmulAlgo::kNaive},
                                                           {"blocked", tt::MatmulAlgo::kBlocked},

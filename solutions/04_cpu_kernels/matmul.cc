@@ -89,9 +89,19 @@ std::pair<Tensor, Tensor> matmul_backward(const Tensor& grad, const Tensor& a, c
   }
   if (need_b) {
     const int64_t K = a.size(-1), N = b.size(-1);
-    if (b.dim() == 2 && a.dim() > 2) {
-      // Shared b: the sum over the batch is part of one GEMM, [K, batch*M] @ [batch*M, N].
-      gb = matmul_forward(a.reshape({-1, K}).transpose(0, 1), grad.reshape({-1, N}), algo);
+    if (b.dim() == 2) {
+      // A 2-D b is shared by a's batch: the sum over it is part of one GEMM, [K, batch*M] @
+      // [batch*M, N].
+      int64_t rows = 1;  // batch*M, counted: reshape cannot infer -1 when K or N is 0
+      for (int64_t d = 0; d + 1 < a.dim(); ++d) rows *= a.size(d);
+      const Tensor a2 = a.reshape({rows, K}), g2 = grad.reshape({rows, N});
+      // A b stored transposed (a linear layer's W^T, W [N, K]) gets its gradient in the same
+      // layout, as the transpose of (dC^T A) [N, K]: then W's gradient is contiguous and storing
+      // it as .grad is a plain copy, not a transposing one (PyTorch's mm backward does the same).
+      // Each element sums the same products over the same k order either way.
+      const bool b_transposed = b.stride(0) == 1 && b.stride(1) >= K && N > 1;
+      gb = b_transposed ? matmul_forward(g2.transpose(0, 1), a2, algo).transpose(0, 1)
+                        : matmul_forward(a2.transpose(0, 1), g2, algo);
     } else {
       // dB = A^T @ dC, then sum over the batch dims b was broadcast along.
       gb = sum_to_shape(matmul_forward(a.transpose(-1, -2), grad, algo), b.shape());
@@ -101,7 +111,7 @@ std::pair<Tensor, Tensor> matmul_backward(const Tensor& grad, const Tensor& a, c
 #else
   TT_TODO(
       "ch04.9",
-      "matmul_backward: {dL/da, dL/db} for C = a @ b (matmul_forward) and grad = dL/dC, each of its input's shape (summed over the batch dims it was broadcast along), computed only when need_a / need_b");
+      "matmul_backward: {dL/da, dL/db} for C = a @ b (matmul_forward) and grad = dL/dC, each of its input's shape (summed over the batch dims it was broadcast along), computed only when need_a / need_b; a 2-D b stored transposed (a linear layer's W^T) gets its gradient in that layout");
 #endif
 }
 

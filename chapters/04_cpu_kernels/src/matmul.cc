@@ -56,7 +56,7 @@ std::pair<Tensor, Tensor> matmul_backward(const Tensor& grad, const Tensor& a, c
                                           MatmulAlgo algo, bool need_a, bool need_b) {
   TT_TODO(
       "ch04.9",
-      "matmul_backward: {dL/da, dL/db} for C = a @ b (matmul_forward) and grad = dL/dC, each of its input's shape (summed over the batch dims it was broadcast along), computed only when need_a / need_b");
+      "matmul_backward: {dL/da, dL/db} for C = a @ b (matmul_forward) and grad = dL/dC, each of its input's shape (summed over the batch dims it was broadcast along), computed only when need_a / need_b; a 2-D b stored transposed (a linear layer's W^T) gets its gradient in that layout");
 }
 
 namespace {

@@ -283,6 +283,28 @@ TEST(Ch04_9_MatmulBackward, BroadcastOperandsGetSummedGradients) {
   EXPECT_TENSOR_NEAR(ga1.squeeze(0), per.select(0, 0) + per.select(0, 1), 1e-12, 1e-12);
 }
 
+TEST(Ch04_9_MatmulBackward, TransposedSharedBGetsItsGradientInItsLayout) {
+  // A linear layer: x [2, 3, 4] @ W^T with W [5, 4]. W's gradient (the transpose of b's) must be
+  // contiguous, so that .grad stores it with a plain copy; a row-major b keeps a row-major one.
+  Tensor x = randn_t({2, 3, 4}, 25), w = randn_t({5, 4}, 26), g = randn_t({2, 3, 5}, 27);
+  const Tensor ref =
+      ref_matmul(x.reshape({6, 4}).transpose(0, 1).unsqueeze(0), g.reshape({6, 5}).unsqueeze(0))
+          .squeeze(0);  // [4, 5]
+  for (MatmulAlgo algo : {MatmulAlgo::kDefault, MatmulAlgo::kFma}) {
+    auto [gx, gwt] = matmul_backward(g, x, w.transpose(0, 1), algo, false, true);
+    EXPECT_FALSE(gx.defined());
+    ASSERT_EQ(gwt.shape(), (Shape{4, 5}));
+    EXPECT_EQ(gwt.strides(), (Strides{1, 4})) << "b = W^T is stored transposed: so is its gradient";
+    EXPECT_TRUE(gwt.transpose(0, 1).is_contiguous());
+    EXPECT_TENSOR_NEAR(gwt, ref, 1e-12, 1e-12);
+    auto [gx2, gb] = matmul_backward(g, x, w.transpose(0, 1).contiguous(), algo, false, true);
+    EXPECT_TRUE(gb.is_contiguous());
+    if (algo == MatmulAlgo::kFma) {  // one FMA chain per element in k order: the same bits
+      EXPECT_TRUE(same_bits(gwt.contiguous().to_vector<double>(), gb.to_vector<double>()));
+    }
+  }
+}
+
 // ----- autograd through matmul (given code) ------------------------------------------------------
 
 TEST(Ch04_Matmul, GradcheckEveryAlgoAndShape) {

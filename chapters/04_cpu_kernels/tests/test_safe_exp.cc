@@ -67,5 +67,31 @@ TEST(Ch04_SafeExp, MinusInfinityIsZeroOnSimdAndScalarPathsDouble) {
   check_safe_exp<double>();
 }
 
+template <typename T>
+void check_max_ignoring_nan() {
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  for (int64_t n : {0, 1, 15, 16, 17, 40, 1000}) {
+    std::vector<T> x(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(std::sin(0.7 * i) * 100 - 50);
+    for (int64_t i = 0; i < n; i += 7) x[i] = nan;  // NaN is skipped, as std::fmax skips it
+    if (n > 20) x[19] = T(1e4);                     // the maximum in a tail lane of a block
+    T want = -inf;
+    for (const T v : x) want = std::fmax(want, v);
+    EXPECT_EQ(max_ignoring_nan(x.data(), n), want) << "n = " << n;
+  }
+  const std::vector<T> all_nan(33, nan);
+  EXPECT_EQ(max_ignoring_nan(all_nan.data(), 33), -inf) << "all NaN gives -inf, as fmax from -inf";
+  const std::vector<T> masked(20, -inf);
+  EXPECT_EQ(max_ignoring_nan(masked.data(), 20), -inf);
+}
+
+TEST(Ch04_SafeExp, MaxIgnoringNanIsTheFmaxChainFloat) {
+  check_max_ignoring_nan<float>();
+}
+
+TEST(Ch04_SafeExp, MaxIgnoringNanIsTheFmaxChainDouble) {
+  check_max_ignoring_nan<double>();
+}
+
 }  // namespace
 }  // namespace tt

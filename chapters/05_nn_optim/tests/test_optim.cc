@@ -3,7 +3,9 @@
 #include <cmath>
 #include <numbers>
 
+#include "tt/dispatcher.h"
 #include "tt/optim.h"
+#include "tt/parallel.h"
 #include "tt/testing.h"
 
 namespace tt::optim {
@@ -195,6 +197,27 @@ TEST(Ch05_4_ClipGradNorm, Float32AndEdgeCases) {
   EXPECT_NEAR(a.grad().to_vector<float>()[3], 0.5f, 1e-6f);
   EXPECT_EQ(clip_grad_norm_({from_vector<float>({1}, {1})}, 1.0), 0.0);  // no gradients
   EXPECT_TT_ERROR(clip_grad_norm_({a}, 0.0), "max_norm must be > 0");
+}
+
+TEST(Ch05_ClipGradNorm, SumOfSquaresIsTheSameForAnyThreadCount) {
+  // The given kernel "sum_of_squares" sums fixed chunks in parallel, each in 8 partial sums:
+  // the bits depend on no thread count, and the sum stays a float64 sum of the squares.
+  std::vector<Tensor> ts;
+  long double want = 0;
+  for (int64_t n : {100003, 7, 32768, 65537}) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(std::sin(0.001 * i + n) * 3);
+    for (const float x : v) want += static_cast<long double>(x) * x;
+    ts.push_back(from_vector<float>(v, {n}));
+  }
+  double got[3];
+  for (int threads : {1, 2, 3}) {
+    ScopedNumThreads scoped(threads);
+    got[threads - 1] = call_kernel<optim::SumOfSquaresKernel>("sum_of_squares", Device::cpu(), ts);
+  }
+  EXPECT_EQ(got[0], got[1]);
+  EXPECT_EQ(got[0], got[2]);
+  EXPECT_NEAR(got[0], static_cast<double>(want), 1e-12 * static_cast<double>(want));
 }
 
 TEST(Ch05_5_WarmupCosine, WarmupPeakDecayFloor) {

@@ -304,8 +304,7 @@ void classifier_row_stats(const Tensor& logits, const Tensor& stats, const Tenso
     parallel_for(0, R, 16, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* row = z + r * ld;
-        T m = -std::numeric_limits<T>::infinity();
-        for (int64_t v = 0; v < vocab_size; ++v) m = std::fmax(m, row[v]);
+        const T m = max_ignoring_nan(row, vocab_size);
         double s = 0;
         for (int64_t v = 0; v < vocab_size && m != -std::numeric_limits<T>::infinity(); ++v)
           s += static_cast<double>(safe_exp(row[v] - m));

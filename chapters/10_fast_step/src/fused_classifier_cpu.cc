@@ -9,7 +9,6 @@
 // (fused_classifier.cc).
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "tt/fused_classifier.h"
 #include "tt/safe_exp.h"

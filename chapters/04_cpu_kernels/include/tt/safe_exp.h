@@ -22,7 +22,8 @@
 /// largest term (1): no sum or probability changes beyond rounding.
 ///
 /// Use safe_exp() for one value and safe_exp_inplace() for a contiguous run of values (Eigen's
-/// SIMD exp, then the flush, which the compiler vectorizes as well).
+/// SIMD exp, then the flush, which the compiler vectorizes as well). The shift of a softmax row
+/// comes from max_ignoring_nan(), a vectorized std::fmax over the row.
 #pragma once
 
 #include <cmath>
@@ -58,6 +59,25 @@ inline void safe_exp_inplace(T* x, int64_t n) {
   Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> v(x, n);
   v = v.exp();
   for (int64_t i = 0; i < n; ++i) x[i] = flush_subnormal_to_zero(x[i]);
+}
+
+/// The largest of x[0, n) that is not NaN, -inf when there is none (n = 0, or all NaN): what a
+/// chain of std::fmax from -inf gives, in 16 independent lanes that the compiler vectorizes
+/// (std::fmax is a library call per element). The maximum is exact, so the lanes change nothing.
+template <typename T>
+inline T max_ignoring_nan(const T* x, int64_t n) {
+  static_assert(std::is_floating_point_v<T>, "max_ignoring_nan: float or double");
+  constexpr int kLanes = 16;
+  T lane[kLanes];
+  for (T& l : lane) l = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  }
+  for (; i < n; ++i) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+  T m = lane[0];
+  for (int j = 1; j < kLanes; ++j) m = lane[j] > m ? lane[j] : m;
+  return m;
 }
 
 }  // namespace tt
