@@ -382,6 +382,19 @@ ln_sanitize_and_step() {
   build/bin/bench_gpt2_step --benchmark_filter='cuda_bf16/L12' 2>&1 | grep -aE "cuda_bf16/" |
     cut -c1-150 || status=1
 }
+# cpu_step_profile DIR: the per-op profile of DIR/bin/bench_gpt2_step's CPU mini step (cpu_fast,
+# 2 threads pinned to CPUs 0 and 1) into $OUT/prof_cpu_fast.log; prints the table by op and the
+# timed row; returns the benchmark's status.
+cpu_step_profile() {
+  local rc
+  stamp "per-op profile, $1, cpu_fast"
+  OMP_NUM_THREADS=2 taskset -c 0,1 "$1/bin/bench_gpt2_step" --profile \
+    --benchmark_filter='gpt2_train_step/cpu_fast/L6' >"$OUT/prof_cpu_fast.log" 2>&1
+  rc=$?
+  grep -aA24 "^Per-op" "$OUT/prof_cpu_fast.log" | cut -c1-130 | head -26
+  grep -a "^gpt2_train_step" "$OUT/prof_cpu_fast.log" | cut -c1-130
+  return $rc
+}
 # gemm_rates DIR THREADS FILTER TAG: DIR/bin/bench_cpu_matmul's FILTER rows (medians of 3) with
 # THREADS threads pinned to CPUs 0..THREADS-1, into $OUT/cpu_matmul_TAG.txt; GFLOP/s printed.
 gemm_rates() {
@@ -394,7 +407,8 @@ gemm_rates() {
     awk '{for(i=1;i<=NF;i++) if ($i ~ /GFLOP=/) g=$i; print $1, g}'
 }
 # torch_mm_rates THREADS: PyTorch's torch.mm (oneMKL) on 2048^3 and the GPT-2 shapes of
-# bench_cpu_matmul, pinned like gemm_rates, into $OUT/torch_mm_THREADS.txt; GFLOP/s printed.
+# bench_cpu_matmul (the fc layer in its three layouts too), pinned like gemm_rates, into
+# $OUT/torch_mm_THREADS.txt; GFLOP/s printed.
 torch_mm_rates() {
   local n=$1 cpus
   cpus=$(seq -s, 0 $((n - 1)))
@@ -402,15 +416,20 @@ torch_mm_rates() {
   OMP_NUM_THREADS=$n taskset -c "$cpus" python3 - "$n" <<'PY' 2>&1 | tee "$OUT/torch_mm_$n.txt"
 import sys, time, torch
 torch.set_num_threads(int(sys.argv[1]))
-for (M, K, N) in [(2048, 2048, 2048), (2048, 384, 1152), (2048, 384, 384), (2048, 384, 1536),
-                  (2048, 1536, 384), (2048, 768, 2304), (2048, 3072, 768)]:
-    a, b = torch.randn(M, K), torch.randn(K, N)
+# (M, K, N, layout): nn = a @ b; nt = a @ b^T with b [N, K] (a linear's forward); tn = a^T @ b
+# with a [K, M] (its weight gradient): bench_cpu_matmul's fc_fwd_nt, fc_dw_tn (fc_dx_nn is
+# 2048x1536x384 nn).
+for (M, K, N, lay) in [(2048, 2048, 2048, "nn"), (2048, 384, 1152, "nn"), (2048, 384, 384, "nn"),
+                       (2048, 384, 1536, "nn"), (2048, 1536, 384, "nn"), (2048, 768, 2304, "nn"),
+                       (2048, 3072, 768, "nn"), (2048, 384, 1536, "nt"), (1536, 2048, 384, "tn")]:
+    a = torch.randn(K, M).t() if lay == "tn" else torch.randn(M, K)
+    b = torch.randn(N, K).t() if lay == "nt" else torch.randn(K, N)
     for _ in range(3): a @ b
     best = 1e9
     for r in range(3):
         n = 5; t = time.perf_counter()
         for _ in range(n): a @ b
         best = min(best, (time.perf_counter() - t) / n)
-    print(f"torch.mm {M}x{K}x{N}: {best*1e3:.2f} ms {2*M*N*K/best/1e9:.1f} GFLOP/s")
+    print(f"torch.mm {M}x{K}x{N} {lay}: {best*1e3:.2f} ms {2*M*N*K/best/1e9:.1f} GFLOP/s")
 PY
 }

@@ -19,10 +19,7 @@ gemm_rates old 2 '(eigen|fma|openblas)/(2048|C384)' old
 gemm_rates build 2 '(eigen|fma|openblas)/(2048|C384)' build
 torch_mm_rates 2
 cpu_vs_torch 3 old build || status=1
-stamp "per-op profile, new build, cpu_fast"
-OMP_NUM_THREADS=2 taskset -c 0,1 build/bin/bench_gpt2_step --profile \
-  --benchmark_filter='gpt2_train_step/cpu_fast/L6' >"$OUT/prof_cpu_fast.log" 2>&1 || status=1
-grep -aA24 "^Per-op" "$OUT/prof_cpu_fast.log" | cut -c1-130 | head -26
+cpu_step_profile build || status=1
 gtests ch04.log 300 build/bin/tt_ch04_tests '*' || status=1
 gtests ch09_det.log 300 build/bin/tt_ch09_tests '*Determinism*:*TinyModel*:*Reference*' || status=1
 gtests ch10_cls.log 300 build/bin/tt_ch10_tests '*Classifier*:*FastOps*' || status=1
