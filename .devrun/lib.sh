@@ -350,19 +350,20 @@ ddp_x1_rounds() {
 # cpu_vs_torch N DIR...: N rounds of chapter 10's CPU mini step (L6 H6 C384 V8192, B 8, T 256;
 # bench_gpt2_step's cpu and cpu_fast rows) by each DIR/bin/bench_gpt2_step in turn, then PyTorch's
 # (.devbin/anchors/gpt2_torch_bench.py, naive attention and SDPA), all pinned to CPUs 0 and 1
-# with 2 threads; the rows in $OUT/cpu_ROUND.txt; returns 1 when any run failed.
+# with 2 threads (CPUS=8,9 pins to others); the rows in $OUT/cpu_ROUND.txt; returns 1 when any
+# run failed.
 cpu_vs_torch() {
   local rounds=$1 round dir rc=0
   shift
   for round in $(seq "$rounds"); do
     for dir in "$@"; do
       stamp "CPU mini step, $dir, round $round"
-      OMP_NUM_THREADS=2 taskset -c 0,1 "$dir/bin/bench_gpt2_step" \
+      OMP_NUM_THREADS=2 taskset -c "${CPUS:-0,1}" "$dir/bin/bench_gpt2_step" \
         --benchmark_filter='gpt2_train_step/cpu(_fast)?/L6' 2>&1 | grep -a "^gpt2_train_step" |
         sed "s|^|$dir |" | tee -a "$OUT/cpu_$round.txt" | cut -c1-120 || rc=1
     done
     stamp "CPU mini step, PyTorch, round $round"
-    OMP_NUM_THREADS=2 taskset -c 0,1 timeout 200 python3 .devbin/anchors/gpt2_torch_bench.py \
+    OMP_NUM_THREADS=2 taskset -c "${CPUS:-0,1}" timeout 200 python3 .devbin/anchors/gpt2_torch_bench.py \
       --device cpu --threads 2 --B 8 --T 256 --steps 6 --warmup 2 \
       --config L=6,NH=6,C=384,V=8192,Vp=8192,maxT=256 --modes fp32_naive,tf32_sdpa 2>&1 |
       grep -a '"system"' | tee -a "$OUT/cpu_$round.txt" | cut -c1-160 || rc=1
