@@ -127,6 +127,15 @@ train_run() {
   # --kill-after-step 5 ends the job with the kill's status: a run that logged step 5 is a success.
   grep -aqE "^step 5/6 \|" $r.log || { echo "train_run $name: no step 5 (exit $rc)"; return 1; }
 }
+# begin_run NAME [tests]: a device script's preamble after sourcing this file: status=0, the
+# binaries of .devbin/NAME.tar.xz (carried), with `tests` the /work/main link by which the tests
+# find reference_data/, then logs_begin.
+begin_run() {
+  status=0
+  carried "$1"
+  if [ "${2:-}" = tests ]; then mkdir -p /work && ln -sfn "$PWD" /work/main; fi
+  logs_begin
+}
 # carried NAME: unpacks the binaries carried in .devbin/NAME.tar.xz (built for sm_90; exits when
 # it is missing), puts the carried Google Benchmark library (.devbin/lib) on the library path and
 # sets $gpus to the machine's GPU count.

@@ -9,10 +9,7 @@
 # instruction set than the build machine's AMD one) and chapter 10's classifier CUDA tests.
 set -uo pipefail
 . .devrun/lib.sh
-status=0
-carried "${1:-s20a}"
-mkdir -p /work && ln -sfn "$PWD" /work/main  # the tests find reference_data/ by absolute path
-logs_begin
+begin_run "${1:-s20a}" tests
 lscpu | grep -aE "^Model name|^CPU\(s\)|^Thread|^Core|MHz" | head -6
 lscpu | grep -ao "avx512[a-z_0-9]*\|amx[a-z_0-9]*\|avx2\|fma" | sort -u | tr '\n' ' '; echo
 gemm_rates old 2 '(eigen|fma|openblas)/(2048|C384)' old

@@ -8,10 +8,7 @@
 # (2 pinned cores) in two more rounds against PyTorch 2.11, chapters 04 and 09's tests here.
 set -uo pipefail
 . .devrun/lib.sh
-status=0
-carried "${1:-s20b}"
-mkdir -p /work && ln -sfn "$PWD" /work/main  # the tests find reference_data/ by absolute path
-logs_begin
+begin_run "${1:-s20b}" tests
 for n in 16 8 2; do
   for dir in old build; do
     gemm_rates $dir $n '(eigen|fma)/(2048|C384|C768)' ${dir}_$n

@@ -6,9 +6,7 @@
 # dY W, dY^T X) for gemm_fma and torch.mm, 2 pinned cores.
 set -uo pipefail
 . .devrun/lib.sh
-status=0
-carried "${1:-s21a}"
-logs_begin
+begin_run "${1:-s21a}"
 lscpu | grep -aE "^Model name|^CPU\(s\)|MHz|L1d|L2|L3" | head -8
 stamp "PyTorch CPU step profile"
 OMP_NUM_THREADS=2 taskset -c 0,1 timeout 200 python3 .devrun/torch_cpu_profile.py --threads 2 \

@@ -7,10 +7,7 @@
 # W's layout) on the GPU: chapters 09 and 10.
 set -uo pipefail
 . .devrun/lib.sh
-status=0
-carried "${1:-s21b}"
-mkdir -p /work && ln -sfn "$PWD" /work/main  # the tests find reference_data/ by absolute path
-logs_begin
+begin_run "${1:-s21b}" tests
 cpu_vs_torch 4 old build || status=1
 cpu_step_profile build || status=1
 gtests ch04.log 300 build/bin/tt_ch04_tests '*' || status=1

@@ -7,10 +7,7 @@
 # and 10's tests that run train_gpt2 (s21b did not carry it).
 set -uo pipefail
 . .devrun/lib.sh
-status=0
-carried "${1:-s21c}"
-mkdir -p /work && ln -sfn "$PWD" /work/main  # the tests find reference_data/ by absolute path
-logs_begin
+begin_run "${1:-s21c}" tests
 cpu_vs_torch 5 old build pf || status=1
 gemm_rates build 2 'fma/C384' build
 gemm_rates pf 2 'fma/C384' pf

@@ -7,9 +7,7 @@
 # CUDA tests and memcheck, racecheck, synccheck on the warp-tiled kernel's tests with kBK = 32.
 set -uo pipefail
 . .devrun/lib.sh
-status=0
-carried "${1:-s21d}"
-logs_begin
+begin_run "${1:-s21d}"
 nvidia-smi -L
 for v in sg16 sg32; do
   echo "$v: $(cuobjdump --dump-resource-usage $v/bench_cuda_matmul 2>/dev/null |

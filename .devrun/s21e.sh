@@ -4,9 +4,7 @@
 # and PyTorch 2.11's on 2 pinned cores (cpu_vs_torch), for the medians over all rounds.
 set -uo pipefail
 . .devrun/lib.sh
-status=0
-carried "${1:-s21e}"
-logs_begin
+begin_run "${1:-s21e}"
 cpu_vs_torch 4 build || status=1
 logs_end
 stamp "s21e done (status $status)"

@@ -5,9 +5,7 @@
 # CPUS=8,9).
 set -uo pipefail
 . .devrun/lib.sh
-status=0
-carried "${1:-s21e}"
-logs_begin
+begin_run "${1:-s21e}"
 uptime
 busy() { awk '/^cpu[0-9]/ {print $1, $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
 busy >/tmp/b0; sleep 2; busy >/tmp/b1

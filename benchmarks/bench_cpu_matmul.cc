@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_main.h"
@@ -42,12 +43,19 @@ void set_gflops(benchmark::State& state, const Shape3& s) {
       benchmark::Counter::kIsRate);
 }
 
-void bench_tt(benchmark::State& state, tt::MatmulAlgo algo, Shape3 s) {
+/// The operands of `s` in its layout: a [M, K] (a transposed view of a row-major [K, M] for
+/// kTN), b [K, N] (of a row-major [N, K] for kNT).
+std::pair<tt::Tensor, tt::Tensor> operands(const Shape3& s) {
   tt::Generator gen(1);
-  const tt::Tensor a = s.layout == Layout::kTN ? tt::randn({s.K, s.M}, gen).transpose(0, 1)
-                                               : tt::randn({s.M, s.K}, gen);
-  const tt::Tensor b = s.layout == Layout::kNT ? tt::randn({s.N, s.K}, gen).transpose(0, 1)
-                                               : tt::randn({s.K, s.N}, gen);
+  tt::Tensor a = s.layout == Layout::kTN ? tt::randn({s.K, s.M}, gen).transpose(0, 1)
+                                         : tt::randn({s.M, s.K}, gen);
+  tt::Tensor b = s.layout == Layout::kNT ? tt::randn({s.N, s.K}, gen).transpose(0, 1)
+                                         : tt::randn({s.K, s.N}, gen);
+  return {a, b};
+}
+
+void bench_tt(benchmark::State& state, tt::MatmulAlgo algo, Shape3 s) {
+  const auto [a, b] = operands(s);
   const tt::Tensor c = tt::empty({s.M, s.N});
   for (auto _ : state) {
     tt::call_kernel<tt::MatmulKernel>(tt::matmul_kernel_name(algo), c.device(), c, a, b);
@@ -59,15 +67,15 @@ void bench_tt(benchmark::State& state, tt::MatmulAlgo algo, Shape3 s) {
 
 #if TT_HAVE_OPENBLAS
 void bench_openblas(benchmark::State& state, Shape3 s) {
-  tt::Generator gen(1);
-  const tt::Tensor a = tt::randn({s.M, s.K}, gen), b = tt::randn({s.K, s.N}, gen);
+  const auto [a, b] = operands(s);  // a transposed view is passed as stored, with CblasTrans
+  const bool ta = s.layout == Layout::kTN, tb = s.layout == Layout::kNT;
   const tt::Tensor c = tt::empty({s.M, s.N});
   openblas_set_num_threads(tt::num_threads());
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.M),
-                static_cast<int>(s.N), static_cast<int>(s.K), 1.0f, a.data<float>(),
-                static_cast<int>(s.K), b.data<float>(), static_cast<int>(s.N), 0.0f,
-                c.data<float>(), static_cast<int>(s.N));
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(s.M), static_cast<int>(s.N), static_cast<int>(s.K), 1.0f,
+                a.data<float>(), static_cast<int>(ta ? s.M : s.K), b.data<float>(),
+                static_cast<int>(tb ? s.K : s.N), 0.0f, c.data<float>(), static_cast<int>(s.N));
     benchmark::ClobberMemory();
   }
   set_gflops(state, s);
